@@ -1,0 +1,82 @@
+// Command fleetmesh runs a fleetmesh node and its tools. It parses flags and
+// wires packages together; protocol logic lives in the packages it calls.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// command is one subcommand. Subcommands register themselves from the file
+// that holds them, so adding one touches no shared list.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error
+}
+
+var commands = map[string]command{}
+
+func register(name, summary string, run func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error) {
+	commands[name] = command{summary: summary, run: run}
+}
+
+// errUsage marks an error whose message already says what to fix; main
+// prints it without a stack of prefixes and exits 2.
+var errUsage = errors.New("usage")
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: fleetmesh <command> [flags]")
+	fmt.Fprintln(w)
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run 'fleetmesh <command> -h' for a command's flags.")
+}
+
+func main() {
+	os.Exit(realMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "fleetmesh: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := cmd.run(ctx, args[1:], stdin, stdout, stderr)
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(stderr, "fleetmesh %s: %v\n", args[0], err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "fleetmesh %s: %v\n", args[0], err)
+		return 1
+	}
+}
