@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The whole fleetmesh test suite: installs what the tests need, then runs
+# go vet and every Go test (unit, fuzz seeds, end-to-end and interop tests,
+# which drive the npm packages in interop/ from Go) with the race detector.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v node >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm iproute2 >/dev/null
+  else
+    echo "scripts/test.sh: node and iproute2 are required (apt-get install nodejs npm iproute2)" >&2
+    exit 1
+  fi
+fi
+
+(cd interop && npm ci --no-audit --no-fund --loglevel=error)
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './interop/*'))
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change:"; echo "$unformatted"; exit 1
+fi
+echo "== go vet"
+go vet ./...
+echo "== go test -race"
+go test -race -count=1 -timeout 25m ./...
