@@ -1,0 +1,158 @@
+package nostr
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+func FuzzParseClientMessage(f *testing.F) {
+	k, _ := GenerateSecretKey()
+	e := &Event{CreatedAt: 5, Kind: 1, Tags: Tags{{"e", "abc"}}, Content: "hi"}
+	_ = k.Sign(e)
+	for _, s := range []string{
+		`["EVENT",` + string(e.AppendJSON(nil)) + `]`,
+		`["REQ","s",{"ids":["` + e.IDHex() + `"],"#e":["abc"],"since":1,"until":9,"limit":2}]`,
+		`["CLOSE","s"]`, `["COUNT","s",{}]`, `["NEG-OPEN","s",{},"61"]`, `["AUTH",{}]`,
+		`[`, `["REQ","s",{"kinds":[1e3]}]`, `["REQ","s",{"limit":1.5}]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := ParseClientMessage(data)
+		if err != nil {
+			if m != nil {
+				t.Fatal("message and error both returned")
+			}
+			return
+		}
+		if m.Event != nil {
+			var back Event
+			if err := json.Unmarshal(m.Event.AppendJSON(nil), &back); err != nil {
+				t.Fatalf("re-encoded event does not parse: %v", err)
+			}
+			if back.ComputeID() != m.Event.ComputeID() {
+				t.Fatal("JSON round trip changed the canonical serialization")
+			}
+		}
+		for i := range m.Filters {
+			raw, err := json.Marshal(m.Filters[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back Filter
+			if err := json.Unmarshal(raw, &back); err != nil {
+				t.Fatalf("re-encoded filter %s does not parse: %v", raw, err)
+			}
+		}
+	})
+}
+
+// referenceMatch is a deliberately plain reading of NIP-01's matching rules
+// over generic JSON, to check Filter.Matches against.
+func referenceMatch(filter map[string]any, event map[string]any) bool {
+	in := func(list any, v any) bool {
+		for _, x := range list.([]any) {
+			if fmt.Sprint(x) == fmt.Sprint(v) {
+				return true
+			}
+		}
+		return false
+	}
+	for key, cond := range filter {
+		switch {
+		case key == "ids" && !in(cond, event["id"]):
+			return false
+		case key == "authors" && !in(cond, event["pubkey"]):
+			return false
+		case key == "kinds" && !in(cond, event["kind"]):
+			return false
+		case key == "since" && event["created_at"].(float64) < cond.(float64):
+			return false
+		case key == "until" && event["created_at"].(float64) > cond.(float64):
+			return false
+		case strings.HasPrefix(key, "#"):
+			found := false
+			for _, tag := range event["tags"].([]any) {
+				tag := tag.([]any)
+				if len(tag) >= 2 && tag[0] == key[1:] && in(cond, tag[1]) {
+					found = true
+				}
+			}
+			if !found {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func FuzzFilterMatches(f *testing.F) {
+	f.Add(uint64(1), uint64(2))
+	f.Add(uint64(99), uint64(7))
+	f.Fuzz(func(t *testing.T, seedA, seedB uint64) {
+		r := rand.New(rand.NewPCG(seedA, seedB))
+		ids := [][32]byte{{1}, {2}, {3}}
+		letters := []string{"e", "p", "t"}
+		values := []string{"a", "b", "c", ""}
+		ev := &Event{ID: ids[r.IntN(3)], PubKey: ids[r.IntN(3)], CreatedAt: int64(r.IntN(5)), Kind: r.IntN(4)}
+		for n := r.IntN(4); n > 0; n-- {
+			tag := []string{letters[r.IntN(3)]}
+			if r.IntN(4) > 0 {
+				tag = append(tag, values[r.IntN(4)])
+			}
+			ev.Tags = append(ev.Tags, tag)
+		}
+		filter := map[string]any{}
+		pickHex := func() []any {
+			var out []any
+			for n := r.IntN(3); n > 0; n-- {
+				out = append(out, hex.EncodeToString(ids[r.IntN(3)][:]))
+			}
+			return append([]any{}, out...)
+		}
+		if r.IntN(3) == 0 {
+			filter["ids"] = pickHex()
+		}
+		if r.IntN(3) == 0 {
+			filter["authors"] = pickHex()
+		}
+		if r.IntN(3) == 0 {
+			ks := []any{}
+			for n := r.IntN(3); n > 0; n-- {
+				ks = append(ks, float64(r.IntN(4)))
+			}
+			filter["kinds"] = ks
+		}
+		if r.IntN(3) == 0 {
+			filter["since"] = float64(r.IntN(5))
+		}
+		if r.IntN(3) == 0 {
+			filter["until"] = float64(r.IntN(5))
+		}
+		for _, l := range letters {
+			if r.IntN(3) == 0 {
+				vs := []any{}
+				for n := r.IntN(3); n > 0; n-- {
+					vs = append(vs, values[r.IntN(4)])
+				}
+				filter["#"+l] = vs
+			}
+		}
+		fj, _ := json.Marshal(filter)
+		var flt Filter
+		if err := json.Unmarshal(fj, &flt); err != nil {
+			t.Fatalf("filter %s: %v", fj, err)
+		}
+		var generic map[string]any
+		if err := json.Unmarshal(ev.AppendJSON(nil), &generic); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := flt.Matches(ev), referenceMatch(filter, generic); got != want {
+			t.Fatalf("filter %s on event %s: Matches = %v, reference = %v", fj, ev.AppendJSON(nil), got, want)
+		}
+	})
+}
