@@ -53,10 +53,10 @@ type Unpacked struct {
 	// proven by authcrypt or a signature, and From is that sender.
 	// NonRepudiable: a signature proves it to third parties too.
 	Encrypted, Authenticated, NonRepudiable bool
-	SenderKID    string   // authcrypt skid
-	SignerKIDs   []string // JWS signers
-	RecipientKID string   // our key the JWE was opened with
-	Enc          string   // content encryption of the innermost JWE
+	SenderKID                               string   // authcrypt skid
+	SignerKIDs                              []string // JWS signers
+	RecipientKID                            string   // our key the JWE was opened with
+	Enc                                     string   // content encryption of the innermost JWE
 }
 
 // Unpacker unpacks messages addressed to one DID.
