@@ -1,0 +1,42 @@
+// Package store is fleetmesh's embedded event store: durable NIP-01 events
+// on Pebble, with the indexes that the filters clients actually send need,
+// and the storage rules of each kind class (replaceable, addressable,
+// NIP-09 deletion, NIP-40 expiration) applied atomically with the write.
+//
+// Why Pebble: it is an LSM tree, so ingest is sequential appends to a
+// write-ahead log rather than B-tree page rewrites (bbolt) or a single
+// writer lock around page writes (SQLite); its WAL gives crash safety
+// without a second copy of each event; its block cache and memtables have
+// fixed sizes, so memory stays bounded however large the store grows; and it
+// is pure Go, so `fleetmesh` still cross-compiles for a Raspberry Pi or
+// gomobile with no C toolchain.
+//
+// Why one writer: every save goes through a single goroutine that gathers
+// whatever saves are waiting into one Pebble batch, applies the kind rules
+// against that batch (so two versions of a replaceable event arriving at
+// once cannot both win), commits it with one fsync, and only then answers
+// each caller. This is strfry's batching writer: the fsync cost is shared
+// by everything in the batch, and "saved" always means "on disk".
+//
+// Key layout (all integers big-endian, so byte order is numeric order):
+//
+//	E serial                         → event (binary, see codec.go)
+//	I id                             → serial
+//	C created_at serial              → (all events by time)
+//	K kind created_at serial         → (by kind)
+//	A pubkey created_at serial       → (by author)
+//	P pubkey kind created_at serial  → (by author and kind)
+//	T letter hash(value) created_at serial → (by single-letter tag)
+//	R pubkey kind hash(d)            → serial of the current replaceable/addressable version
+//	D id                             → pubkey that deleted it (NIP-09 tombstone)
+//	F pubkey kind hash(d)            → created_at up to which an address is deleted (NIP-09 "a" tags)
+//	X expiration serial              → (NIP-40 sweep)
+//
+// Every index key ends in created_at and serial, so a filter is answered by
+// walking one or more key ranges backwards (newest first) and merging them.
+//
+// It is not for policy (what may be stored is the relay's and the boundary's
+// decision), not for ephemeral events (never stored), and not a network
+// service: the relay package holds the interface it needs, narrow enough for
+// another backend (PostgreSQL on a large anchor) to implement.
+package store

@@ -1,0 +1,544 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"fleetmesh.org/fleetmesh/nostr"
+)
+
+// Result says what Save did with an event.
+type Result int
+
+// Save results.
+const (
+	// Stored: the event is now on disk.
+	Stored Result = iota
+	// Duplicate: the same event was already on disk.
+	Duplicate
+	// Superseded: a newer version of this replaceable or addressable event
+	// is stored, so this one was not.
+	Superseded
+	// Deleted: the author deleted this event (NIP-09), so it was not stored.
+	Deleted
+	// Expired: the event's NIP-40 expiration has passed.
+	Expired
+)
+
+func (r Result) String() string {
+	switch r {
+	case Stored:
+		return "stored"
+	case Duplicate:
+		return "duplicate"
+	case Superseded:
+		return "superseded"
+	case Deleted:
+		return "deleted"
+	case Expired:
+		return "expired"
+	}
+	return "result(" + strconv.Itoa(int(r)) + ")"
+}
+
+// ErrClosed is returned by calls on a closed store.
+var ErrClosed = errors.New("store: closed")
+
+// Options are the store's bounds. Zero values take the defaults.
+type Options struct {
+	// CacheBytes is Pebble's block cache size (default 64 MiB).
+	CacheBytes int64
+	// MemTableBytes is the size of each Pebble memtable (default 16 MiB).
+	MemTableBytes uint64
+	// MaxBatch is how many saves one commit gathers at most (default 1024).
+	MaxBatch int
+	// MaxScan bounds how many index entries one query may examine (default
+	// 200,000), so a filter no index serves well cannot stall the node.
+	MaxScan int
+	// SweepEvery is how often expired events are removed (default 1 min).
+	SweepEvery time.Duration
+	// Now is the clock (default time.Now); tests move it.
+	Now func() time.Time
+	// Logger receives Pebble's and the sweeper's messages (default: discard).
+	Logger *slog.Logger
+}
+
+func (o *Options) fill() {
+	if o.CacheBytes <= 0 {
+		o.CacheBytes = 64 << 20
+	}
+	if o.MemTableBytes == 0 {
+		o.MemTableBytes = 16 << 20
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 1024
+	}
+	if o.MaxScan <= 0 {
+		o.MaxScan = 200_000
+	}
+	if o.SweepEvery <= 0 {
+		o.SweepEvery = time.Minute
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Store is a Pebble-backed event store.
+type Store struct {
+	db   *pebble.DB
+	opts Options
+
+	writes chan *saveReq
+	stop   chan struct{}
+	done   chan struct{}
+
+	mu     sync.RWMutex // guards closed against Save racing Close
+	closed bool
+}
+
+type saveReq struct {
+	ev   *nostr.Event
+	res  Result
+	err  error
+	done chan struct{}
+}
+
+// Open opens (creating if needed) the store in dir.
+func Open(dir string, opts Options) (*Store, error) {
+	opts.fill()
+	cache := pebble.NewCache(opts.CacheBytes)
+	defer cache.Unref()
+	db, err := pebble.Open(dir, &pebble.Options{
+		Cache:        cache,
+		MemTableSize: opts.MemTableBytes,
+		Logger:       pebbleLogger{opts.Logger},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", dir, err)
+	}
+	s := &Store{
+		db:     db,
+		opts:   opts,
+		writes: make(chan *saveReq, opts.MaxBatch),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	next, err := s.lastSerial()
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	go s.writer(next + 1)
+	return s, nil
+}
+
+func (s *Store) lastSerial() (uint64, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pEvent}, UpperBound: []byte{pEvent + 1}})
+	if err != nil {
+		return 0, fmt.Errorf("store: %w", err)
+	}
+	defer it.Close()
+	if !it.Last() {
+		return 0, it.Error()
+	}
+	return binary.BigEndian.Uint64(it.Key()[1:]), nil
+}
+
+// Save stores an event durably, applying its kind's storage rules. The
+// event's signature must already have been verified. When Save returns
+// Stored or Duplicate with a nil error, the event is on disk.
+func (s *Store) Save(ctx context.Context, ev *nostr.Event) (Result, error) {
+	req := &saveReq{ev: ev, done: make(chan struct{})}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return 0, ErrClosed
+	}
+	select {
+	case s.writes <- req:
+	case <-ctx.Done():
+		s.mu.RUnlock()
+		return 0, ctx.Err()
+	}
+	s.mu.RUnlock()
+	select {
+	case <-req.done:
+		return req.res, req.err
+	case <-ctx.Done():
+		// The write may still commit; the caller just stops waiting.
+		return 0, ctx.Err()
+	}
+}
+
+// Close flushes every accepted save and closes the database.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	close(s.stop)
+	<-s.done
+	return s.db.Close()
+}
+
+func (s *Store) writer(serial uint64) {
+	defer close(s.done)
+	sweep := time.NewTicker(s.opts.SweepEvery)
+	defer sweep.Stop()
+	pending := make([]*saveReq, 0, s.opts.MaxBatch)
+	for {
+		var first *saveReq
+		select {
+		case first = <-s.writes:
+		case <-sweep.C:
+			if err := s.sweepExpired(); err != nil {
+				s.opts.Logger.Error("store: expiration sweep failed", "err", err)
+			}
+			continue
+		case <-s.stop:
+			// Drain what Save calls already handed over before closing.
+			for {
+				select {
+				case r := <-s.writes:
+					serial = s.commit(append(pending[:0], r), serial)
+				default:
+					return
+				}
+			}
+		}
+		pending = append(pending[:0], first)
+	gather:
+		for len(pending) < s.opts.MaxBatch {
+			select {
+			case r := <-s.writes:
+				pending = append(pending, r)
+			default:
+				break gather
+			}
+		}
+		serial = s.commit(pending, serial)
+	}
+}
+
+// commit applies a group of saves in one batch and one fsync.
+func (s *Store) commit(reqs []*saveReq, serial uint64) uint64 {
+	b := s.db.NewIndexedBatch()
+	now := s.opts.Now().Unix()
+	start := serial
+	for _, r := range reqs {
+		r.res, r.err = s.apply(b, r.ev, &serial, now)
+	}
+	err := b.Commit(pebble.Sync)
+	b.Close()
+	if err != nil {
+		err = fmt.Errorf("store: commit: %w", err)
+		serial = start
+	}
+	for _, r := range reqs {
+		if err != nil && r.err == nil {
+			r.err = err
+		}
+		close(r.done)
+	}
+	return serial
+}
+
+func (s *Store) apply(b *pebble.Batch, ev *nostr.Event, serial *uint64, now int64) (Result, error) {
+	if exp, ok := ev.Expiration(); ok && exp <= now {
+		return Expired, nil
+	}
+	if has, err := exists(b, idKey(ev.ID)); err != nil || has {
+		return Duplicate, err
+	}
+	if by, err := get(b, deletedIDKey(ev.ID)); err != nil {
+		return 0, err
+	} else if by != nil && bytes.Equal(by, ev.PubKey[:]) {
+		return Deleted, nil
+	}
+	if slot := slotOf(pReplace, ev); slot != nil {
+		if upTo, err := get(b, slotOf(pDeletedAdr, ev)); err != nil {
+			return 0, err
+		} else if upTo != nil && ev.CreatedAt <= int64(binary.BigEndian.Uint64(upTo)) {
+			return Deleted, nil
+		}
+		cur, err := get(b, slot)
+		if err != nil {
+			return 0, err
+		}
+		if cur != nil {
+			curSerial := binary.BigEndian.Uint64(cur)
+			old, err := loadFrom(b, curSerial)
+			if err != nil {
+				return 0, err
+			}
+			// NIP-01: the newest wins; on a tie, the lowest id.
+			if old.CreatedAt > ev.CreatedAt || (old.CreatedAt == ev.CreatedAt && bytes.Compare(old.ID[:], ev.ID[:]) < 0) {
+				return Superseded, nil
+			}
+			if err := s.remove(b, old, curSerial); err != nil {
+				return 0, err
+			}
+		}
+	}
+	n := *serial
+	*serial++
+	sk := u64(nil, n)
+	if err := b.Set(eventKey(n), encodeEvent(nil, ev), nil); err != nil {
+		return 0, err
+	}
+	if err := b.Set(idKey(ev.ID), sk, nil); err != nil {
+		return 0, err
+	}
+	for _, k := range indexKeys(ev, n) {
+		if err := b.Set(k, nil, nil); err != nil {
+			return 0, err
+		}
+	}
+	if slot := slotOf(pReplace, ev); slot != nil {
+		if err := b.Set(slot, sk, nil); err != nil {
+			return 0, err
+		}
+	}
+	if ev.Kind == nostr.KindDeletion {
+		if err := s.applyDeletion(b, ev); err != nil {
+			return 0, err
+		}
+	}
+	return Stored, nil
+}
+
+// applyDeletion carries out a NIP-09 deletion request: it removes the
+// author's own events named by "e" tags and addresses named by "a" tags,
+// and leaves tombstones so that the deleted events are refused if they
+// arrive again. Deleting a deletion request has no effect.
+func (s *Store) applyDeletion(b *pebble.Batch, del *nostr.Event) error {
+	for _, t := range del.Tags {
+		if len(t) < 2 {
+			continue
+		}
+		switch t[0] {
+		case "e":
+			var id [32]byte
+			if decodeHexID(id[:], t[1]) != nil {
+				continue
+			}
+			if err := b.Set(deletedIDKey(id), del.PubKey[:], nil); err != nil {
+				return err
+			}
+			sk, err := get(b, idKey(id))
+			if err != nil || sk == nil {
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			serial := binary.BigEndian.Uint64(sk)
+			old, err := loadFrom(b, serial)
+			if err != nil {
+				return err
+			}
+			if old.PubKey == del.PubKey && old.Kind != nostr.KindDeletion {
+				if err := s.remove(b, old, serial); err != nil {
+					return err
+				}
+			}
+		case "a":
+			kind, pub, d, ok := parseAddress(t[1])
+			if !ok || pub != del.PubKey {
+				continue
+			}
+			fkey := addressKey(pDeletedAdr, pub, kind, d)
+			prev, err := get(b, fkey)
+			if err != nil {
+				return err
+			}
+			if prev == nil || int64(binary.BigEndian.Uint64(prev)) < del.CreatedAt {
+				if err := b.Set(fkey, u64(nil, uint64(del.CreatedAt)), nil); err != nil {
+					return err
+				}
+			}
+			sk, err := get(b, addressKey(pReplace, pub, kind, d))
+			if err != nil || sk == nil {
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			serial := binary.BigEndian.Uint64(sk)
+			old, err := loadFrom(b, serial)
+			if err != nil {
+				return err
+			}
+			if old.CreatedAt <= del.CreatedAt {
+				if err := s.remove(b, old, serial); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// parseAddress parses an "a" tag value kind:pubkey:d.
+func parseAddress(a string) (kind int, pub [32]byte, d string, ok bool) {
+	ks, rest, ok1 := strings.Cut(a, ":")
+	ps, d, ok2 := strings.Cut(rest, ":")
+	if !ok1 || !ok2 {
+		return 0, pub, "", false
+	}
+	k, err := strconv.Atoi(ks)
+	if err != nil || k < 0 || k > nostr.MaxKind || decodeHexID(pub[:], ps) != nil {
+		return 0, pub, "", false
+	}
+	if nostr.ClassOf(k) == nostr.Replaceable {
+		d = ""
+	}
+	return k, pub, d, true
+}
+
+func decodeHexID(dst []byte, s string) error {
+	if len(s) != 64 {
+		return errCorrupt
+	}
+	for i := 0; i < 32; i++ {
+		hi, lo := unhex(s[2*i]), unhex(s[2*i+1])
+		if hi > 15 || lo > 15 {
+			return errCorrupt
+		}
+		dst[i] = hi<<4 | lo
+	}
+	return nil
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0'
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10
+	}
+	return 255
+}
+
+// remove deletes an event and every key that points at it.
+func (s *Store) remove(b *pebble.Batch, ev *nostr.Event, serial uint64) error {
+	if err := b.Delete(eventKey(serial), nil); err != nil {
+		return err
+	}
+	if err := b.Delete(idKey(ev.ID), nil); err != nil {
+		return err
+	}
+	for _, k := range indexKeys(ev, serial) {
+		if err := b.Delete(k, nil); err != nil {
+			return err
+		}
+	}
+	if slot := slotOf(pReplace, ev); slot != nil {
+		cur, err := get(b, slot)
+		if err != nil {
+			return err
+		}
+		if cur != nil && binary.BigEndian.Uint64(cur) == serial {
+			return b.Delete(slot, nil)
+		}
+	}
+	return nil
+}
+
+// sweepExpired removes events whose NIP-40 expiration has passed.
+func (s *Store) sweepExpired() error {
+	now := s.opts.Now().Unix()
+	it, err := s.db.NewIter(&pebble.IterOptions{
+		LowerBound: []byte{pExpiry},
+		UpperBound: u64([]byte{pExpiry}, uint64(now)+1),
+	})
+	if err != nil {
+		return err
+	}
+	var serials []uint64
+	for ok := it.First(); ok && len(serials) < s.opts.MaxBatch*16; ok = it.Next() {
+		serials = append(serials, binary.BigEndian.Uint64(it.Key()[9:]))
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	if len(serials) == 0 {
+		return nil
+	}
+	b := s.db.NewIndexedBatch()
+	defer b.Close()
+	for _, serial := range serials {
+		ev, err := loadFrom(b, serial)
+		if errors.Is(err, pebble.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := s.remove(b, ev, serial); err != nil {
+			return err
+		}
+	}
+	return b.Commit(pebble.Sync)
+}
+
+func get(r *pebble.Batch, key []byte) ([]byte, error) {
+	v, c, err := r.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := bytes.Clone(v)
+	c.Close()
+	return out, nil
+}
+
+func exists(r *pebble.Batch, key []byte) (bool, error) {
+	v, err := get(r, key)
+	return v != nil, err
+}
+
+func loadFrom(r *pebble.Batch, serial uint64) (*nostr.Event, error) {
+	v, c, err := r.Get(eventKey(serial))
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	ev := new(nostr.Event)
+	if err := decodeEvent(v, ev); err != nil {
+		return nil, err
+	}
+	return ev, nil
+}
+
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug(fmt.Sprintf("pebble: "+format, args...))
+}
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf("pebble: "+format, args...))
+}
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf("pebble: fatal: "+format, args...))
+	panic(fmt.Sprintf(format, args...))
+}
