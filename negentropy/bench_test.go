@@ -185,4 +185,3 @@ func benchNaive(b *testing.B, p benchPair) (up, down, found int) {
 	}
 	return len(sent), len(back), found
 }
-
