@@ -56,11 +56,12 @@ type Bound struct {
 	PrefixLen int
 }
 
-// InfinityBound is the upper bound of the whole universe.
-var InfinityBound = Bound{Timestamp: Infinity}
+// infinityBound is the upper bound of the whole universe (Bound{Timestamp:
+// Infinity}).
+var infinityBound = Bound{Timestamp: Infinity}
 
-// BoundOf returns the bound that sits exactly at item (its full id).
-func BoundOf(it Item) Bound {
+// boundOf returns the bound that sits exactly at item (its full id).
+func boundOf(it Item) Bound {
 	return Bound{Timestamp: it.Timestamp, ID: it.ID, PrefixLen: IDSize}
 }
 

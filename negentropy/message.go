@@ -44,8 +44,8 @@ type Range struct {
 }
 
 // Message is a decoded version-1 message: the version byte is implied. Its
-// ranges have ascending upper bounds; a message that does not end at
-// InfinityBound implicitly skips the rest of the universe.
+// ranges have ascending upper bounds; a message whose last bound is not at the
+// Infinity timestamp implicitly skips the rest of the universe.
 type Message struct {
 	Ranges []Range
 }

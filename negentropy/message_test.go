@@ -129,12 +129,12 @@ func TestMessageCodec(t *testing.T) {
 	}{
 		{"no ranges", "61", Message{}},
 		{"empty id list to infinity", "61 00 00 02 00",
-			Message{Ranges: []Range{{Upper: InfinityBound, Mode: ModeIDList}}}},
+			Message{Ranges: []Range{{Upper: infinityBound, Mode: ModeIDList}}}},
 		{"fingerprint then skip to infinity",
 			"61 06 00 01 " + strings.Repeat("aa", 16) + " 00 00 00",
 			Message{Ranges: []Range{
 				{Upper: Bound{Timestamp: 5}, Mode: ModeFingerprint, Fingerprint: fpOf(0xaa)},
-				{Upper: InfinityBound, Mode: ModeSkip},
+				{Upper: infinityBound, Mode: ModeSkip},
 			}}},
 		{"timestamps are deltas, prefixes disambiguate",
 			"61 0b 00 00 01 01 ab 00 8100 02 cdef 00",
@@ -147,7 +147,7 @@ func TestMessageCodec(t *testing.T) {
 			"61 01 00 02 01 " + strings.Repeat("11", 32) + " 00 00 00",
 			Message{Ranges: []Range{
 				{Upper: Bound{Timestamp: 0}, Mode: ModeIDList, IDs: []ID{idOf(0x11)}},
-				{Upper: InfinityBound, Mode: ModeSkip},
+				{Upper: infinityBound, Mode: ModeSkip},
 			}}},
 		{"largest finite timestamp",
 			"61 81ffffffffffffffff7f 00 00",
@@ -235,15 +235,15 @@ func TestEncodeErrors(t *testing.T) {
 			{Upper: Bound{Timestamp: 4}, Mode: ModeSkip},
 		}}},
 		{"finite after infinity", Message{Ranges: []Range{
-			{Upper: InfinityBound, Mode: ModeSkip},
+			{Upper: infinityBound, Mode: ModeSkip},
 			{Upper: Bound{Timestamp: 4}, Mode: ModeSkip},
 		}}},
 		{"prefix length 33", Message{Ranges: []Range{{Upper: Bound{PrefixLen: 33}, Mode: ModeSkip}}}},
 		{"negative prefix length", Message{Ranges: []Range{{Upper: Bound{PrefixLen: -1}, Mode: ModeSkip}}}},
 		{"id bytes beyond prefix", Message{Ranges: []Range{{Upper: Bound{ID: ID{1, 2}, PrefixLen: 1}, Mode: ModeSkip}}}},
-		{"unknown mode", Message{Ranges: []Range{{Upper: InfinityBound, Mode: 3}}}},
-		{"ids in a skip range", Message{Ranges: []Range{{Upper: InfinityBound, Mode: ModeSkip, IDs: []ID{{}}}}}},
-		{"fingerprint in an id list", Message{Ranges: []Range{{Upper: InfinityBound, Mode: ModeIDList, Fingerprint: fpOf(1)}}}},
+		{"unknown mode", Message{Ranges: []Range{{Upper: infinityBound, Mode: 3}}}},
+		{"ids in a skip range", Message{Ranges: []Range{{Upper: infinityBound, Mode: ModeSkip, IDs: []ID{{}}}}}},
+		{"fingerprint in an id list", Message{Ranges: []Range{{Upper: infinityBound, Mode: ModeIDList, Fingerprint: fpOf(1)}}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

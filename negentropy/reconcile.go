@@ -84,7 +84,7 @@ func (in *Initiator) Initiate() ([]byte, error) {
 	}
 	in.started = true
 	e := newEncoder()
-	if err := in.r.splitRange(&e, 0, in.r.storage.Size(), InfinityBound); err != nil {
+	if err := in.r.splitRange(&e, 0, in.r.storage.Size(), infinityBound); err != nil {
 		return nil, err
 	}
 	return e.buf, nil
@@ -211,7 +211,7 @@ func (r *reconciler) reconcile(m Message, onHave, onNeed func(ID) error) ([]byte
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrStorage, err)
 		}
-		if err := e.appendRange(Range{Upper: InfinityBound, Mode: ModeFingerprint, Fingerprint: fp}); err != nil {
+		if err := e.appendRange(Range{Upper: infinityBound, Mode: ModeFingerprint, Fingerprint: fp}); err != nil {
 			return nil, err
 		}
 		return e.buf, nil
@@ -352,7 +352,7 @@ func (r *reconciler) appendIDList(e *encoder, lower, upper int, upperBound Bound
 			if i > lower {
 				rg.Upper = minimalBound(prev, it)
 			} else {
-				rg.Upper = BoundOf(it)
+				rg.Upper = boundOf(it)
 			}
 			return false
 		}

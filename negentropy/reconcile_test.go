@@ -181,7 +181,6 @@ func TestReconcileCases(t *testing.T) {
 	}{
 		{"unlimited", Config{}, Config{}},
 		{"both 4096", Config{FrameSizeLimit: 4096}, Config{FrameSizeLimit: 4096}},
-		{"initiator 4096", Config{FrameSizeLimit: 4096}, Config{}},
 		{"responder 5000", Config{}, Config{FrameSizeLimit: 5000}},
 	}
 	for _, c := range cases {

@@ -61,9 +61,9 @@ func TestVectorLowerBound(t *testing.T) {
 		{"exactly an item", 0, 4, Bound{Timestamp: 3, ID: ID{0x20}, PrefixLen: 1}, 1},
 		{"after the last id of a timestamp", 0, 4, Bound{Timestamp: 3, ID: ID{0x21}, PrefixLen: 1}, 2},
 		{"zero id at a timestamp", 0, 4, Bound{Timestamp: 9}, 3},
-		{"infinity", 0, 4, InfinityBound, 4},
+		{"infinity", 0, 4, infinityBound, 4},
 		{"search starts at begin", 2, 4, Bound{}, 2},
-		{"search stops at end", 0, 2, InfinityBound, 2},
+		{"search stops at end", 0, 2, infinityBound, 2},
 	}
 	for _, c := range cases {
 		got, err := v.LowerBound(c.begin, c.end, c.b)
