@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"fleetmesh.org/fleetmesh/config"
+	"fleetmesh.org/fleetmesh/identity"
+	"fleetmesh.org/fleetmesh/node"
+)
+
+func init() {
+	register("init", "make a node home: a new key (mode 0600) and a config file", runInit)
+	register("id", "print the node's DID, PeerID, iroh EndpointId and class as JSON", runID)
+}
+
+func runInit(_ context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("init", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := homeFlag(fs)
+	class := fs.String("class", "", "node class: anchor, home or leaf (default home)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	switch *class {
+	case "", config.ClassAnchor, config.ClassHome, config.ClassLeaf:
+	default:
+		return fmt.Errorf("%w: --class %q: must be anchor, home or leaf", errUsage, *class)
+	}
+	key, created, err := node.Init(home(*dir), *class)
+	if err != nil {
+		return err
+	}
+	if created {
+		fmt.Fprintf(stdout, "created node home %s\n", *dir)
+	} else {
+		fmt.Fprintf(stdout, "node home %s already exists; key kept\n", *dir)
+	}
+	fmt.Fprintf(stdout, "did %s\n", key.DID())
+	return nil
+}
+
+// IDInfo is what `fleetmesh id` prints.
+type IDInfo struct {
+	DID          string `json:"did"`
+	PeerID       string `json:"peer_id"`
+	EndpointID   string `json:"endpoint_id"`
+	Class        string `json:"class"`
+	KeyAgreement string `json:"key_agreement"`
+}
+
+func runID(_ context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("id", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := homeFlag(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	h := home(*dir)
+	key, err := identity.LoadKey(h.KeyPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("no node key in %s: run `fleetmesh init --home %s` first", *dir, *dir)
+	}
+	if err != nil {
+		return err
+	}
+	cfg, err := config.Load(h.ConfigPath())
+	if err != nil {
+		return err
+	}
+	ka, err := identity.KeyAgreementID(key.DID())
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(IDInfo{
+		DID:          key.DID(),
+		PeerID:       key.PeerID().String(),
+		EndpointID:   key.EndpointID(),
+		Class:        cfg.Class,
+		KeyAgreement: ka,
+	})
+}

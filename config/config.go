@@ -1,0 +1,211 @@
+// Package config is a fleetmesh node's configuration file: its TOML
+// schema, its defaults, and loading it with errors that name the key to
+// fix. Command-line flags override it; package cmd/fleetmesh applies them.
+//
+// It is not for runtime state (the address book, the store) and holds no
+// secrets: keys live in their own files beside it.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"fleetmesh.org/fleetmesh/relay"
+)
+
+// FileName is the config file's name in a node home.
+const FileName = "config.toml"
+
+// Node classes (DESIGN §3).
+const (
+	ClassAnchor = "anchor"
+	ClassHome   = "home"
+	ClassLeaf   = "leaf"
+)
+
+// Config is the whole file.
+type Config struct {
+	// Class is the node class declared in the descriptor.
+	Class string      `toml:"class"`
+	Relay RelayConfig `toml:"relay"`
+	Store StoreConfig `toml:"store"`
+	Log   LogConfig   `toml:"log"`
+}
+
+// RelayConfig configures the client-facing Nostr relay.
+type RelayConfig struct {
+	Listen            string  `toml:"listen"`
+	URL               string  `toml:"url"`
+	Name              string  `toml:"name"`
+	Description       string  `toml:"description"`
+	Contact           string  `toml:"contact"`
+	PubKey            string  `toml:"pubkey"`
+	MaxMessageBytes   int     `toml:"max_message_bytes"`
+	MaxEventBytes     int     `toml:"max_event_bytes"`
+	MaxTags           int     `toml:"max_tags"`
+	MaxContentBytes   int     `toml:"max_content_bytes"`
+	MaxSubscriptions  int     `toml:"max_subscriptions"`
+	MaxFilters        int     `toml:"max_filters"`
+	MaxLimit          int     `toml:"max_limit"`
+	DefaultLimit      int     `toml:"default_limit"`
+	MaxFutureSeconds  int64   `toml:"max_future_seconds"`
+	EventsPerSecond   float64 `toml:"events_per_second"`
+	EventsBurst       int     `toml:"events_burst"`
+	IPEventsPerSecond float64 `toml:"ip_events_per_second"`
+	IPEventsBurst     int     `toml:"ip_events_burst"`
+	MaxConnsPerIP     int     `toml:"max_connections_per_ip"`
+	AuthRequiredKinds []int   `toml:"auth_required_kinds"`
+	QueryTimeout      string  `toml:"query_timeout"`
+}
+
+// StoreConfig configures the embedded event store.
+type StoreConfig struct {
+	// Dir is the store directory, relative to the node home unless absolute.
+	Dir     string `toml:"dir"`
+	CacheMB int    `toml:"cache_mb"`
+}
+
+// LogConfig configures structured logging.
+type LogConfig struct {
+	Level  string `toml:"level"`  // debug, info, warn, error
+	Format string `toml:"format"` // text or json
+}
+
+// DefaultListen is where a node's relay listens when nothing says
+// otherwise: loopback, so a fresh node exposes nothing until its operator
+// chooses an address.
+const DefaultListen = "127.0.0.1:7447"
+
+// Default returns the configuration a new node starts with.
+func Default() Config {
+	d := relay.DefaultConfig()
+	return Config{
+		Class: ClassHome,
+		Relay: RelayConfig{
+			Listen:            DefaultListen,
+			Name:              d.Name,
+			Description:       d.Description,
+			MaxMessageBytes:   d.MaxMessageBytes,
+			MaxEventBytes:     d.MaxEventBytes,
+			MaxTags:           d.MaxTags,
+			MaxContentBytes:   d.MaxContentBytes,
+			MaxSubscriptions:  d.MaxSubscriptions,
+			MaxFilters:        d.MaxFilters,
+			MaxLimit:          d.MaxLimit,
+			DefaultLimit:      d.DefaultLimit,
+			MaxFutureSeconds:  d.MaxFutureSeconds,
+			EventsPerSecond:   d.EventsPerSecond,
+			EventsBurst:       d.EventsBurst,
+			IPEventsPerSecond: d.IPEventsPerSecond,
+			IPEventsBurst:     d.IPEventsBurst,
+			AuthRequiredKinds: []int{},
+			QueryTimeout:      d.QueryTimeout.String(),
+		},
+		Store: StoreConfig{Dir: "data", CacheMB: 64},
+		Log:   LogConfig{Level: "info", Format: "text"},
+	}
+}
+
+// Load reads a config file over the defaults: keys the file leaves out
+// keep their default. An unknown key is an error, since a misspelt limit
+// silently left at its default is worse than a refusal to start.
+func Load(path string) (Config, error) {
+	cfg := Default()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, fmt.Errorf("config: %w", err)
+	}
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		var sm *toml.StrictMissingError
+		if errors.As(err, &sm) {
+			return cfg, fmt.Errorf("config: %s: unknown key(s):\n%s", path, sm.String())
+		}
+		var de *toml.DecodeError
+		if errors.As(err, &de) {
+			row, col := de.Position()
+			return cfg, fmt.Errorf("config: %s:%d:%d: %v", path, row, col, de)
+		}
+		return cfg, fmt.Errorf("config: %s: %w", path, err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, fmt.Errorf("config: %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Validate checks values that would otherwise fail later and obscurely.
+func (c *Config) Validate() error {
+	switch c.Class {
+	case ClassAnchor, ClassHome, ClassLeaf:
+	default:
+		return fmt.Errorf("class %q: must be anchor, home or leaf", c.Class)
+	}
+	if c.Relay.EventsPerSecond < 0 || c.Relay.IPEventsPerSecond < 0 {
+		return errors.New("relay: events_per_second and ip_events_per_second must be >= 0 (0 = unlimited)")
+	}
+	if c.Relay.QueryTimeout != "" {
+		if _, err := time.ParseDuration(c.Relay.QueryTimeout); err != nil {
+			return fmt.Errorf("relay.query_timeout %q: %v (write e.g. \"10s\")", c.Relay.QueryTimeout, err)
+		}
+	}
+	switch strings.ToLower(c.Log.Level) {
+	case "", "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("log.level %q: must be debug, info, warn or error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "", "text", "json":
+	default:
+		return fmt.Errorf("log.format %q: must be text or json", c.Log.Format)
+	}
+	return nil
+}
+
+// RelayConfig converts the file's relay section to the relay's own type.
+func (c *Config) RelayConfig() relay.Config {
+	r := c.Relay
+	qt, _ := time.ParseDuration(r.QueryTimeout)
+	return relay.Config{
+		URL:               r.URL,
+		Name:              r.Name,
+		Description:       r.Description,
+		Contact:           r.Contact,
+		PubKey:            r.PubKey,
+		MaxMessageBytes:   r.MaxMessageBytes,
+		MaxEventBytes:     r.MaxEventBytes,
+		MaxTags:           r.MaxTags,
+		MaxContentBytes:   r.MaxContentBytes,
+		MaxSubscriptions:  r.MaxSubscriptions,
+		MaxFilters:        r.MaxFilters,
+		MaxLimit:          r.MaxLimit,
+		DefaultLimit:      r.DefaultLimit,
+		MaxFutureSeconds:  r.MaxFutureSeconds,
+		EventsPerSecond:   r.EventsPerSecond,
+		EventsBurst:       r.EventsBurst,
+		IPEventsPerSecond: r.IPEventsPerSecond,
+		IPEventsBurst:     r.IPEventsBurst,
+		MaxConnsPerIP:     r.MaxConnsPerIP,
+		AuthRequiredKinds: r.AuthRequiredKinds,
+		QueryTimeout:      qt,
+	}
+}
+
+// Encode writes the config as TOML.
+func (c *Config) Encode() ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteString("# fleetmesh node configuration. Flags given to `fleetmesh run` override it.\n# Rate limits: 0 means unlimited.\n\n")
+	enc := toml.NewEncoder(&buf)
+	enc.SetIndentTables(false)
+	if err := enc.Encode(c); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,213 @@
+// Package node assembles a fleetmesh node from its parts: the identity key,
+// the embedded store, the client relay and the HTTP endpoints beside it
+// (/healthz, /metrics), and it owns their start and orderly shutdown.
+//
+// It is not where protocol logic lives: each part is its own package, and
+// this one only connects them and decides the order in which they start
+// and stop. cmd/fleetmesh turns flags and the config file into a node.Home
+// and calls Run.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"fleetmesh.org/fleetmesh/config"
+	"fleetmesh.org/fleetmesh/identity"
+	"fleetmesh.org/fleetmesh/relay"
+	"fleetmesh.org/fleetmesh/store"
+)
+
+// KeyFile is the node key's file name in a node home.
+const KeyFile = "node.key"
+
+// Home is a node home directory: its key, its config file and its data.
+type Home struct {
+	Dir string
+}
+
+// KeyPath is the node key file.
+func (h Home) KeyPath() string { return filepath.Join(h.Dir, KeyFile) }
+
+// ConfigPath is the config file.
+func (h Home) ConfigPath() string { return filepath.Join(h.Dir, config.FileName) }
+
+// Path resolves a path from the config against the home.
+func (h Home) Path(p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(h.Dir, p)
+}
+
+// Init makes a node home: a new key (never replacing one) and a default
+// config file (never replacing one). It is idempotent and reports whether
+// it created the key.
+func Init(h Home, class string) (key *identity.Key, created bool, err error) {
+	if err := os.MkdirAll(h.Dir, 0o700); err != nil {
+		return nil, false, fmt.Errorf("node: %w", err)
+	}
+	key, created, err = identity.LoadOrCreateKey(h.KeyPath())
+	if err != nil {
+		return nil, false, err
+	}
+	if _, err := os.Stat(h.ConfigPath()); errors.Is(err, os.ErrNotExist) {
+		cfg := config.Default()
+		if class != "" {
+			cfg.Class = class
+		}
+		if err := cfg.Validate(); err != nil {
+			return nil, false, err
+		}
+		data, err := cfg.Encode()
+		if err != nil {
+			return nil, false, err
+		}
+		f, err := os.OpenFile(h.ConfigPath(), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return nil, false, fmt.Errorf("node: %w", err)
+		}
+		if _, err := f.Write(data); err != nil {
+			f.Close()
+			return nil, false, fmt.Errorf("node: %w", err)
+		}
+		if err := f.Close(); err != nil {
+			return nil, false, fmt.Errorf("node: %w", err)
+		}
+	} else if err != nil {
+		return nil, false, fmt.Errorf("node: %w", err)
+	}
+	return key, created, nil
+}
+
+// Options are what Run needs beyond the config file.
+type Options struct {
+	Home   Home
+	Config config.Config
+	Key    *identity.Key
+	Log    *slog.Logger
+	// Pprof mounts net/http/pprof at /debug/pprof/ on the relay port.
+	Pprof bool
+	// Ready, if set, is called once the relay is listening, with its URL.
+	Ready func(relayURL string)
+}
+
+// Node is a running node.
+type Node struct {
+	opts  Options
+	store *store.Store
+	relay *relay.Relay
+	ln    net.Listener
+	srv   *http.Server
+	reg   *prometheus.Registry
+}
+
+// Open opens the node's store and binds its listener; Serve then runs it.
+// Splitting the two lets a caller learn the bound address before serving.
+func Open(opts Options) (*Node, error) {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	cfg := opts.Config
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	st, err := store.Open(opts.Home.Path(cfg.Store.Dir), store.Options{
+		CacheBytes: int64(cfg.Store.CacheMB) << 20,
+		Logger:     opts.Log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Relay.Listen)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("node: relay listen %s: %w (pick a free address with --listen)", cfg.Relay.Listen, err)
+	}
+	rcfg := cfg.RelayConfig()
+	rcfg.Self = map[string]string{
+		"did":         opts.Key.DID(),
+		"peer_id":     opts.Key.PeerID().String(),
+		"endpoint_id": opts.Key.EndpointID(),
+		"class":       cfg.Class,
+	}
+	if rcfg.URL == "" {
+		rcfg.URL = "ws://" + ln.Addr().String()
+	}
+	rl := relay.New(rcfg, st, opts.Log, reg)
+
+	mux := http.NewServeMux()
+	mux.Handle("/", rl)
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.Write([]byte("ok\n"))
+	})
+	if opts.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	}
+	return &Node{
+		opts:  opts,
+		store: st,
+		relay: rl,
+		ln:    ln,
+		srv:   &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
+		reg:   reg,
+	}, nil
+}
+
+// RelayURL is the URL clients connect to.
+func (n *Node) RelayURL() string { return n.relay.Config().URL }
+
+// Relay is the node's client relay, for wiring hooks.
+func (n *Node) Relay() *relay.Relay { return n.relay }
+
+// Registry is the node's Prometheus registry, for other parts' metrics.
+func (n *Node) Registry() *prometheus.Registry { return n.reg }
+
+// Serve runs the node until ctx ends, then shuts down in order: stop
+// taking messages, let in-flight saves commit and their OKs go out, stop
+// HTTP, close the store. Nothing acknowledged is lost.
+func (n *Node) Serve(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- n.srv.Serve(n.ln) }()
+	n.opts.Log.Info("relay listening", "url", n.RelayURL(), "did", n.opts.Key.DID())
+	if n.opts.Ready != nil {
+		n.opts.Ready(n.RelayURL())
+	}
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	n.opts.Log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := n.relay.Shutdown(sctx); err != nil {
+		n.opts.Log.Warn("relay shutdown", "err", err)
+	}
+	n.srv.Shutdown(sctx)
+	if err := n.store.Close(); err != nil {
+		return fmt.Errorf("node: close store: %w", err)
+	}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return serveErr
+	}
+	return nil
+}

@@ -1,0 +1,275 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"golang.org/x/time/rate"
+
+	"fleetmesh.org/fleetmesh/nostr"
+)
+
+// conn is one client connection. The read loop owns parsing and ordering;
+// EVENT, REQ and COUNT work runs in goroutines the conn waits for before it
+// closes, so an EVENT being saved when the client leaves is still saved.
+type conn struct {
+	r         *Relay
+	ws        *websocket.Conn
+	ip        string
+	host      string
+	challenge string
+
+	send       chan []byte
+	writerDone chan struct{}
+	ctx        context.Context
+	cancel     context.CancelFunc
+	limiter    *rate.Limiter
+	inflight   chan struct{}
+	handlers   sync.WaitGroup
+
+	mu     sync.Mutex
+	subs   map[string]*subscription
+	authed map[[32]byte]struct{}
+}
+
+type subscription struct {
+	filters []nostr.Filter
+	cancel  context.CancelFunc
+}
+
+func newConn(r *Relay, ws *websocket.Conn, ip, host string) *conn {
+	var chal [16]byte
+	rand.Read(chal[:])
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &conn{
+		r:          r,
+		ws:         ws,
+		ip:         ip,
+		host:       host,
+		challenge:  hex.EncodeToString(chal[:]),
+		send:       make(chan []byte, r.cfg.SendQueue),
+		writerDone: make(chan struct{}),
+		ctx:        ctx,
+		cancel:     cancel,
+		inflight:   make(chan struct{}, r.cfg.MaxInFlight),
+		subs:       make(map[string]*subscription),
+		authed:     make(map[[32]byte]struct{}),
+	}
+	if r.cfg.EventsPerSecond > 0 {
+		c.limiter = rate.NewLimiter(rate.Limit(r.cfg.EventsPerSecond), r.cfg.EventsBurst)
+	}
+	return c
+}
+
+// hardReadLimit is where a message is too large even to skip politely: the
+// connection is closed rather than reading more.
+func (c *conn) hardReadLimit() int64 { return int64(c.r.cfg.MaxMessageBytes) * 8 }
+
+func (c *conn) serve() {
+	go c.writer()
+	c.ws.SetReadLimit(c.hardReadLimit())
+	deadline := 3 * c.r.cfg.PingInterval
+	c.ws.SetReadDeadline(time.Now().Add(deadline))
+	c.ws.SetPongHandler(func(string) error {
+		return c.ws.SetReadDeadline(time.Now().Add(deadline))
+	})
+	c.sendCtl(frame("AUTH", c.challenge))
+	buf := make([]byte, c.r.cfg.MaxMessageBytes+1)
+	for {
+		typ, rd, err := c.ws.NextReader()
+		if err != nil {
+			break
+		}
+		c.ws.SetReadDeadline(time.Now().Add(deadline))
+		n, err := io.ReadFull(rd, buf)
+		if err == nil {
+			// The message is longer than the limit: skip the rest of it.
+			rest, _ := io.Copy(io.Discard, rd)
+			c.r.m.rejected.WithLabelValues("message_too_large").Inc()
+			c.notice(fmt.Sprintf("invalid: message of %d bytes is over this relay's limit of %d bytes", int64(n)+rest, c.r.cfg.MaxMessageBytes))
+			continue
+		}
+		if !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+			break
+		}
+		if typ != websocket.TextMessage {
+			c.notice("invalid: only text messages carry Nostr messages")
+			continue
+		}
+		c.handle(bytes.Clone(buf[:n]))
+	}
+	c.cancel()
+	c.handlers.Wait()
+	c.mu.Lock()
+	for id, s := range c.subs {
+		s.cancel()
+		delete(c.subs, id)
+		c.r.m.subs.Dec()
+	}
+	c.mu.Unlock()
+	<-c.writerDone
+	c.ws.Close()
+}
+
+// shutdown makes the read loop stop; the conn then finishes its in-flight
+// work and closes.
+func (c *conn) shutdown() { c.ws.SetReadDeadline(time.Now()) }
+
+func (c *conn) writer() {
+	defer close(c.writerDone)
+	ping := time.NewTicker(c.r.cfg.PingInterval)
+	defer ping.Stop()
+	write := func(f []byte) bool {
+		c.ws.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		return c.ws.WriteMessage(websocket.TextMessage, f) == nil
+	}
+	for {
+		select {
+		case f := <-c.send:
+			if !write(f) {
+				c.cancel()
+				c.ws.SetReadDeadline(time.Now())
+				return
+			}
+		case <-ping.C:
+			c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(10*time.Second))
+		case <-c.ctx.Done():
+			// Flush what is queued (OKs of events that were saved), then
+			// say goodbye.
+			for {
+				select {
+				case f := <-c.send:
+					if !write(f) {
+						return
+					}
+				default:
+					c.ws.WriteControl(websocket.CloseMessage,
+						websocket.FormatCloseMessage(websocket.CloseGoingAway, ""), time.Now().Add(time.Second))
+					return
+				}
+			}
+		}
+	}
+}
+
+// sendCtl queues a reply (OK, EOSE, CLOSED, NOTICE, stored results),
+// waiting for room: a slow client slows only itself.
+func (c *conn) sendCtl(f []byte) bool {
+	select {
+	case c.send <- f:
+		return true
+	case <-c.writerDone:
+		return false
+	}
+}
+
+// sendCtx is sendCtl that also gives up when ctx ends (a closed REQ).
+func (c *conn) sendCtx(ctx context.Context, f []byte) bool {
+	select {
+	case c.send <- f:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-c.writerDone:
+		return false
+	}
+}
+
+// sendLive queues a live event without waiting; a client whose queue is
+// full is too slow to follow live traffic and is disconnected rather than
+// silently missing events.
+func (c *conn) sendLive(f []byte) {
+	select {
+	case c.send <- f:
+	default:
+		c.r.m.rejected.WithLabelValues("slow_consumer").Inc()
+		c.cancel()
+		c.ws.SetReadDeadline(time.Now())
+	}
+}
+
+func (c *conn) notice(msg string) { c.sendCtl(frame("NOTICE", msg)) }
+
+func (c *conn) ok(id string, accepted bool, msg string) {
+	c.sendCtl(frame("OK", id, accepted, msg))
+}
+
+func (c *conn) closed(subID, msg string) { c.sendCtl(frame("CLOSED", subID, msg)) }
+
+func (c *conn) handle(data []byte) {
+	m, err := nostr.ParseClientMessage(data)
+	if err != nil {
+		var pe *nostr.ParseError
+		errors.As(err, &pe)
+		c.r.m.rejected.WithLabelValues("malformed").Inc()
+		switch {
+		case pe != nil && pe.EventID != "":
+			c.ok(pe.EventID, false, "invalid: "+pe.Err.Error())
+		case pe != nil && pe.SubID != "" && (pe.Type == nostr.MsgReq || pe.Type == nostr.MsgCount):
+			c.closed(pe.SubID, "invalid: "+pe.Err.Error())
+		case pe != nil && pe.SubID != "" && (pe.Type == nostr.MsgNegOpen || pe.Type == nostr.MsgNegMsg):
+			c.sendCtl(frame("NEG-ERR", pe.SubID, "invalid: "+pe.Err.Error()))
+		default:
+			c.notice("invalid: " + err.Error())
+		}
+		return
+	}
+	switch m.Type {
+	case nostr.MsgEvent:
+		c.handleEvent(m.Event, len(data))
+	case nostr.MsgReq:
+		c.handleReq(m)
+	case nostr.MsgCount:
+		c.handleCount(m)
+	case nostr.MsgClose:
+		c.mu.Lock()
+		if s, ok := c.subs[m.SubID]; ok {
+			s.cancel()
+			delete(c.subs, m.SubID)
+			c.r.m.subs.Dec()
+		}
+		c.mu.Unlock()
+	case nostr.MsgAuth:
+		c.handleAuth(m.Event)
+	case nostr.MsgNegOpen, nostr.MsgNegMsg, nostr.MsgNegClose:
+		c.handleNeg(m)
+	}
+}
+
+// frame encodes a relay-to-client message.
+func frame(parts ...any) []byte {
+	b := []byte{'['}
+	for i, p := range parts {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		switch v := p.(type) {
+		case string:
+			b = nostr.AppendString(b, v)
+		case bool:
+			if v {
+				b = append(b, "true"...)
+			} else {
+				b = append(b, "false"...)
+			}
+		case *nostr.Event:
+			b = v.AppendJSON(b)
+		case rawJSON:
+			b = append(b, v...)
+		default:
+			panic(fmt.Sprintf("relay: frame part of type %T", p))
+		}
+	}
+	return append(b, ']')
+}
+
+// rawJSON is already-encoded JSON placed in a frame as is.
+type rawJSON []byte

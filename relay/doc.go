@@ -1,0 +1,18 @@
+// Package relay is a complete Nostr relay for clients: NIP-01 over
+// WebSocket (EVENT, REQ, CLOSE, EOSE, OK, NOTICE, CLOSED), with NIP-09
+// deletion, NIP-11 information document, NIP-40 expiration, NIP-42 AUTH,
+// NIP-45 COUNT and NIP-70 protected events, every limit configurable and
+// every refusal answered with NIP-01's machine-readable prefixes.
+//
+// Like khatru, the relay core knows nothing about the mesh, the boundary or
+// accounting. They plug in through a few narrow hooks: RejectEvent (a
+// policy may refuse an event with a reason), OnStored (the mesh hears what
+// clients published), and AddEvent (the mesh hands in what other nodes
+// sent, which then reaches this relay's live subscribers). Storage is the
+// Store interface, which package store implements on Pebble.
+//
+// The spec page is spec/relay.md.
+//
+// It is not a client, does no replication and holds no policy beyond the
+// protocol's own rules and the configured limits.
+package relay

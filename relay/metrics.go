@@ -1,0 +1,41 @@
+package relay
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	conns       prometheus.Gauge
+	subs        prometheus.Gauge
+	stored      *prometheus.CounterVec
+	rejected    *prometheus.CounterVec
+	saveSeconds prometheus.Histogram
+	reqSeconds  prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		conns: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fleetmesh_relay_connections", Help: "Open client WebSocket connections.",
+		}),
+		subs: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fleetmesh_relay_subscriptions", Help: "Open REQ subscriptions.",
+		}),
+		stored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleetmesh_relay_events_total", Help: "Events admitted, by store result.",
+		}, []string{"result"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleetmesh_relay_rejections_total", Help: "Refused messages, by reason.",
+		}, []string{"reason"}),
+		saveSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "fleetmesh_relay_save_seconds", Help: "Time from save request to durable commit.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		reqSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "fleetmesh_relay_req_seconds", Help: "Time from REQ to EOSE.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.conns, m.subs, m.stored, m.rejected, m.saveSeconds, m.reqSeconds)
+	}
+	return m
+}

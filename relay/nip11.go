@@ -1,0 +1,48 @@
+package relay
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// Version is the relay software version reported in NIP-11.
+const Version = "0.1.0"
+
+// SupportedNIPs lists what this relay implements; the NIP-11 document and
+// the conformance suite read it.
+var SupportedNIPs = []int{1, 9, 11, 40, 42, 45, 70}
+
+func (r *Relay) serveNIP11(w http.ResponseWriter, _ *http.Request) {
+	cfg := &r.cfg
+	doc := map[string]any{
+		"name":           cfg.Name,
+		"description":    cfg.Description,
+		"supported_nips": SupportedNIPs,
+		"software":       "fleetmesh",
+		"version":        Version,
+		"limitation": map[string]any{
+			"max_message_length":     cfg.MaxMessageBytes,
+			"max_subscriptions":      cfg.MaxSubscriptions,
+			"max_filters":            cfg.MaxFilters,
+			"max_limit":              cfg.MaxLimit,
+			"default_limit":          cfg.DefaultLimit,
+			"max_event_tags":         cfg.MaxTags,
+			"max_content_length":     cfg.MaxContentBytes,
+			"created_at_upper_limit": cfg.MaxFutureSeconds,
+			"auth_required":          false,
+			"restricted_writes":      len(cfg.AuthRequiredKinds) > 0,
+		},
+	}
+	if cfg.Contact != "" {
+		doc["contact"] = cfg.Contact
+	}
+	if cfg.PubKey != "" {
+		doc["pubkey"] = cfg.PubKey
+	}
+	if len(cfg.Self) > 0 {
+		doc["fleetmesh"] = cfg.Self
+	}
+	w.Header().Set("Content-Type", "application/nostr+json")
+	w.Header().Set("Access-Control-Allow-Origin", "*")
+	json.NewEncoder(w).Encode(doc)
+}

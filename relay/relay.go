@@ -1,0 +1,230 @@
+package relay
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"fleetmesh.org/fleetmesh/nostr"
+	"fleetmesh.org/fleetmesh/store"
+)
+
+// Store is what the relay needs from an event store. Package store
+// implements it on Pebble; a server-class backend (PostgreSQL) would
+// implement the same three calls with the same kind rules.
+type Store interface {
+	// Save stores an event durably. Stored and Duplicate mean it is on disk.
+	Save(ctx context.Context, ev *nostr.Event) (store.Result, error)
+	// Query calls fn with matching events, newest first, at most limit.
+	Query(ctx context.Context, f *nostr.Filter, limit int, fn func(*nostr.Event) bool) error
+	// Count counts matching events; approximate when a bound cut it short.
+	Count(ctx context.Context, f *nostr.Filter) (n int64, approximate bool, err error)
+}
+
+// RejectFunc is a policy hook: it returns a non-empty reason, which must
+// start with a NIP-01 prefix such as "blocked: ", to refuse an event.
+type RejectFunc func(ctx context.Context, ev *nostr.Event) (reason string)
+
+// Origin says where an event came from, so hooks can avoid sending an
+// event back where it came from.
+type Origin int
+
+// Origins.
+const (
+	FromClient Origin = iota // published by a client of this relay
+	FromMesh                 // handed in by the mesh or the gateway
+)
+
+// Relay is a Nostr relay. Its hook slices must be set before it serves.
+type Relay struct {
+	cfg   Config
+	store Store
+	log   *slog.Logger
+	m     *metrics
+	now   func() time.Time
+
+	// RejectEvent policies run, in order, on every event a client
+	// publishes, after its signature is verified and before it is stored.
+	RejectEvent []RejectFunc
+	// OnStored hooks run after an event is durably stored (or, for an
+	// ephemeral event, accepted for delivery), with where it came from.
+	OnStored []func(ev *nostr.Event, from Origin)
+
+	upgrader websocket.Upgrader
+	ipLimits *ipLimiter
+
+	mu    sync.RWMutex
+	conns map[*conn]struct{}
+	done  chan struct{}
+	wg    sync.WaitGroup
+}
+
+// New makes a relay on a store. reg receives the relay's Prometheus metrics
+// (nil: not registered).
+func New(cfg Config, st Store, log *slog.Logger, reg prometheus.Registerer) *Relay {
+	cfg.Fill()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &Relay{
+		cfg:      cfg,
+		store:    st,
+		log:      log,
+		m:        newMetrics(reg),
+		now:      time.Now,
+		ipLimits: newIPLimiter(cfg.IPEventsPerSecond, cfg.IPEventsBurst, cfg.MaxConnsPerIP),
+		conns:    make(map[*conn]struct{}),
+		done:     make(chan struct{}),
+	}
+	r.upgrader = websocket.Upgrader{
+		ReadBufferSize:  4096,
+		WriteBufferSize: 4096,
+		// A relay is a public service: any web origin may connect.
+		CheckOrigin: func(*http.Request) bool { return true },
+	}
+	return r
+}
+
+// Config returns the relay's effective configuration.
+func (r *Relay) Config() Config { return r.cfg }
+
+// ServeHTTP serves WebSocket upgrades as Nostr connections, NIP-11 to
+// requests that accept application/nostr+json, and a short text page
+// otherwise.
+func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	switch {
+	case websocket.IsWebSocketUpgrade(req):
+		r.serveWebSocket(w, req)
+	case strings.Contains(req.Header.Get("Accept"), "application/nostr+json"):
+		r.serveNIP11(w, req)
+	case req.Method == http.MethodOptions:
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		w.Header().Set("Access-Control-Allow-Headers", "*")
+		w.Header().Set("Access-Control-Allow-Methods", "GET, OPTIONS")
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write([]byte(r.cfg.Name + "\n\nThis is a Nostr relay. Connect with a Nostr client over WebSocket,\nor ask for its NIP-11 document with Accept: application/nostr+json.\n"))
+	}
+}
+
+func remoteIP(req *http.Request) string {
+	host, _, err := net.SplitHostPort(req.RemoteAddr)
+	if err != nil {
+		return req.RemoteAddr
+	}
+	return host
+}
+
+func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
+	ip := remoteIP(req)
+	if !r.ipLimits.openConn(ip) {
+		r.m.rejected.WithLabelValues("conns_per_ip").Inc()
+		http.Error(w, "rate-limited: too many connections from your address", http.StatusTooManyRequests)
+		return
+	}
+	ws, err := r.upgrader.Upgrade(w, req, nil)
+	if err != nil {
+		r.ipLimits.closeConn(ip)
+		return
+	}
+	c := newConn(r, ws, ip, req.Host)
+	r.mu.Lock()
+	select {
+	case <-r.done:
+		r.mu.Unlock()
+		ws.Close()
+		r.ipLimits.closeConn(ip)
+		return
+	default:
+	}
+	r.conns[c] = struct{}{}
+	r.wg.Add(1)
+	r.mu.Unlock()
+	r.m.conns.Inc()
+	go func() {
+		defer r.wg.Done()
+		c.serve()
+		r.mu.Lock()
+		delete(r.conns, c)
+		r.mu.Unlock()
+		r.m.conns.Dec()
+		r.ipLimits.closeConn(ip)
+	}()
+}
+
+// AddEvent stores an event that arrived from elsewhere (the mesh, the
+// gateway) and delivers it to this relay's live subscribers. The event's
+// signature is verified here too: nothing unverified is stored.
+func (r *Relay) AddEvent(ctx context.Context, ev *nostr.Event, from Origin) (store.Result, error) {
+	if err := ev.Verify(); err != nil {
+		return 0, err
+	}
+	return r.accept(ctx, ev, from)
+}
+
+// accept stores (or, if ephemeral, only delivers) a verified, admitted event.
+func (r *Relay) accept(ctx context.Context, ev *nostr.Event, from Origin) (store.Result, error) {
+	res := store.Stored
+	if nostr.ClassOf(ev.Kind) != nostr.Ephemeral {
+		start := time.Now()
+		var err error
+		res, err = r.store.Save(ctx, ev)
+		r.m.saveSeconds.Observe(time.Since(start).Seconds())
+		if err != nil {
+			r.m.rejected.WithLabelValues("store_error").Inc()
+			return res, err
+		}
+	}
+	r.m.stored.WithLabelValues(res.String()).Inc()
+	if res == store.Stored {
+		r.broadcast(ev)
+		for _, h := range r.OnStored {
+			h(ev, from)
+		}
+	}
+	return res, nil
+}
+
+// broadcast sends an event to every live subscription it matches.
+func (r *Relay) broadcast(ev *nostr.Event) {
+	var frame []byte
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for c := range r.conns {
+		c.deliver(ev, &frame)
+	}
+}
+
+// Shutdown stops accepting connections' messages, closes every connection
+// and waits for in-flight saves to finish, so nothing acknowledged is lost.
+func (r *Relay) Shutdown(ctx context.Context) error {
+	r.mu.Lock()
+	select {
+	case <-r.done:
+	default:
+		close(r.done)
+	}
+	for c := range r.conns {
+		c.shutdown()
+	}
+	r.mu.Unlock()
+	waited := make(chan struct{})
+	go func() {
+		r.wg.Wait()
+		close(waited)
+	}()
+	select {
+	case <-waited:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,157 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"fleetmesh.org/fleetmesh/nostr"
+)
+
+// checkFilters applies the per-REQ limits; it returns a CLOSED reason.
+func (c *conn) checkFilters(filters []nostr.Filter) string {
+	cfg := &c.r.cfg
+	if len(filters) > cfg.MaxFilters {
+		c.r.m.rejected.WithLabelValues("too_many_filters").Inc()
+		return fmt.Sprintf("invalid: %d filters is over this relay's limit of %d per request", len(filters), cfg.MaxFilters)
+	}
+	if len(cfg.AuthRequiredKinds) > 0 && !c.anyAuthed() {
+		for _, f := range filters {
+			for _, k := range f.Kinds {
+				if slices.Contains(cfg.AuthRequiredKinds, k) {
+					c.r.m.rejected.WithLabelValues("auth_required").Inc()
+					return fmt.Sprintf("auth-required: reading kind %d needs NIP-42 authentication on this relay", k)
+				}
+			}
+		}
+	}
+	return ""
+}
+
+func (c *conn) limitOf(f *nostr.Filter) int {
+	if !f.HasLimit {
+		return c.r.cfg.DefaultLimit
+	}
+	return min(f.Limit, c.r.cfg.MaxLimit)
+}
+
+// handleReq registers a subscription for live events, then answers it from
+// the store and ends the stored part with EOSE. Registering first means no
+// event saved while the query runs is missed (it may arrive twice).
+func (c *conn) handleReq(m *nostr.ClientMessage) {
+	if reason := c.checkFilters(m.Filters); reason != "" {
+		c.closed(m.SubID, reason)
+		return
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	c.mu.Lock()
+	if old, ok := c.subs[m.SubID]; ok {
+		old.cancel()
+		c.r.m.subs.Dec()
+	} else if len(c.subs) >= c.r.cfg.MaxSubscriptions {
+		c.mu.Unlock()
+		cancel()
+		c.r.m.rejected.WithLabelValues("too_many_subs").Inc()
+		c.closed(m.SubID, fmt.Sprintf("blocked: this connection has %d open subscriptions, the relay's limit; CLOSE one first", c.r.cfg.MaxSubscriptions))
+		return
+	}
+	c.subs[m.SubID] = &subscription{filters: m.Filters, cancel: cancel}
+	c.mu.Unlock()
+	c.r.m.subs.Inc()
+
+	c.handlers.Add(1)
+	go func() {
+		defer c.handlers.Done()
+		start := time.Now()
+		seen := make(map[[32]byte]struct{})
+		for i := range m.Filters {
+			f := &m.Filters[i]
+			qctx, qcancel := context.WithTimeout(ctx, c.r.cfg.QueryTimeout)
+			err := c.r.store.Query(qctx, f, c.limitOf(f), func(ev *nostr.Event) bool {
+				if _, dup := seen[ev.ID]; dup || !c.canRead(ev) {
+					return true
+				}
+				seen[ev.ID] = struct{}{}
+				return c.sendCtx(ctx, frame("EVENT", m.SubID, ev))
+			})
+			qcancel()
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				c.r.log.Warn("relay: query failed", "err", err)
+			}
+		}
+		c.r.m.reqSeconds.Observe(time.Since(start).Seconds())
+		c.sendCtx(ctx, frame("EOSE", m.SubID))
+	}()
+}
+
+// handleCount answers NIP-45 COUNT. One filter is counted by the store;
+// several are counted by walking them so an event matching two filters is
+// counted once.
+func (c *conn) handleCount(m *nostr.ClientMessage) {
+	if reason := c.checkFilters(m.Filters); reason != "" {
+		c.closed(m.SubID, reason)
+		return
+	}
+	c.handlers.Add(1)
+	go func() {
+		defer c.handlers.Done()
+		ctx, cancel := context.WithTimeout(c.ctx, c.r.cfg.QueryTimeout)
+		defer cancel()
+		var n int64
+		var approx bool
+		var err error
+		if len(m.Filters) == 1 && len(c.r.cfg.AuthRequiredKinds) == 0 {
+			n, approx, err = c.r.store.Count(ctx, &m.Filters[0])
+		} else {
+			seen := make(map[[32]byte]struct{})
+			for i := range m.Filters {
+				err = c.r.store.Query(ctx, &m.Filters[i], 1<<30, func(ev *nostr.Event) bool {
+					if c.canRead(ev) {
+						seen[ev.ID] = struct{}{}
+					}
+					return true
+				})
+				if err != nil {
+					break
+				}
+			}
+			n = int64(len(seen))
+		}
+		if err != nil {
+			c.closed(m.SubID, "error: count failed; try again")
+			return
+		}
+		body := []byte(`{"count":` + strconv.FormatInt(n, 10))
+		if approx {
+			body = append(body, `,"approximate":true`...)
+		}
+		c.sendCtl(frame("COUNT", m.SubID, rawJSON(append(body, '}'))))
+	}()
+}
+
+// deliver sends a new event to each of this connection's subscriptions it
+// matches. evJSON caches the event's encoding across connections.
+func (c *conn) deliver(ev *nostr.Event, evJSON *[]byte) {
+	c.mu.Lock()
+	var matched []string
+	for id, s := range c.subs {
+		if nostr.MatchesAny(s.filters, ev) {
+			matched = append(matched, id)
+		}
+	}
+	c.mu.Unlock()
+	if len(matched) == 0 || !c.canRead(ev) {
+		return
+	}
+	if *evJSON == nil {
+		*evJSON = ev.AppendJSON(nil)
+	}
+	for _, id := range matched {
+		c.sendLive(frame("EVENT", id, rawJSON(*evJSON)))
+	}
+}
