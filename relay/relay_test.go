@@ -1,0 +1,322 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"fleetmesh.org/fleetmesh/nostr"
+	"fleetmesh.org/fleetmesh/store"
+)
+
+type testRelay struct {
+	t   *testing.T
+	r   *Relay
+	st  *store.Store
+	srv *httptest.Server
+	url string
+}
+
+func newTestRelay(t *testing.T, mod func(*Config)) *testRelay {
+	t.Helper()
+	st, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.EventsPerSecond, cfg.IPEventsPerSecond = 0, 0
+	if mod != nil {
+		mod(&cfg)
+	}
+	r := New(cfg, st, nil, nil)
+	srv := httptest.NewServer(r)
+	tr := &testRelay{t: t, r: r, st: st, srv: srv, url: "ws" + strings.TrimPrefix(srv.URL, "http")}
+	t.Cleanup(func() {
+		r.Shutdown(context.Background())
+		srv.Close()
+		st.Close()
+	})
+	return tr
+}
+
+type client struct {
+	t         *testing.T
+	ws        *websocket.Conn
+	challenge string
+}
+
+func (tr *testRelay) dial() *client {
+	tr.t.Helper()
+	ws, _, err := websocket.DefaultDialer.Dial(tr.url, nil)
+	if err != nil {
+		tr.t.Fatal(err)
+	}
+	tr.t.Cleanup(func() { ws.Close() })
+	c := &client{t: tr.t, ws: ws}
+	msg := c.read()
+	if msg[0] != "AUTH" {
+		tr.t.Fatalf("first message %v, want AUTH challenge", msg)
+	}
+	c.challenge = msg[1].(string)
+	return c
+}
+
+func (c *client) send(v ...any) {
+	c.t.Helper()
+	if err := c.ws.WriteJSON(v); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *client) sendRaw(s string) {
+	c.t.Helper()
+	if err := c.ws.WriteMessage(websocket.TextMessage, []byte(s)); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *client) read() []any {
+	c.t.Helper()
+	c.ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, data, err := c.ws.ReadMessage()
+	if err != nil {
+		c.t.Fatalf("read: %v", err)
+	}
+	var v []any
+	if err := json.Unmarshal(data, &v); err != nil {
+		c.t.Fatalf("relay sent non-JSON %q", data)
+	}
+	return v
+}
+
+// publish sends an event and returns its OK.
+func (c *client) publish(ev *nostr.Event) (bool, string) {
+	c.t.Helper()
+	c.sendRaw(`["EVENT",` + string(ev.AppendJSON(nil)) + `]`)
+	for {
+		m := c.read()
+		if m[0] == "OK" && m[1] == ev.IDHex() {
+			return m[2].(bool), m[3].(string)
+		}
+	}
+}
+
+// req sends a REQ and collects events until EOSE or CLOSED.
+func (c *client) req(sub string, filters ...string) (ids []string, closed string) {
+	c.t.Helper()
+	c.sendRaw(`["REQ","` + sub + `",` + strings.Join(filters, ",") + `]`)
+	for {
+		m := c.read()
+		if len(m) < 2 || m[1] != sub {
+			continue
+		}
+		switch m[0] {
+		case "EVENT":
+			ids = append(ids, m[2].(map[string]any)["id"].(string))
+		case "EOSE":
+			return ids, ""
+		case "CLOSED":
+			return ids, m[2].(string)
+		}
+	}
+}
+
+func signed(t *testing.T, k nostr.SecretKey, kind int, tags nostr.Tags, content string) *nostr.Event {
+	t.Helper()
+	if tags == nil {
+		tags = nostr.Tags{}
+	}
+	e := &nostr.Event{CreatedAt: time.Now().Unix(), Kind: kind, Tags: tags, Content: content}
+	if err := k.Sign(e); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func TestPublishQueryLive(t *testing.T) {
+	tr := newTestRelay(t, nil)
+	k, _ := nostr.GenerateSecretKey()
+	a, b := tr.dial(), tr.dial()
+
+	b.send("REQ", "live", map[string]any{"kinds": []int{1}, "limit": 0})
+	if m := b.read(); m[0] != "EOSE" {
+		t.Fatalf("want EOSE, got %v", m)
+	}
+	ev := signed(t, k, 1, nostr.Tags{{"t", "go"}}, "hello")
+	if ok, msg := a.publish(ev); !ok || msg != "" {
+		t.Fatalf("publish: %v %q", ok, msg)
+	}
+	if m := b.read(); m[0] != "EVENT" || m[1] != "live" {
+		t.Fatalf("live: got %v", m)
+	}
+	if ok, msg := a.publish(ev); !ok || !strings.HasPrefix(msg, "duplicate:") {
+		t.Fatalf("duplicate: %v %q", ok, msg)
+	}
+	got, _ := a.req("s", `{"#t":["go"]}`)
+	if len(got) != 1 || got[0] != ev.IDHex() {
+		t.Fatalf("stored query: %v", got)
+	}
+	bad := *ev
+	bad.Content = "tampered"
+	if ok, msg := a.publish(&bad); ok || !strings.HasPrefix(msg, "invalid:") {
+		t.Fatalf("tampered: %v %q", ok, msg)
+	}
+	eph := signed(t, k, 20001, nil, "ephemeral")
+	b.send("REQ", "eph", map[string]any{"kinds": []int{20001}})
+	b.read()
+	if ok, _ := a.publish(eph); !ok {
+		t.Fatal("ephemeral refused")
+	}
+	if m := b.read(); m[0] != "EVENT" || m[1] != "eph" {
+		t.Fatalf("ephemeral not delivered live: %v", m)
+	}
+	if got, _ := a.req("e2", `{"kinds":[20001]}`); len(got) != 0 {
+		t.Fatalf("ephemeral was stored: %v", got)
+	}
+	a.send("COUNT", "c", map[string]any{"kinds": []int{1}})
+	if m := a.read(); m[0] != "COUNT" || m[2].(map[string]any)["count"].(float64) != 1 {
+		t.Fatalf("COUNT: %v", m)
+	}
+}
+
+func TestLimits(t *testing.T) {
+	tr := newTestRelay(t, func(c *Config) {
+		c.MaxFilters = 2
+		c.MaxSubscriptions = 2
+		c.MaxTags = 3
+		c.MaxEventBytes = 2000
+		c.MaxMessageBytes = 4000
+		c.EventsPerSecond, c.EventsBurst = 1, 2
+	})
+	k, _ := nostr.GenerateSecretKey()
+	c := tr.dial()
+	if _, closed := c.req("f", "{}", "{}", "{}"); !strings.HasPrefix(closed, "invalid:") {
+		t.Fatalf("too many filters: %q", closed)
+	}
+	c.req("s1", `{"limit":0}`)
+	c.req("s2", `{"limit":0}`)
+	if _, closed := c.req("s3", `{"limit":0}`); !strings.HasPrefix(closed, "blocked:") {
+		t.Fatalf("too many subscriptions: %q", closed)
+	}
+	if ok, msg := c.publish(signed(t, k, 1, nostr.Tags{{"t", "1"}, {"t", "2"}, {"t", "3"}, {"t", "4"}}, "")); ok || !strings.HasPrefix(msg, "invalid:") {
+		t.Fatalf("too many tags: %v %q", ok, msg)
+	}
+	if ok, msg := c.publish(signed(t, k, 1, nil, strings.Repeat("x", 2500))); ok || !strings.HasPrefix(msg, "invalid:") {
+		t.Fatalf("event too large: %v %q", ok, msg)
+	}
+	// The burst is spent by the two refusals above; the next is throttled.
+	if ok, msg := c.publish(signed(t, k, 1, nil, "rate")); ok || !strings.HasPrefix(msg, "rate-limited:") {
+		t.Fatalf("rate limit: %v %q", ok, msg)
+	}
+	c.sendRaw(`["EVENT",` + strings.Repeat(" ", 5000) + `{}]`)
+	if m := c.read(); m[0] != "NOTICE" || !strings.HasPrefix(m[1].(string), "invalid:") {
+		t.Fatalf("oversized message: %v", m)
+	}
+	c.sendRaw(`["REQ","x",{"kinds":"nope"}]`)
+	if m := c.read(); m[0] != "CLOSED" || !strings.HasPrefix(m[2].(string), "invalid:") {
+		t.Fatalf("bad filter: %v", m)
+	}
+	c.sendRaw(`not json`)
+	if m := c.read(); m[0] != "NOTICE" {
+		t.Fatalf("garbage: %v", m)
+	}
+	// The connection and its subscriptions survive all of that.
+	c.send("CLOSE", "s1")
+	if ids, closed := c.req("s4", `{"limit":1}`); closed != "" {
+		t.Fatalf("after bad input: %v %q", ids, closed)
+	}
+}
+
+func TestAuthAndProtected(t *testing.T) {
+	tr := newTestRelay(t, func(c *Config) { c.AuthRequiredKinds = []int{4} })
+	alice, _ := nostr.GenerateSecretKey()
+	bob, _ := nostr.GenerateSecretKey()
+	c := tr.dial()
+	prot := signed(t, alice, 1, nostr.Tags{{"-"}}, "protected")
+	if ok, msg := c.publish(prot); ok || !strings.HasPrefix(msg, "auth-required:") {
+		t.Fatalf("protected unauthenticated: %v %q", ok, msg)
+	}
+	dm := signed(t, alice, 4, nostr.Tags{{"p", fmt.Sprintf("%x", bob.PubKey())}}, "secret")
+	if ok, msg := c.publish(dm); ok || !strings.HasPrefix(msg, "auth-required:") {
+		t.Fatalf("auth kind unauthenticated: %v %q", ok, msg)
+	}
+	if _, closed := c.req("dm", `{"kinds":[4]}`); !strings.HasPrefix(closed, "auth-required:") {
+		t.Fatalf("reading auth kind: %q", closed)
+	}
+	wrong := signed(t, bob, nostr.KindClientAuth, nostr.Tags{{"relay", tr.url}, {"challenge", "nope"}}, "")
+	c.send("AUTH", wrong)
+	if m := c.read(); m[0] != "OK" || m[2] != false {
+		t.Fatalf("wrong challenge accepted: %v", m)
+	}
+	auth := signed(t, bob, nostr.KindClientAuth, nostr.Tags{{"relay", tr.url + "/"}, {"challenge", c.challenge}}, "")
+	c.send("AUTH", auth)
+	if m := c.read(); m[0] != "OK" || m[2] != true {
+		t.Fatalf("AUTH: %v", m)
+	}
+	if ok, msg := c.publish(prot); ok || !strings.HasPrefix(msg, "restricted:") {
+		t.Fatalf("protected as someone else: %v %q", ok, msg)
+	}
+	if ok, msg := c.publish(dm); !ok {
+		t.Fatalf("auth kind after AUTH: %q", msg)
+	}
+	auth2 := signed(t, alice, nostr.KindClientAuth, nostr.Tags{{"relay", tr.url}, {"challenge", c.challenge}}, "")
+	c.send("AUTH", auth2)
+	c.read()
+	if ok, msg := c.publish(prot); !ok {
+		t.Fatalf("protected as author: %q", msg)
+	}
+	other := tr.dial()
+	if ids, _ := other.req("all", `{}`); len(ids) != 1 || ids[0] != prot.IDHex() {
+		t.Fatalf("unauthenticated reader sees %v, want only the protected note", ids)
+	}
+}
+
+func TestShutdownKeepsAcknowledged(t *testing.T) {
+	tr := newTestRelay(t, nil)
+	k, _ := nostr.GenerateSecretKey()
+	c := tr.dial()
+	var sent []*nostr.Event
+	for i := range 50 {
+		ev := signed(t, k, 1, nil, fmt.Sprint(i))
+		sent = append(sent, ev)
+		c.sendRaw(`["EVENT",` + string(ev.AppendJSON(nil)) + `]`)
+	}
+	acked := map[string]bool{}
+	c.ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for len(acked) < 10 {
+		m := c.read()
+		if m[0] == "OK" && m[2] == true {
+			acked[m[1].(string)] = true
+		}
+	}
+	if err := tr.r.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, data, err := c.ws.ReadMessage()
+		if err != nil {
+			break
+		}
+		var m []any
+		json.Unmarshal(data, &m)
+		if m[0] == "OK" && m[2] == true {
+			acked[m[1].(string)] = true
+		}
+	}
+	for _, ev := range sent {
+		if !acked[ev.IDHex()] {
+			continue
+		}
+		found := false
+		tr.st.Query(context.Background(), &nostr.Filter{IDs: [][32]byte{ev.ID}}, 1, func(*nostr.Event) bool { found = true; return false })
+		if !found {
+			t.Fatalf("acknowledged event %s missing after shutdown", ev.IDHex())
+		}
+	}
+}
