@@ -8,10 +8,17 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"fleetmesh.org/fleetmesh/didcomm"
+	"fleetmesh.org/fleetmesh/didcomm/mediator"
+	"fleetmesh.org/fleetmesh/didcomm/oob"
+	"fleetmesh.org/fleetmesh/didcomm/routing"
+	"fleetmesh.org/fleetmesh/didcomm/transport"
+	"fleetmesh.org/fleetmesh/didcomm/trustping"
 	"fleetmesh.org/fleetmesh/identity"
 )
 
@@ -21,8 +28,13 @@ func init() {
 
 // didcommSubcommands are the verbs of `fleetmesh didcomm`.
 var didcommSubcommands = map[string]func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error{
-	"pack":   didcommPack,
-	"unpack": didcommUnpack,
+	"pack":    didcommPack,
+	"unpack":  didcommUnpack,
+	"ping":    didcommPing,
+	"invite":  didcommInvite,
+	"mediate": didcommMediate,
+	"send":    didcommSend,
+	"pickup":  didcommPickup,
 }
 
 func runDIDComm(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -180,4 +192,291 @@ func didcommContains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// didcommTimeout bounds every network exchange of the didcomm verbs.
+const didcommTimeout = 30 * time.Second
+
+// didcommPeer is a node key's packer and unpacker.
+type didcommPeer struct {
+	key      *identity.Key
+	packer   *didcomm.Packer
+	unpacker *didcomm.Unpacker
+}
+
+func didcommLoadPeer(home string) (*didcommPeer, error) {
+	k, err := didcommLoadKey(home)
+	if err != nil {
+		return nil, err
+	}
+	s, err := didcomm.SecretsFromKey(k)
+	if err != nil {
+		return nil, err
+	}
+	r := didcomm.DIDKeyResolver{}
+	return &didcommPeer{key: k, packer: &didcomm.Packer{Secrets: s, Resolver: r}, unpacker: &didcomm.Unpacker{Secrets: s, Resolver: r}}, nil
+}
+
+// didcommFetchDID learns a node's DID from the out-of-band invitation its
+// DIDComm endpoint serves on GET.
+func didcommFetchDID(ctx context.Context, endpoint string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint, nil)
+	if err != nil {
+		return "", fmt.Errorf("%w: endpoint %q: %v", errUsage, endpoint, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("fetch invitation from %s: %w", endpoint, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, oob.MaxURLBytes))
+	if err != nil {
+		return "", fmt.Errorf("fetch invitation from %s: %w", endpoint, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("fetch invitation from %s: HTTP %d", endpoint, resp.StatusCode)
+	}
+	inv, _, err := oob.Parse(string(body))
+	if err != nil {
+		return "", fmt.Errorf("invitation from %s: %w", endpoint, err)
+	}
+	return inv.From, nil
+}
+
+func didcommHTTPExchange(endpoint string) mediator.Exchange {
+	return func(ctx context.Context, packed []byte) ([]byte, error) {
+		out, err := transport.PostHTTP(ctx, http.DefaultClient, endpoint, packed)
+		if errors.Is(err, transport.ErrStatus) && len(out) > 0 {
+			return out, nil // a problem report; the caller reads its code
+		}
+		return out, err
+	}
+}
+
+func didcommMediatorClient(ctx context.Context, p *didcommPeer, endpoint string) (*mediator.Client, error) {
+	did, err := didcommFetchDID(ctx, endpoint)
+	if err != nil {
+		return nil, err
+	}
+	return &mediator.Client{Packer: p.packer, Unpacker: p.unpacker, Mediator: did, Exchange: didcommHTTPExchange(endpoint)}, nil
+}
+
+func didcommPrintJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func didcommPing(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("didcomm ping", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	home := fs.String("home", "", "node home directory (holds node.key)")
+	endpoint := fs.String("endpoint", "", "the peer's DIDComm HTTP endpoint (http://HOST:PORT/didcomm)")
+	if err := didcommParseFlags(fs, args); err != nil {
+		return err
+	}
+	if *endpoint == "" {
+		return fmt.Errorf("%w: --endpoint URL is required", errUsage)
+	}
+	p, err := didcommLoadPeer(*home)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, didcommTimeout)
+	defer cancel()
+	did, err := didcommFetchDID(ctx, *endpoint)
+	if err != nil {
+		return err
+	}
+	ping, err := trustping.NewPing(p.key.DID(), did)
+	if err != nil {
+		return err
+	}
+	ping.ReturnRoute = "all"
+	packed, err := p.packer.Pack(ping, didcomm.PackOptions{Mode: didcomm.ModeAuthcrypt})
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	out, err := didcommHTTPExchange(*endpoint)(ctx, packed)
+	if err != nil {
+		return err
+	}
+	rtt := time.Since(start)
+	got, err := p.unpacker.Unpack(out)
+	if err != nil {
+		return fmt.Errorf("answer: %w", err)
+	}
+	if !trustping.IsResponseTo(got.Message, ping.ID) || !got.Authenticated || got.Message.From != did {
+		return fmt.Errorf("answer is %s from %q, not a ping-response from %s", got.Message.Type, got.Message.From, did)
+	}
+	return didcommPrintJSON(stdout, map[string]any{"did": did, "rtt_ms": rtt.Milliseconds()})
+}
+
+func didcommInvite(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("didcomm invite", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	home := fs.String("home", "", "node home directory (holds node.key)")
+	endpoint := fs.String("endpoint", "", "where this node accepts DIDComm (http://HOST:PORT/didcomm)")
+	qr := fs.Bool("qr", false, "also print the invitation URL as a QR code")
+	if err := didcommParseFlags(fs, args); err != nil {
+		return err
+	}
+	if *endpoint == "" {
+		return fmt.Errorf("%w: --endpoint URL is required", errUsage)
+	}
+	k, err := didcommLoadKey(*home)
+	if err != nil {
+		return err
+	}
+	inv, err := oob.New(k.DID(), oob.GoalMediate, "DIDComm with this fleetmesh node; it mediates for leaves", *endpoint)
+	if err != nil {
+		return err
+	}
+	u, err := oob.URL(*endpoint, inv)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	fmt.Fprintln(stdout, u)
+	if *qr {
+		code, err := oob.QR(u)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(stdout, code)
+	}
+	return nil
+}
+
+func didcommMediate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("didcomm mediate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	home := fs.String("home", "", "leaf home directory (holds node.key)")
+	endpoint := fs.String("mediator", "", "the mediator's DIDComm HTTP endpoint (http://HOST:PORT/didcomm)")
+	if err := didcommParseFlags(fs, args); err != nil {
+		return err
+	}
+	if *endpoint == "" {
+		return fmt.Errorf("%w: --mediator URL is required", errUsage)
+	}
+	p, err := didcommLoadPeer(*home)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, didcommTimeout)
+	defer cancel()
+	c, err := didcommMediatorClient(ctx, p, *endpoint)
+	if err != nil {
+		return err
+	}
+	routingDIDs, err := c.RequestMediation(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := c.UpdateRecipients(ctx, mediator.Update{RecipientDID: p.key.DID(), Action: "add"})
+	if err != nil {
+		return err
+	}
+	if len(res) != 1 || (res[0].Result != "success" && res[0].Result != "no_change") {
+		return fmt.Errorf("mediator did not register %s: %+v", p.key.DID(), res)
+	}
+	return didcommPrintJSON(stdout, map[string]any{"did": p.key.DID(), "mediator": c.Mediator, "routing_did": routingDIDs, "endpoint": *endpoint})
+}
+
+func didcommSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("didcomm send", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	home := fs.String("home", "", "sender home directory (holds node.key)")
+	to := fs.String("to", "", "recipient DID")
+	via := fs.String("via", "", "the recipient's mediator endpoint (http://HOST:PORT/didcomm)")
+	if err := didcommParseFlags(fs, args); err != nil {
+		return err
+	}
+	if *to == "" || *via == "" {
+		return fmt.Errorf("%w: --to DID and --via URL are required", errUsage)
+	}
+	p, err := didcommLoadPeer(*home)
+	if err != nil {
+		return err
+	}
+	in, err := io.ReadAll(io.LimitReader(stdin, didcomm.DefaultMaxMessageBytes+1))
+	if err != nil {
+		return fmt.Errorf("read stdin: %w", err)
+	}
+	var msg didcomm.Message
+	if err := json.Unmarshal(in, &msg); err != nil {
+		return fmt.Errorf("stdin is not a DIDComm plaintext message: %w", err)
+	}
+	if msg.ID == "" {
+		msg.ID = didcomm.NewID()
+	}
+	if msg.CreatedTime == 0 {
+		msg.CreatedTime = time.Now().Unix()
+	}
+	msg.To = []string{*to}
+	inner, err := p.packer.Pack(&msg, didcomm.PackOptions{Mode: didcomm.ModeAuthcrypt})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, didcommTimeout)
+	defer cancel()
+	mediatorDID, err := didcommFetchDID(ctx, *via)
+	if err != nil {
+		return err
+	}
+	fwd, err := routing.Route(p.packer, inner, *to, mediatorDID)
+	if err != nil {
+		return err
+	}
+	if _, err := transport.PostHTTP(ctx, http.DefaultClient, *via, fwd); err != nil {
+		return err
+	}
+	return didcommPrintJSON(stdout, map[string]any{"id": msg.ID, "to": *to, "via": mediatorDID})
+}
+
+func didcommPickup(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("didcomm pickup", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	home := fs.String("home", "", "leaf home directory (holds node.key)")
+	endpoint := fs.String("mediator", "", "the mediator's DIDComm HTTP endpoint (http://HOST:PORT/didcomm)")
+	limit := fs.Int("limit", 10, "messages per delivery")
+	if err := didcommParseFlags(fs, args); err != nil {
+		return err
+	}
+	if *endpoint == "" || *limit < 1 {
+		return fmt.Errorf("%w: --mediator URL is required and --limit must be positive", errUsage)
+	}
+	p, err := didcommLoadPeer(*home)
+	if err != nil {
+		return err
+	}
+	seen, err := mediator.OpenSeen(filepath.Join(*home, "didcomm"), mediator.DefaultMaxSeen)
+	if err != nil {
+		return err
+	}
+	defer seen.Close()
+	ctx, cancel := context.WithTimeout(ctx, didcommTimeout)
+	defer cancel()
+	c, err := didcommMediatorClient(ctx, p, *endpoint)
+	if err != nil {
+		return err
+	}
+	c.Seen = seen
+	enc := json.NewEncoder(stdout)
+	n, err := c.Collect(ctx, *limit, func(id string, packed []byte) error {
+		got, err := p.unpacker.Unpack(packed)
+		if err != nil {
+			// An unreadable message is reported and dropped: keeping it
+			// would block the queue forever.
+			fmt.Fprintf(stderr, "fleetmesh didcomm pickup: dropping delivery %s: %v\n", id, err)
+			return nil
+		}
+		res := unpackResult{Authenticated: got.Authenticated, Mode: got.String(), SenderKID: got.SenderKID, SignerKIDs: got.SignerKIDs, RecipientKID: got.RecipientKID, Enc: got.Enc, Message: got.Message}
+		if got.Authenticated {
+			res.Sender = got.Message.From
+		}
+		return enc.Encode(res)
+	})
+	fmt.Fprintf(stderr, "fleetmesh didcomm pickup: %d messages\n", n)
+	return err
 }

@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/identity"
 )
 
@@ -91,4 +95,88 @@ func TestDIDCommCLIErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// anchorService serves an agent.Service over HTTP in this process.
+func anchorService(t *testing.T) (url string, did string) {
+	t.Helper()
+	home, k := nodeHome(t)
+	svc, err := agent.New(k, home, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/didcomm", svc)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(func() {
+		srv.Close()
+		svc.Close()
+	})
+	return srv.URL + "/didcomm", k.DID()
+}
+
+func TestDIDCommLeafVerbs(t *testing.T) {
+	url, anchorDID := anchorService(t)
+	leaf, leafKey := nodeHome(t)
+	sender, senderKey := nodeHome(t)
+
+	code, out, stderr := runCLI(t, "", "didcomm", "ping", "--home", sender, "--endpoint", url)
+	if code != 0 || !strings.Contains(out, anchorDID) {
+		t.Fatalf("ping: %d %s %s", code, out, stderr)
+	}
+	code, out, stderr = runCLI(t, "", "didcomm", "invite", "--home", sender, "--endpoint", url, "--qr")
+	if code != 0 || !strings.Contains(out, "?_oob=") || !strings.Contains(out, "█") {
+		t.Fatalf("invite: %d %s %s", code, out, stderr)
+	}
+	code, out, stderr = runCLI(t, "", "didcomm", "mediate", "--home", leaf, "--mediator", url)
+	if code != 0 || !strings.Contains(out, anchorDID) {
+		t.Fatalf("mediate: %d %s %s", code, out, stderr)
+	}
+	var sent []string
+	for i := 0; i < 3; i++ {
+		msg := fmt.Sprintf(`{"type":"https://didcomm.org/basicmessage/2.0/message","body":{"content":"hello %d"}}`, i)
+		code, out, stderr = runCLI(t, msg, "didcomm", "send", "--home", sender, "--to", leafKey.DID(), "--via", url)
+		if code != 0 {
+			t.Fatalf("send: %d %s", code, stderr)
+		}
+		var r struct{ ID string }
+		_ = json.Unmarshal([]byte(out), &r)
+		sent = append(sent, r.ID)
+	}
+	code, out, stderr = runCLI(t, "", "didcomm", "pickup", "--home", leaf, "--mediator", url, "--limit", "2")
+	if code != 0 {
+		t.Fatalf("pickup: %d %s", code, stderr)
+	}
+	got := pickedUp(t, out, senderKey.DID())
+	if len(got) != 3 || got[sent[0]] != 1 || got[sent[1]] != 1 || got[sent[2]] != 1 {
+		t.Fatalf("picked up %v, sent %v", got, sent)
+	}
+	code, out, _ = runCLI(t, "", "didcomm", "pickup", "--home", leaf, "--mediator", url)
+	if code != 0 || strings.TrimSpace(out) != "" {
+		t.Fatalf("second pickup: %d %q", code, out)
+	}
+	// A sender cannot route to a DID the anchor does not mediate for.
+	code, _, stderr = runCLI(t, `{"type":"x","body":{}}`, "didcomm", "send", "--home", sender, "--to", senderKey.DID(), "--via", url)
+	if code != 1 || !strings.Contains(stderr, "e.p.trust.unauthorized") {
+		t.Fatalf("send to unmediated DID: %d %s", code, stderr)
+	}
+}
+
+// pickedUp counts the message ids in `didcomm pickup` output and checks
+// each came authenticated from sender.
+func pickedUp(t *testing.T, out, sender string) map[string]int {
+	t.Helper()
+	got := map[string]int{}
+	dec := json.NewDecoder(strings.NewReader(out))
+	for dec.More() {
+		var r unpackResult
+		if err := dec.Decode(&r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Sender != sender || !r.Authenticated || r.Mode != "authcrypt" {
+			t.Fatalf("picked up %+v", r)
+		}
+		got[r.Message.ID]++
+	}
+	return got
 }
