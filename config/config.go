@@ -61,6 +61,7 @@ type RelayConfig struct {
 	IPEventsBurst     int     `toml:"ip_events_burst"`
 	MaxConnsPerIP     int     `toml:"max_connections_per_ip"`
 	AuthRequiredKinds []int   `toml:"auth_required_kinds"`
+	MaxNegRecords     int     `toml:"max_negentropy_records"`
 	QueryTimeout      string  `toml:"query_timeout"`
 }
 
@@ -105,6 +106,7 @@ func Default() Config {
 			IPEventsPerSecond: d.IPEventsPerSecond,
 			IPEventsBurst:     d.IPEventsBurst,
 			AuthRequiredKinds: []int{},
+			MaxNegRecords:     d.MaxNegRecords,
 			QueryTimeout:      d.QueryTimeout.String(),
 		},
 		Store: StoreConfig{Dir: "data", CacheMB: 64},
@@ -194,6 +196,7 @@ func (c *Config) RelayConfig() relay.Config {
 		IPEventsBurst:     r.IPEventsBurst,
 		MaxConnsPerIP:     r.MaxConnsPerIP,
 		AuthRequiredKinds: r.AuthRequiredKinds,
+		MaxNegRecords:     r.MaxNegRecords,
 		QueryTimeout:      qt,
 	}
 }

@@ -47,6 +47,9 @@ type Config struct {
 	AuthRequiredKinds []int
 	// AuthWindow is how far an AUTH event's created_at may be from now.
 	AuthWindow time.Duration
+	// MaxNegRecords bounds how many events one NIP-77 sync session may
+	// cover; a filter matching more is refused so the client narrows it.
+	MaxNegRecords int
 	// QueryTimeout bounds one filter's stored-events query.
 	QueryTimeout time.Duration
 	// PingInterval is how often idle connections are pinged; a connection
@@ -70,6 +73,7 @@ func DefaultConfig() Config {
 		DefaultLimit:      500,
 		MaxFutureSeconds:  900,
 		MaxInFlight:       64,
+		MaxNegRecords:     500_000,
 		SendQueue:         1024,
 		EventsPerSecond:   10,
 		EventsBurst:       40,
@@ -99,6 +103,7 @@ func (c *Config) Fill() {
 	setInt(&c.MaxLimit, d.MaxLimit)
 	setInt(&c.DefaultLimit, min(d.DefaultLimit, c.MaxLimit))
 	setInt(&c.MaxInFlight, d.MaxInFlight)
+	setInt(&c.MaxNegRecords, d.MaxNegRecords)
 	setInt(&c.SendQueue, d.SendQueue)
 	if c.MaxFutureSeconds <= 0 {
 		c.MaxFutureSeconds = d.MaxFutureSeconds

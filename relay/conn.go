@@ -14,6 +14,7 @@ import (
 	"github.com/gorilla/websocket"
 	"golang.org/x/time/rate"
 
+	"fleetmesh.org/fleetmesh/negentropy"
 	"fleetmesh.org/fleetmesh/nostr"
 )
 
@@ -37,6 +38,7 @@ type conn struct {
 
 	mu     sync.Mutex
 	subs   map[string]*subscription
+	negs   map[string]*negentropy.Responder
 	authed map[[32]byte]struct{}
 }
 
@@ -61,6 +63,7 @@ func newConn(r *Relay, ws *websocket.Conn, ip, host string) *conn {
 		cancel:     cancel,
 		inflight:   make(chan struct{}, r.cfg.MaxInFlight),
 		subs:       make(map[string]*subscription),
+		negs:       make(map[string]*negentropy.Responder),
 		authed:     make(map[[32]byte]struct{}),
 	}
 	if r.cfg.EventsPerSecond > 0 {

@@ -1,13 +1,122 @@
 package relay
 
-import "fleetmesh.org/fleetmesh/nostr"
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
 
-// handleNeg answers NIP-77 messages. Until the negentropy engine is wired
-// in, every NEG-OPEN is refused with NEG-ERR, which NIP-77 clients read as
-// "fall back to REQ", and NIP-11 does not list 77.
+	"fleetmesh.org/fleetmesh/negentropy"
+	"fleetmesh.org/fleetmesh/nostr"
+)
+
+// negFrameLimit keeps a NEG-MSG, hex-encoded, under the 131,072-byte
+// WebSocket payload that deployed relays and clients (strfry) accept.
+const negFrameLimit = 60000
+
+// handleNeg serves NIP-77: NEG-OPEN loads the (created_at, id) pairs of
+// the events matching the filter and answers as the negentropy responder;
+// NEG-MSG continues; NEG-CLOSE ends the session. Sessions count against
+// the connection's subscription limit.
 func (c *conn) handleNeg(m *nostr.ClientMessage) {
-	if m.Type == nostr.MsgNegClose {
+	negErr := func(reason string) {
+		c.r.m.rejected.WithLabelValues("negentropy").Inc()
+		c.sendCtl(frame("NEG-ERR", m.SubID, reason))
+	}
+	switch m.Type {
+	case nostr.MsgNegClose:
+		c.mu.Lock()
+		delete(c.negs, m.SubID)
+		c.mu.Unlock()
+		return
+	case nostr.MsgNegOpen:
+		if reason := c.checkFilters(m.Filters); reason != "" {
+			negErr(reason)
+			return
+		}
+		c.mu.Lock()
+		if _, ok := c.negs[m.SubID]; !ok && len(c.negs)+len(c.subs) >= c.r.cfg.MaxSubscriptions {
+			c.mu.Unlock()
+			negErr(fmt.Sprintf("blocked: this connection has %d open subscriptions and sync sessions, the relay's limit", c.r.cfg.MaxSubscriptions))
+			return
+		}
+		c.mu.Unlock()
+		msg, err := hex.DecodeString(m.NegMsg)
+		if err != nil {
+			negErr("invalid: negentropy message is not hex")
+			return
+		}
+		items, err := c.negItems(&m.Filters[0])
+		if err != nil {
+			negErr(err.Error())
+			return
+		}
+		vec, err := negentropy.NewVector(items)
+		if err != nil {
+			negErr("error: " + err.Error())
+			return
+		}
+		resp, err := negentropy.NewResponder(vec, negentropy.Config{FrameSizeLimit: negFrameLimit, MaxRecords: c.r.cfg.MaxNegRecords})
+		if err != nil {
+			negErr("error: " + err.Error())
+			return
+		}
+		c.mu.Lock()
+		c.negs[m.SubID] = resp
+		c.mu.Unlock()
+		c.negStep(m.SubID, resp, msg, negErr)
+	case nostr.MsgNegMsg:
+		c.mu.Lock()
+		resp, ok := c.negs[m.SubID]
+		c.mu.Unlock()
+		if !ok {
+			negErr("closed: no open sync session with this id; send NEG-OPEN first")
+			return
+		}
+		msg, err := hex.DecodeString(m.NegMsg)
+		if err != nil {
+			negErr("invalid: negentropy message is not hex")
+			return
+		}
+		c.negStep(m.SubID, resp, msg, negErr)
+	}
+}
+
+func (c *conn) negStep(subID string, resp *negentropy.Responder, msg []byte, negErr func(string)) {
+	out, err := resp.Reconcile(msg)
+	if err != nil {
+		c.mu.Lock()
+		delete(c.negs, subID)
+		c.mu.Unlock()
+		switch {
+		case errors.Is(err, negentropy.ErrMalformed):
+			negErr("invalid: malformed negentropy message")
+		default:
+			negErr("error: " + err.Error())
+		}
 		return
 	}
-	c.sendCtl(frame("NEG-ERR", m.SubID, "blocked: negentropy sync (NIP-77) is not enabled on this relay"))
+	c.sendCtl(frame("NEG-MSG", subID, hex.EncodeToString(out)))
+}
+
+// negItems loads the (created_at, id) pairs of the events a filter
+// matches, refusing filters that match more than the configured bound.
+func (c *conn) negItems(f *nostr.Filter) ([]negentropy.Item, error) {
+	ctx, cancel := context.WithTimeout(c.ctx, c.r.cfg.QueryTimeout)
+	defer cancel()
+	var items []negentropy.Item
+	max := c.r.cfg.MaxNegRecords
+	err := c.r.store.Query(ctx, f, max+1, func(ev *nostr.Event) bool {
+		if c.canRead(ev) {
+			items = append(items, negentropy.Item{Timestamp: uint64(ev.CreatedAt), ID: ev.ID})
+		}
+		return true
+	})
+	if err != nil {
+		return nil, errors.New("error: could not read the events to sync; try again")
+	}
+	if len(items) > max {
+		return nil, fmt.Errorf("blocked: this filter matches more than %d events; narrow it (since/until, authors, kinds)", max)
+	}
+	return items, nil
 }

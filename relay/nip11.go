@@ -10,7 +10,7 @@ const Version = "0.1.0"
 
 // SupportedNIPs lists what this relay implements; the NIP-11 document and
 // the conformance suite read it.
-var SupportedNIPs = []int{1, 9, 11, 40, 42, 45, 70}
+var SupportedNIPs = []int{1, 9, 11, 40, 42, 45, 70, 77}
 
 func (r *Relay) serveNIP11(w http.ResponseWriter, _ *http.Request) {
 	cfg := &r.cfg
