@@ -1,6 +1,6 @@
 // Package node assembles a fleetmesh node from its parts: the identity key,
-// the embedded store, the client relay and the HTTP endpoints beside it
-// (/healthz, /metrics), and it owns their start and orderly shutdown.
+// the embedded store, the client relay, the DIDComm agent and the HTTP
+// endpoints beside them (/didcomm, /healthz, /metrics), and it owns their start and orderly shutdown.
 //
 // It is not where protocol logic lives: each part is its own package, and
 // this one only connects them and decides the order in which they start
@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"fleetmesh.org/fleetmesh/config"
+	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/relay"
 	"fleetmesh.org/fleetmesh/store"
@@ -33,6 +34,10 @@ import (
 
 // KeyFile is the node key's file name in a node home.
 const KeyFile = "node.key"
+
+// DIDCommDir holds the DIDComm agent's state (the mediation queue) in a
+// node home.
+const DIDCommDir = "didcomm"
 
 // Home is a node home directory: its key, its config file and its data.
 type Home struct {
@@ -107,12 +112,13 @@ type Options struct {
 
 // Node is a running node.
 type Node struct {
-	opts  Options
-	store *store.Store
-	relay *relay.Relay
-	ln    net.Listener
-	srv   *http.Server
-	reg   *prometheus.Registry
+	opts    Options
+	store   *store.Store
+	didcomm *agent.Service
+	relay   *relay.Relay
+	ln      net.Listener
+	srv     *http.Server
+	reg     *prometheus.Registry
 }
 
 // Open opens the node's store and binds its listener; Serve then runs it.
@@ -148,9 +154,16 @@ func Open(opts Options) (*Node, error) {
 		rcfg.URL = "ws://" + ln.Addr().String()
 	}
 	rl := relay.New(rcfg, st, opts.Log, reg)
+	dc, err := agent.New(opts.Key, opts.Home.Path(DIDCommDir), opts.Log)
+	if err != nil {
+		ln.Close()
+		st.Close()
+		return nil, err
+	}
 
 	mux := http.NewServeMux()
 	mux.Handle("/", rl)
+	mux.Handle("/didcomm", dc)
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
@@ -163,12 +176,13 @@ func Open(opts Options) (*Node, error) {
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	}
 	return &Node{
-		opts:  opts,
-		store: st,
-		relay: rl,
-		ln:    ln,
-		srv:   &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
-		reg:   reg,
+		opts:    opts,
+		store:   st,
+		didcomm: dc,
+		relay:   rl,
+		ln:      ln,
+		srv:     &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
+		reg:     reg,
 	}, nil
 }
 
@@ -203,6 +217,9 @@ func (n *Node) Serve(ctx context.Context) error {
 		n.opts.Log.Warn("relay shutdown", "err", err)
 	}
 	n.srv.Shutdown(sctx)
+	if err := n.didcomm.Close(); err != nil {
+		n.opts.Log.Warn("didcomm close", "err", err)
+	}
 	if err := n.store.Close(); err != nil {
 		return fmt.Errorf("node: close store: %w", err)
 	}
