@@ -1,0 +1,132 @@
+// Command khatru-relay runs the reference relay of the fleetmesh relay
+// benchmark: khatru v0.17.4 (the last patch release of the v0.17 line; see
+// docs/benchmarks/relay.md for why not v0.17.0) on an eventstore v0.16.2
+// backend, wired the way khatru's docs and examples/basic-badger do it, with
+// khatru's default policies only (NewRelay installs no rate limits; the
+// optional policies.ApplySaneDefaults is deliberately not applied because its
+// per-IP limits would throttle a loopback load generator).
+//
+// It exists only for benchmarking and lives in the bench-only module so that
+// the fleetmesh product module never depends on khatru. It is not a relay to
+// deploy.
+//
+// On start it prints one line "relay ws://HOST:PORT" on stdout, the same line
+// fleetmesh prints, so the harness can treat both relays alike. SIGTERM and
+// SIGINT close the listener and the store.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/fiatjaf/eventstore"
+	"github.com/fiatjaf/eventstore/badger"
+	"github.com/fiatjaf/eventstore/lmdb"
+	"github.com/fiatjaf/khatru"
+)
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:0", "address to listen on (port 0 picks a free port)")
+	data := flag.String("data", "", "data directory of the event store (required)")
+	backend := flag.String("backend", "badger", "eventstore backend: badger (default, as in khatru's docs; no fsync before OK) or lmdb (fsyncs every commit)")
+	withPprof := flag.Bool("pprof", false, "serve net/http/pprof under /debug/pprof/ on the relay port")
+	flag.Parse()
+	if err := run(*listen, *data, *backend, *withPprof); err != nil {
+		fmt.Fprintln(os.Stderr, "khatru-relay:", err)
+		os.Exit(1)
+	}
+}
+
+func run(listen, data, backend string, withPprof bool) error {
+	if data == "" {
+		return errors.New("--data DIR is required")
+	}
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+
+	store, err := openStore(backend, data)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	relay := khatru.NewRelay()
+	relay.Info.Name = "khatru-relay (fleetmesh benchmark reference)"
+	relay.Log = log.New(os.Stderr, "[khatru-relay] ", log.LstdFlags)
+	relay.StoreEvent = append(relay.StoreEvent, store.SaveEvent)
+	relay.QueryEvents = append(relay.QueryEvents, store.QueryEvents)
+	relay.CountEvents = append(relay.CountEvents, store.CountEvents)
+	relay.DeleteEvent = append(relay.DeleteEvent, store.DeleteEvent)
+	relay.ReplaceEvent = append(relay.ReplaceEvent, store.ReplaceEvent)
+
+	if withPprof {
+		mux := relay.Router()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{Handler: relay, ReadHeaderTimeout: 10 * time.Second}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	fmt.Printf("relay ws://%s\n", ln.Addr())
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// Shutdown does not wait for hijacked WebSocket connections; closing the
+	// store afterwards is what khatru operators do on exit too.
+	if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+// countingStore is what both eventstore backends offer: storage plus NIP-45
+// counting, which khatru wires as CountEvents.
+type countingStore interface {
+	eventstore.Store
+	eventstore.Counter
+}
+
+// openStore opens the chosen eventstore backend with its defaults, as the
+// khatru examples do.
+func openStore(backend, dir string) (countingStore, error) {
+	var s countingStore
+	switch backend {
+	case "lmdb":
+		s = &lmdb.LMDBBackend{Path: dir}
+	case "badger":
+		s = &badger.BadgerBackend{Path: dir}
+	default:
+		return nil, fmt.Errorf("unknown --backend %q (want lmdb or badger)", backend)
+	}
+	if err := s.Init(); err != nil {
+		return nil, fmt.Errorf("open %s store in %s: %w", backend, dir, err)
+	}
+	return s, nil
+}

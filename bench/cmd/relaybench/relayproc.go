@@ -1,0 +1,307 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// relaySpec says how to start one relay under test.
+type relaySpec struct {
+	Name      string   `json:"name"`      // label in the report, e.g. "khatru" or "fleetmesh"
+	Kind      string   `json:"kind"`      // "khatru" or "fleetmesh": how to start it
+	Bin       string   `json:"bin"`       // path of the binary
+	ExtraArgs []string `json:"extraArgs"` // appended to the run command line
+	PprofURL  string   `json:"-"`         // CPU profile endpoint; empty: derive from the relay URL
+}
+
+// relayProc is one running relay process; stop must be called.
+type relayProc struct {
+	spec    relaySpec
+	cmd     *exec.Cmd
+	url     string // ws://127.0.0.1:PORT
+	dataDir string
+	logPath string
+	exited  chan struct{}
+	waitErr error
+}
+
+// startTimeout bounds how long a relay may take to print its URL.
+const startTimeout = 60 * time.Second
+
+var relayLine = regexp.MustCompile(`relay (ws://\S+)`)
+
+// startRelay starts spec as its own process with a fresh data directory
+// under workDir, and waits for its "relay ws://..." line.
+func startRelay(ctx context.Context, spec relaySpec, workDir string) (*relayProc, error) {
+	dataDir := filepath.Join(workDir, spec.Name+"-data")
+	if err := os.RemoveAll(dataDir); err != nil {
+		return nil, fmt.Errorf("%s: clear data dir: %w", spec.Name, err)
+	}
+	var args []string
+	switch spec.Kind {
+	case "khatru":
+		args = append([]string{"--listen", "127.0.0.1:0", "--data", dataDir}, spec.ExtraArgs...)
+	case "fleetmesh":
+		if err := initFleetmesh(ctx, spec, dataDir); err != nil {
+			return nil, err
+		}
+		args = append([]string{"run", "--home", dataDir, "--listen", "127.0.0.1:0"}, spec.ExtraArgs...)
+	default:
+		return nil, fmt.Errorf("%s: unknown relay kind %q", spec.Name, spec.Kind)
+	}
+	logPath := filepath.Join(workDir, spec.Name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("%s: log file: %w", spec.Name, err)
+	}
+	cmd := exec.Command(spec.Bin, args...)
+	cmd.Stderr = logFile
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("%s: start %s: %w", spec.Name, spec.Bin, err)
+	}
+	p := &relayProc{spec: spec, cmd: cmd, dataDir: dataDir, logPath: logPath, exited: make(chan struct{})}
+
+	urlCh := make(chan string, 1)
+	// This goroutine owns stdout until the process exits: it reports the
+	// relay line once and copies everything to the log file.
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sent := false
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(logFile, line)
+			if m := relayLine.FindStringSubmatch(line); m != nil && !sent {
+				urlCh <- m[1]
+				sent = true
+			}
+		}
+		io.Copy(io.Discard, stdout)
+	}()
+	go func() {
+		p.waitErr = cmd.Wait()
+		logFile.Close()
+		close(p.exited)
+	}()
+
+	select {
+	case u := <-urlCh:
+		if err := checkLoopback(u); err != nil {
+			p.stop()
+			return nil, fmt.Errorf("%s: %w", spec.Name, err)
+		}
+		p.url = u
+		return p, nil
+	case <-p.exited:
+		return nil, fmt.Errorf("%s: exited before listening (%v); see %s", spec.Name, p.waitErr, logPath)
+	case <-time.After(startTimeout):
+		p.stop()
+		return nil, fmt.Errorf("%s: no 'relay ws://' line within %s; see %s", spec.Name, startTimeout, logPath)
+	case <-ctx.Done():
+		p.stop()
+		return nil, ctx.Err()
+	}
+}
+
+// initFleetmesh creates a node home with `fleetmesh init` and turns the
+// relay's rate limits off so they do not throttle the load generator.
+func initFleetmesh(ctx context.Context, spec relaySpec, home string) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, spec.Bin, "init", "--home", home).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: init --home %s: %w: %s", spec.Name, home, err, out)
+	}
+	path := filepath.Join(home, "config.toml")
+	old, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%s: read %s: %w", spec.Name, path, err)
+	}
+	return os.WriteFile(path, []byte(withoutRateLimits(string(old))), 0o600)
+}
+
+// withoutRateLimits returns the TOML config text with
+// relay.events_per_second and relay.ip_events_per_second set to 0, keeping
+// every other setting `init` wrote.
+func withoutRateLimits(cfg string) string {
+	const limits = "events_per_second = 0\nip_events_per_second = 0\n"
+	var out []string
+	inRelay, done := false, false
+	for _, line := range strings.Split(cfg, "\n") {
+		t := strings.TrimSpace(line)
+		if strings.HasPrefix(t, "[") {
+			inRelay = t == "[relay]"
+			out = append(out, line)
+			if inRelay {
+				out = append(out, strings.TrimSuffix(limits, "\n"))
+				done = true
+			}
+			continue
+		}
+		if inRelay {
+			key, _, _ := strings.Cut(t, "=")
+			key = strings.TrimSpace(key)
+			if key == "events_per_second" || key == "ip_events_per_second" {
+				continue
+			}
+		}
+		out = append(out, line)
+	}
+	s := strings.TrimRight(strings.Join(out, "\n"), "\n") + "\n"
+	if !done {
+		s += "\n[relay]\n" + limits
+	}
+	return strings.TrimLeft(s, "\n")
+}
+
+// checkLoopback refuses any relay URL that is not on a loopback address:
+// the bench only ever sends traffic to this machine.
+func checkLoopback(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("relay URL %q: %w", raw, err)
+	}
+	ip := net.ParseIP(u.Hostname())
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("relay URL %q is not a loopback address; refusing to send traffic", raw)
+	}
+	return nil
+}
+
+// stop sends SIGTERM, waits up to 30 s, then kills.
+func (p *relayProc) stop() {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// alive reports an error if the process has exited.
+func (p *relayProc) alive() error {
+	select {
+	case <-p.exited:
+		return fmt.Errorf("%s exited: %v; see %s", p.spec.Name, p.waitErr, p.logPath)
+	default:
+		return nil
+	}
+}
+
+// memStatus is the memory picture of a process from /proc/PID/status, in KiB.
+type memStatus struct {
+	VmRSS   int64 `json:"vmRSSKiB"`
+	VmHWM   int64 `json:"vmHWMKiB"`
+	RssAnon int64 `json:"rssAnonKiB"`
+	RssFile int64 `json:"rssFileKiB"`
+}
+
+func readMemStatus(pid int) (memStatus, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return memStatus{}, err
+	}
+	var m memStatus
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) == 0 {
+			continue
+		}
+		n, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch k {
+		case "VmRSS":
+			m.VmRSS = n
+		case "VmHWM":
+			m.VmHWM = n
+		case "RssAnon":
+			m.RssAnon = n
+		case "RssFile":
+			m.RssFile = n
+		}
+	}
+	if m.VmRSS == 0 {
+		return m, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+	}
+	return m, nil
+}
+
+// settledMem polls the process's memory every 250 ms until VmRSS changes by
+// less than 1% over a second (or maxWait passes), then returns it. Memory
+// right after a burst of work is still moving; this waits for it to settle
+// instead of sleeping a fixed time.
+func (p *relayProc) settledMem(ctx context.Context, maxWait time.Duration) (memStatus, error) {
+	deadline := time.Now().Add(maxWait)
+	var hist []int64
+	for {
+		m, err := readMemStatus(p.cmd.Process.Pid)
+		if err != nil {
+			return m, err
+		}
+		hist = append(hist, m.VmRSS)
+		if n := len(hist); n >= 5 {
+			lo, hi := hist[n-5], hist[n-5]
+			for _, v := range hist[n-5:] {
+				lo, hi = min(lo, v), max(hi, v)
+			}
+			if float64(hi-lo) <= 0.01*float64(hi) {
+				return m, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return m, nil
+		}
+		select {
+		case <-ctx.Done():
+			return m, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// diskUsage sums the blocks allocated to the files under dir, so a sparse
+// LMDB map file counts only what it really uses.
+func diskUsage(dir string) int64 {
+	var total int64
+	filepath.Walk(dir, func(_ string, info os.FileInfo, err error) error {
+		if err == nil && info.Mode().IsRegular() {
+			if st, ok := info.Sys().(*syscall.Stat_t); ok {
+				total += st.Blocks * 512
+			} else {
+				total += info.Size()
+			}
+		}
+		return nil
+	})
+	return total
+}
