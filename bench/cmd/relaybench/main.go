@@ -66,9 +66,9 @@ func main() {
 	flag.IntVar(&o.clients, "clients", 16, "concurrent publishing WebSocket clients")
 	flag.IntVar(&o.pipeline, "pipeline", 32, "max unacknowledged EVENTs per publishing client")
 	flag.IntVar(&o.idle, "idle", 1000, "idle WebSocket connections for the memory measurement")
-	flag.IntVar(&o.queries, "queries", 4000, "measured REQs (after the warm-up), spread evenly over the filter shapes")
+	flag.IntVar(&o.queries, "queries", 0, "measured REQs (after the warm-up), spread evenly over the filter shapes (0: events/250, between 200 and 4000)")
 	flag.IntVar(&o.queryClients, "query-clients", 4, "concurrent REQ clients, each sending one REQ at a time")
-	flag.IntVar(&o.warmup, "warmup", 200, "REQs sent first and not measured")
+	flag.IntVar(&o.warmup, "warmup", -1, "REQs sent first and not measured (-1: a tenth of --queries)")
 	flag.StringVar(&o.candidate, "candidate", "fleetmesh", "relay compared with khatru: fleetmesh, or khatru (a second khatru instance, to prove the harness)")
 	flag.StringVar(&o.khatruBin, "khatru-bin", "bin/khatru-relay", "khatru-relay binary")
 	flag.StringVar(&o.khatruBackend, "khatru-backend", "badger", "eventstore backend of khatru-relay: badger or lmdb")
@@ -134,6 +134,12 @@ type hostInfo struct {
 }
 
 func run(ctx context.Context, o options) error {
+	if o.queries == 0 {
+		o.queries = min(max(o.events/250, 200), 4000)
+	}
+	if o.warmup < 0 {
+		o.warmup = o.queries / 10
+	}
 	if o.clients < 1 || o.pipeline < 1 || o.queryClients < 1 || o.idle < 0 || o.queries < 1 {
 		return fmt.Errorf("--clients, --pipeline, --query-clients and --queries must be >= 1, --idle >= 0")
 	}
@@ -198,7 +204,7 @@ func run(ctx context.Context, o options) error {
 			Note: "shared machine: other engineers' builds and tests run at the same time, so figures are noisy"},
 		Params: map[string]any{"events": o.events, "seed": o.seed, "clients": o.clients, "pipeline": o.pipeline,
 			"idle": o.idle, "queries": o.queries, "queryClients": o.queryClients, "warmup": o.warmup,
-			"khatruBackend": o.khatruBackend, "candidate": o.candidate, "authors": corpusParams{events: o.events}.authorCount()},
+			"khatruBackend": o.khatruBackend, "candidate": o.candidate, "fleetmeshCommit": gitHead(ctx, o.mainDir), "authors": corpusParams{events: o.events}.authorCount()},
 	}
 	for _, spec := range []relaySpec{khatru, cand} {
 		logf("=== %s", spec.Name)
@@ -398,6 +404,21 @@ func kernel() string {
 		return ""
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// gitHead names the main module's commit the fleetmesh binary was built
+// from, with "+dirty" when the work tree had uncommitted changes (the tree
+// is shared, so it often has).
+func gitHead(ctx context.Context, dir string) string {
+	head, err := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	h := strings.TrimSpace(string(head))
+	if st, err := exec.CommandContext(ctx, "git", "-C", dir, "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+		h += "+dirty"
+	}
+	return h
 }
 
 // loadAvg is the 1/5/15-minute load average, recorded so that a reader can
