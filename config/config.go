@@ -16,6 +16,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"fleetmesh.org/fleetmesh/boundary"
 	"fleetmesh.org/fleetmesh/relay"
 )
 
@@ -36,6 +37,14 @@ type Config struct {
 	Relay RelayConfig `toml:"relay"`
 	Store StoreConfig `toml:"store"`
 	Log   LogConfig   `toml:"log"`
+	// Boundary extends the default boundary rules (spec/boundary.md).
+	Boundary BoundaryConfig `toml:"boundary"`
+}
+
+// BoundaryConfig holds rules added to the boundary policy's defaults. The
+// defaults themselves cannot be switched off.
+type BoundaryConfig struct {
+	Rules []boundary.RuleSpec `toml:"rules"`
 }
 
 // RelayConfig configures the client-facing Nostr relay.
@@ -156,6 +165,11 @@ func (c *Config) Validate() error {
 	if c.Relay.QueryTimeout != "" {
 		if _, err := time.ParseDuration(c.Relay.QueryTimeout); err != nil {
 			return fmt.Errorf("relay.query_timeout %q: %v (write e.g. \"10s\")", c.Relay.QueryTimeout, err)
+		}
+	}
+	for _, r := range c.Boundary.Rules {
+		if _, err := r.Compile(); err != nil {
+			return err
 		}
 	}
 	switch strings.ToLower(c.Log.Level) {

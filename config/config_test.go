@@ -42,6 +42,7 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"[relay]\nevents_per_second = -1\n", ">= 0"},
 		{"[relay]\nquery_timeout = \"ten\"\n", "query_timeout"},
 		{"[relay\n", FileName},
+		{"[[boundary.rules]]\nname = \"x\"\nclass = \"secret\"\nkinds = [1]\n", "class \"secret\""},
 	} {
 		path := filepath.Join(t.TempDir(), FileName)
 		os.WriteFile(path, []byte(tc.file), 0o644)
@@ -49,5 +50,17 @@ func TestErrorsNameTheKey(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: err = %v, want it to mention %q", tc.file, err, tc.want)
 		}
+	}
+}
+
+func TestBoundaryRules(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	os.WriteFile(path, []byte("[[boundary.rules]]\nname = \"acme-invoices\"\nclass = \"billing\"\nkinds = [31999]\ntags = [[\"t\", \"invoice\"]]\n"), 0o644)
+	cfg, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Boundary.Rules) != 1 || cfg.Boundary.Rules[0].Kinds[0] != 31999 || cfg.Boundary.Rules[0].Tags[0][1] != "invoice" {
+		t.Fatalf("got %+v", cfg.Boundary)
 	}
 }

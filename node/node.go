@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"fleetmesh.org/fleetmesh/boundary"
 	"fleetmesh.org/fleetmesh/config"
 	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/identity"
@@ -112,13 +113,14 @@ type Options struct {
 
 // Node is a running node.
 type Node struct {
-	opts    Options
-	store   *store.Store
-	didcomm *agent.Service
-	relay   *relay.Relay
-	ln      net.Listener
-	srv     *http.Server
-	reg     *prometheus.Registry
+	opts     Options
+	boundary *boundary.Policy
+	store    *store.Store
+	didcomm  *agent.Service
+	relay    *relay.Relay
+	ln       net.Listener
+	srv      *http.Server
+	reg      *prometheus.Registry
 }
 
 // Open opens the node's store and binds its listener; Serve then runs it.
@@ -153,7 +155,14 @@ func Open(opts Options) (*Node, error) {
 	if rcfg.URL == "" {
 		rcfg.URL = "ws://" + ln.Addr().String()
 	}
+	policy, err := boundary.New(cfg.Boundary.Rules, opts.Log, reg)
+	if err != nil {
+		ln.Close()
+		st.Close()
+		return nil, err
+	}
 	rl := relay.New(rcfg, st, opts.Log, reg)
+	rl.RejectEvent = append(rl.RejectEvent, policy.RelayHook)
 	dc, err := agent.New(opts.Key, opts.Home.Path(DIDCommDir), opts.Log)
 	if err != nil {
 		ln.Close()
@@ -176,13 +185,14 @@ func Open(opts Options) (*Node, error) {
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	}
 	return &Node{
-		opts:    opts,
-		store:   st,
-		didcomm: dc,
-		relay:   rl,
-		ln:      ln,
-		srv:     &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
-		reg:     reg,
+		opts:     opts,
+		boundary: policy,
+		store:    st,
+		didcomm:  dc,
+		relay:    rl,
+		ln:       ln,
+		srv:      &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
+		reg:      reg,
 	}, nil
 }
 
@@ -191,6 +201,10 @@ func (n *Node) RelayURL() string { return n.relay.Config().URL }
 
 // Relay is the node's client relay, for wiring hooks.
 func (n *Node) Relay() *relay.Relay { return n.relay }
+
+// Boundary is the node's boundary policy, which the mesh's replication
+// path and the gateway apply too.
+func (n *Node) Boundary() *boundary.Policy { return n.boundary }
 
 // Registry is the node's Prometheus registry, for other parts' metrics.
 func (n *Node) Registry() *prometheus.Registry { return n.reg }
