@@ -199,6 +199,9 @@ func Open(opts Options) (*Node, error) {
 // RelayURL is the URL clients connect to.
 func (n *Node) RelayURL() string { return n.relay.Config().URL }
 
+// Store is the node's event store.
+func (n *Node) Store() *store.Store { return n.store }
+
 // Relay is the node's client relay, for wiring hooks.
 func (n *Node) Relay() *relay.Relay { return n.relay }
 

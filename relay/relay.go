@@ -38,8 +38,9 @@ type Origin int
 
 // Origins.
 const (
-	FromClient Origin = iota // published by a client of this relay
-	FromMesh                 // handed in by the mesh or the gateway
+	FromClient  Origin = iota // published by a client of this relay
+	FromMesh                  // handed in by the mesh
+	FromBackend               // handed in by a gateway from its private backend
 )
 
 // Relay is a Nostr relay. Its hook slices must be set before it serves.

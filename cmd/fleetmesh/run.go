@@ -16,49 +16,71 @@ func init() {
 	register("run", "run a node: a Nostr relay on the embedded store", runRun)
 }
 
-func runRun(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dir := homeFlag(fs)
-	listen := fs.String("listen", "", "relay `HOST:PORT` (overrides relay.listen; port 0 picks a free one)")
-	var meshListen, bootstrap stringList
-	fs.Var(&meshListen, "mesh-listen", "mesh listen `MULTIADDR` (repeatable)")
-	fs.Var(&bootstrap, "bootstrap", "bootstrap peer `MULTIADDR` (repeatable; none is built in)")
-	pprof := fs.Bool("pprof", false, "serve /debug/pprof/ on the relay port")
-	if err := parse(fs, args); err != nil {
-		return err
+// nodeFlags are the flags `run` and `gateway` share (DESIGN §11).
+type nodeFlags struct {
+	home       *string
+	listen     *string
+	meshListen stringList
+	bootstrap  stringList
+	pprof      *bool
+}
+
+func addNodeFlags(fs *flag.FlagSet) *nodeFlags {
+	nf := &nodeFlags{
+		home:   homeFlag(fs),
+		listen: fs.String("listen", "", "relay `HOST:PORT` (overrides relay.listen; port 0 picks a free one)"),
+		pprof:  fs.Bool("pprof", false, "serve /debug/pprof/ on the relay port"),
 	}
-	h := home(*dir)
+	fs.Var(&nf.meshListen, "mesh-listen", "mesh listen `MULTIADDR` (repeatable)")
+	fs.Var(&nf.bootstrap, "bootstrap", "bootstrap peer `MULTIADDR` (repeatable; none is built in)")
+	return nf
+}
+
+// openNode makes the home if needed, loads its config, applies the flags
+// and opens the node. ready runs once the relay serves.
+func (nf *nodeFlags) openNode(stdout, stderr io.Writer) (*node.Node, node.Options, error) {
+	h := home(*nf.home)
 	key, created, err := node.Init(h, "")
 	if err != nil {
-		return err
+		return nil, node.Options{}, err
 	}
 	if created {
-		fmt.Fprintf(stderr, "fleetmesh: created a new node home in %s\n", *dir)
+		fmt.Fprintf(stderr, "fleetmesh: created a new node home in %s\n", *nf.home)
 	}
 	cfg, err := config.Load(h.ConfigPath())
 	if err != nil {
-		return err
+		return nil, node.Options{}, err
 	}
-	if *listen != "" {
-		cfg.Relay.Listen = *listen
+	if *nf.listen != "" {
+		cfg.Relay.Listen = *nf.listen
 	}
-	if len(meshListen) > 0 || len(bootstrap) > 0 {
-		return fmt.Errorf("%w: --mesh-listen and --bootstrap need the mesh, which this build does not include yet", errUsage)
+	if len(nf.meshListen) > 0 || len(nf.bootstrap) > 0 {
+		return nil, node.Options{}, fmt.Errorf("%w: --mesh-listen and --bootstrap need the mesh, which this build does not include yet", errUsage)
 	}
-	log := newLogger(cfg.Log, stderr)
-	n, err := node.Open(node.Options{
+	opts := node.Options{
 		Home:   h,
 		Config: cfg,
 		Key:    key,
-		Log:    log,
-		Pprof:  *pprof,
+		Log:    newLogger(cfg.Log, stderr),
+		Pprof:  *nf.pprof,
 		Ready: func(url string) {
 			fmt.Fprintf(stdout, "did %s\n", key.DID())
 			fmt.Fprintf(stdout, "peer_id %s\n", key.PeerID())
 			fmt.Fprintf(stdout, "relay %s\n", url)
 		},
-	})
+	}
+	n, err := node.Open(opts)
+	return n, opts, err
+}
+
+func runRun(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	nf := addNodeFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	n, _, err := nf.openNode(stdout, stderr)
 	if err != nil {
 		return err
 	}
