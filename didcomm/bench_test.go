@@ -3,6 +3,8 @@ package didcomm
 import (
 	"strings"
 	"testing"
+
+	"fleetmesh.org/fleetmesh/didcomm/internal/nodeinterop"
 )
 
 // benchMessage is a message with a 1 KiB body.
@@ -61,10 +63,10 @@ func BenchmarkDidcommNode(b *testing.B) {
 				Pack   float64 `json:"pack_per_sec"`
 				Unpack float64 `json:"unpack_per_sec"`
 			}
-			secrets := append(jsSecrets(b, alice.key), jsSecrets(b, bob.key)...)
+			secrets := append(nodeinterop.Secrets(b, alice.key), nodeinterop.Secrets(b, bob.key)...)
 			for i := 0; i < b.N; i++ {
-				nodeScript(b, map[string]any{"op": "bench", "mode": mode, "message": m, "seconds": 3,
-					"docs": jsDocs(b, alice.key.DID(), bob.key.DID()), "secrets": secrets}, &res)
+				nodeinterop.Run(b, map[string]any{"op": "bench", "mode": mode, "message": m, "seconds": 3,
+					"docs": nodeinterop.Docs(b, alice.key.DID(), bob.key.DID()), "secrets": secrets}, &res)
 			}
 			b.ReportMetric(res.Pack, "pack-msgs/s")
 			b.ReportMetric(res.Unpack, "unpack-msgs/s")

@@ -1,80 +1,13 @@
 package didcomm
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
+	"fleetmesh.org/fleetmesh/didcomm/internal/nodeinterop"
 	"fleetmesh.org/fleetmesh/identity"
 )
-
-// nodeScript runs interop/didcomm/interop.mjs (didcomm-node 0.4.1) with one
-// JSON request. CI always installs interop/node_modules, so a missing one
-// fails the test rather than skipping it.
-func nodeScript(t testing.TB, req any, out any) {
-	t.Helper()
-	dir, err := filepath.Abs(filepath.Join("..", "interop"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "didcomm-node")); err != nil {
-		t.Fatalf("interop/node_modules/didcomm-node is missing: run `cd interop && npm ci` (%v)", err)
-	}
-	in, err := json.Marshal(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", filepath.Join("didcomm", "interop.mjs"))
-	cmd.Dir = dir
-	cmd.Stdin = bytes.NewReader(in)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("node interop.mjs: %v\n%s", err, stderr.String())
-	}
-	if err := json.Unmarshal(stdout.Bytes(), out); err != nil {
-		t.Fatalf("node output %q: %v", stdout.String(), err)
-	}
-}
-
-// jsSecrets are a node key's private keys in the shape didcomm-node's
-// secrets resolver takes.
-func jsSecrets(t testing.TB, k *identity.Key) []map[string]any {
-	t.Helper()
-	sid, _ := identity.SigningKeyID(k.DID())
-	kid, _ := identity.KeyAgreementID(k.DID())
-	xpub, err := identity.X25519PublicFromEd25519(k.PublicKey())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return []map[string]any{
-		{"id": sid, "type": "JsonWebKey2020", "privateKeyJwk": map[string]string{
-			"kty": "OKP", "crv": "Ed25519", "x": b64.EncodeToString(k.PublicKey()), "d": b64.EncodeToString(k.PrivateKey().Seed())}},
-		{"id": kid, "type": "JsonWebKey2020", "privateKeyJwk": map[string]string{
-			"kty": "OKP", "crv": "X25519", "x": b64.EncodeToString(xpub), "d": b64.EncodeToString(k.X25519Private())}},
-	}
-}
-
-func jsDocs(t testing.TB, dids ...string) []*identity.Document {
-	t.Helper()
-	var out []*identity.Document
-	for _, d := range dids {
-		doc, err := identity.Resolve(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, doc)
-	}
-	return out
-}
 
 type jsUnpacked struct {
 	Message  json.RawMessage `json:"message"`
@@ -119,14 +52,14 @@ func TestInteropGoToJS(t *testing.T) {
 		}
 		all = append(all, sent{opt, m, string(p)})
 	}
-	req := map[string]any{"op": "unpack", "docs": jsDocs(t, alice.key.DID(), bob.key.DID()), "secrets": jsSecrets(t, bob.key)}
+	req := map[string]any{"op": "unpack", "docs": nodeinterop.Docs(t, alice.key.DID(), bob.key.DID()), "secrets": nodeinterop.Secrets(t, bob.key)}
 	var msgs []string
 	for _, s := range all {
 		msgs = append(msgs, s.packed)
 	}
 	req["messages"] = msgs
 	var got []jsUnpacked
-	nodeScript(t, req, &got)
+	nodeinterop.Run(t, req, &got)
 	if len(got) != len(all) {
 		t.Fatalf("node answered %d results for %d messages", len(got), len(all))
 	}
@@ -169,8 +102,8 @@ func TestInteropJSToGo(t *testing.T) {
 		reqs = append(reqs, map[string]any{"mode": mode, "message": m})
 	}
 	var packed []json.RawMessage
-	nodeScript(t, map[string]any{
-		"op": "pack", "docs": jsDocs(t, alice.key.DID(), bob.key.DID()), "secrets": jsSecrets(t, alice.key), "requests": reqs,
+	nodeinterop.Run(t, map[string]any{
+		"op": "pack", "docs": nodeinterop.Docs(t, alice.key.DID(), bob.key.DID()), "secrets": nodeinterop.Secrets(t, alice.key), "requests": reqs,
 	}, &packed)
 	if len(packed) != len(modes) {
 		t.Fatalf("node packed %d of %d", len(packed), len(modes))

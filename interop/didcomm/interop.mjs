@@ -6,6 +6,10 @@
 //     -> [{"message":{...},"metadata":{...}} | {"error":"..."}]
 //   {"op":"pack","docs":[...],"secrets":[...],"requests":[{"mode":"authcrypt|anoncrypt|signed|plaintext","message":{...}}]}
 //     -> ["<packed>" | {"error":"..."}]
+//   {"op":"forward","docs":[...],"secrets":[...],"requests":[{"message":{...},"routing_keys":["<kid>"]}]}
+//     -> ["<anoncrypted forward for the first routing key>" | {"error":"..."}]
+//     (authcrypts message from its from to its to[0], then wraps it with
+//     Message.wrap_in_forward as a sender to a mediated recipient does)
 //   {"op":"bench","docs":[...],"secrets":[...],"message":{...},"mode":"authcrypt|anoncrypt","seconds":N}
 //     -> {"pack_per_sec":x,"unpack_per_sec":y}
 //
@@ -105,6 +109,17 @@ switch (req.op) {
     for (const r of req.requests) {
       try {
         out.push(await pack(r, dids, secrets));
+      } catch (e) {
+        out.push(errorOf(e));
+      }
+    }
+    break;
+  case 'forward':
+    out = [];
+    for (const r of req.requests) {
+      try {
+        const inner = await pack({ mode: 'authcrypt', message: r.message }, dids, secrets);
+        out.push(await Message.wrap_in_forward(inner, {}, r.message.to[0], r.routing_keys, anonOpts.enc_alg_anon, dids));
       } catch (e) {
         out.push(errorOf(e));
       }
