@@ -1,0 +1,186 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Bounds on process handling. None is asserted as a duration: they only
+// keep a broken node from hanging the suite.
+const (
+	startTimeout = 30 * time.Second
+	stopTimeout  = 20 * time.Second
+	cliTimeout   = 30 * time.Second
+)
+
+// lockedBuffer collects a process's output for failure messages.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// cli runs a fleetmesh subcommand to completion and returns stdout, stderr
+// and the error (an *exec.ExitError for a non-zero exit).
+func cli(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err = cmd.Run()
+	return o.String(), e.String(), err
+}
+
+// newHome makes a node home with `fleetmesh init` and, if config is not
+// empty, replaces its config.toml with config.
+func newHome(t *testing.T, config string) string {
+	t.Helper()
+	needBinary(t)
+	home := filepath.Join(t.TempDir(), "home")
+	if out, errOut, err := cli(t, "init", "--home", home); err != nil {
+		t.Fatalf("fleetmesh init: %v\nstdout: %s\nstderr: %s", err, out, errOut)
+	}
+	if config != "" {
+		if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return home
+}
+
+// node is a running `fleetmesh run` process.
+type node struct {
+	t      *testing.T
+	home   string
+	cmd    *exec.Cmd
+	url    string // ws://127.0.0.1:PORT
+	did    string
+	stdout *lockedBuffer
+	stderr *lockedBuffer
+	exited chan struct{}
+	err    error // exit status, valid once exited is closed
+}
+
+// startNode runs `fleetmesh run --home home --listen 127.0.0.1:0` and waits
+// for the `relay ws://…` line. The node is killed when the test ends if it
+// is still running.
+func startNode(t *testing.T, home string) *node {
+	t.Helper()
+	n, err := tryStartNode(t, home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func tryStartNode(t *testing.T, home string) (*node, error) {
+	t.Helper()
+	cmd := exec.Command(binary, "run", "--home", home, "--listen", "127.0.0.1:0")
+	n := &node{t: t, home: home, cmd: cmd, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	cmd.Stderr = n.stderr
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start fleetmesh run: %w", err)
+	}
+	ready := make(chan string, 1)
+	readDone := make(chan struct{})
+	go func() {
+		// Owned by the process: ends when its stdout closes at exit.
+		defer close(readDone)
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			line := sc.Text()
+			n.stdout.Write([]byte(line + "\n"))
+			if u, ok := strings.CutPrefix(line, "relay "); ok && strings.HasPrefix(u, "ws://") {
+				select {
+				case ready <- strings.TrimSpace(u):
+				default:
+				}
+			}
+		}
+		io.Copy(io.Discard, pipe)
+	}()
+	go func() {
+		// Owned by the process: ends when it exits. Wait must follow the
+		// last read of stdout.
+		<-readDone
+		n.err = cmd.Wait()
+		close(n.exited)
+	}()
+	t.Cleanup(n.kill)
+	select {
+	case n.url = <-ready:
+	case <-n.exited:
+		return nil, fmt.Errorf("fleetmesh run exited before printing its relay URL: %v\n%s", n.err, n.output())
+	case <-time.After(startTimeout):
+		n.kill()
+		return nil, fmt.Errorf("fleetmesh run printed no `relay ws://` line within %s\n%s", startTimeout, n.output())
+	}
+	for _, line := range strings.Split(n.stdout.String(), "\n") {
+		if d, ok := strings.CutPrefix(line, "did "); ok {
+			n.did = strings.TrimSpace(d)
+		}
+	}
+	return n, nil
+}
+
+func (n *node) output() string {
+	return "--- stdout:\n" + n.stdout.String() + "--- stderr:\n" + n.stderr.String()
+}
+
+// httpURL is the node's HTTP base URL (same port as the relay).
+func (n *node) httpURL() string { return "http://" + strings.TrimPrefix(n.url, "ws://") }
+
+// kill sends SIGKILL and waits for the exit.
+func (n *node) kill() {
+	select {
+	case <-n.exited:
+		return
+	default:
+	}
+	n.cmd.Process.Kill()
+	<-n.exited
+}
+
+// stop sends SIGTERM and waits for a graceful exit; it returns the exit
+// error (nil for status 0).
+func (n *node) stop() error {
+	if err := n.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	select {
+	case <-n.exited:
+		return n.err
+	case <-time.After(stopTimeout):
+		n.kill()
+		return fmt.Errorf("no exit within %s of SIGTERM\n%s", stopTimeout, n.output())
+	}
+}
