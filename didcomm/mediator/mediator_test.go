@@ -143,3 +143,52 @@ func TestSeenBound(t *testing.T) {
 		}
 	}
 }
+
+// FuzzHandle feeds arbitrary plaintext messages, as if authenticated from
+// a granted leaf, to the mediator: every body decoder of coordinate
+// mediation, pickup and forward.
+func FuzzHandle(f *testing.F) {
+	m, err := Open(f.TempDir(), "did:key:mediator", DefaultConfig())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { m.Close() })
+	if _, err := m.Handle(authed("did:key:leaf", TypeMediateRequest, nil)); err != nil {
+		f.Fatal(err)
+	}
+	if _, err := m.Handle(authed("did:key:leaf", TypeRecipientUpdate, RecipientUpdateBody{Updates: []Update{{RecipientDID: "did:key:leaf", Action: "add"}}})); err != nil {
+		f.Fatal(err)
+	}
+	for _, seed := range []*didcomm.Unpacked{
+		authed("did:key:leaf", TypeRecipientUpdate, RecipientUpdateBody{Updates: []Update{{RecipientDID: "did:key:x", Action: "add"}}}),
+		authed("did:key:leaf", TypeRecipientQuery, nil),
+		authed("did:key:leaf", TypeStatusRequest, map[string]string{"recipient_did": "did:key:leaf"}),
+		authed("did:key:leaf", TypeDeliveryRequest, DeliveryRequestBody{Limit: 5}),
+		authed("did:key:leaf", TypeMessagesReceived, MessagesReceivedBody{MessageIDList: []string{"a"}}),
+		authed("did:key:leaf", TypeLiveDeliveryChange, map[string]bool{"live_delivery": true}),
+	} {
+		b, _ := json.Marshal(seed.Message)
+		f.Add(b)
+	}
+	fwd, _ := routing.Wrap([]byte(`{"ciphertext":"x"}`), "did:key:leaf", "did:key:mediator")
+	b, _ := json.Marshal(fwd)
+	f.Add(b)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var msg didcomm.Message
+		if json.Unmarshal(data, &msg) != nil {
+			return
+		}
+		msg.From = "did:key:leaf"
+		r, err := m.Handle(&didcomm.Unpacked{Message: &msg, Authenticated: true, Encrypted: true})
+		if err != nil {
+			var p *didcomm.Problem
+			if !errors.As(err, &p) || p.Code == "" {
+				t.Fatalf("error without a problem code: %v", err)
+			}
+			return
+		}
+		if r != nil && (r.Thid != msg.Thread() || len(r.To) != 1 || r.To[0] != "did:key:leaf") {
+			t.Fatalf("reply %+v not threaded to the request", r)
+		}
+	})
+}

@@ -72,3 +72,20 @@ func TestQR(t *testing.T) {
 		t.Fatalf("finder corner rendered as %q", r)
 	}
 }
+
+func FuzzParse(f *testing.F) {
+	inv, _ := New("did:key:z6MkiTBz1ymuepAQ4HEHYSF1H8quG5GLVVQR3djdX3mDooWp", GoalMediate, "g", "http://127.0.0.1:1/didcomm")
+	u, _ := URL("http://127.0.0.1:1/didcomm", inv)
+	f.Add(u)
+	f.Add(`{"type":"https://didcomm.org/out-of-band/2.0/invitation","id":"1","from":"did:key:z","body":{}}`)
+	f.Add("http://x/?_oob=e30")
+	f.Fuzz(func(t *testing.T, s string) {
+		m, b, err := Parse(s)
+		if err != nil {
+			return
+		}
+		if m.Type != TypeInvitation || m.ID == "" || m.From == "" || b == nil {
+			t.Fatalf("accepted %+v", m)
+		}
+	})
+}

@@ -80,3 +80,26 @@ func TestUnwrapErrors(t *testing.T) {
 		})
 	}
 }
+
+func FuzzUnwrap(f *testing.F) {
+	m, _ := Wrap([]byte(`{"ciphertext":"x"}`), "did:key:z6Mk", "did:key:z6Mm")
+	seed, _ := json.Marshal(m)
+	f.Add(seed)
+	f.Add([]byte(`{"id":"1","type":"https://didcomm.org/routing/2.0/forward","body":{"next":"x"},"attachments":[{"data":{"base64":"e30"}}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var m didcomm.Message
+		if json.Unmarshal(data, &m) != nil {
+			return
+		}
+		next, packed, err := Unwrap(&m)
+		if err != nil {
+			if _, ok := err.(*didcomm.Problem); !ok {
+				t.Fatalf("error is not a *Problem: %v", err)
+			}
+			return
+		}
+		if next == "" || !json.Valid(packed) {
+			t.Fatalf("accepted next %q payload %q", next, packed)
+		}
+	})
+}
