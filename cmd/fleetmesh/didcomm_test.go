@@ -5,15 +5,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -191,70 +187,21 @@ func pickedUp(t *testing.T, out, sender string) map[string]int {
 	return got
 }
 
-// The anchor in the end-to-end test is a separate process: this test
-// binary re-executed with FLEETMESH_DIDCOMM_ANCHOR set, serving the node's
-// agent.Service at /didcomm exactly as the node mounts it, and printing
-// `relay ws://HOST:PORT` when listening as `fleetmesh run` does. It stops
-// (closing the Service) on SIGTERM.
-const anchorEnv = "FLEETMESH_DIDCOMM_ANCHOR"
-
-func TestDIDCommAnchorProcess(t *testing.T) {
-	spec := os.Getenv(anchorEnv)
-	if spec == "" {
-		t.Skip("helper process for TestDIDCommMediationAcrossRestart")
-	}
-	home, listen, _ := strings.Cut(spec, ",")
-	if err := serveAnchor(home, listen); err != nil {
-		fmt.Fprintln(os.Stderr, "anchor:", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
-}
-
-func serveAnchor(home, listen string) error {
-	k, _, err := identity.LoadOrCreateKey(filepath.Join(home, "node.key"))
-	if err != nil {
-		return err
-	}
-	svc, err := agent.New(k, home, nil)
-	if err != nil {
-		return err
-	}
-	defer svc.Close()
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return err
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/didcomm", svc)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	go func() {
-		<-ctx.Done()
-		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shut)
-	}()
-	fmt.Printf("relay ws://%s\n", ln.Addr())
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
-}
-
 type anchorProc struct {
-	cmd  *exec.Cmd
-	addr string // HOST:PORT
-	done chan error
+	cmd     *exec.Cmd
+	addr    string // HOST:PORT
+	done    chan error
+	stopped bool
+	stderr  *strings.Builder
 }
 
-// startAnchor starts the anchor process and waits for its relay line.
-func startAnchor(t *testing.T, home, listen string) *anchorProc {
+// startAnchor starts `fleetmesh run` (which serves the DIDComm agent at
+// /didcomm on the relay port) and waits for its relay line.
+func startAnchor(t *testing.T, bin, home, listen string) *anchorProc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestDIDCommAnchorProcess$")
-	cmd.Env = append(os.Environ(), anchorEnv+"="+home+","+listen)
-	cmd.Stderr = os.Stderr
+	cmd := exec.Command(bin, "run", "--home", home, "--listen", listen)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -262,13 +209,16 @@ func startAnchor(t *testing.T, home, listen string) *anchorProc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &anchorProc{cmd: cmd, done: make(chan error, 1)}
+	p := &anchorProc{cmd: cmd, done: make(chan error, 1), stderr: &stderr}
 	lines := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			if addr, ok := strings.CutPrefix(sc.Text(), "relay ws://"); ok {
-				lines <- addr
+				select {
+				case lines <- addr:
+				default:
+				}
 			}
 		}
 		_, _ = io.Copy(io.Discard, out)
@@ -279,21 +229,25 @@ func startAnchor(t *testing.T, home, listen string) *anchorProc {
 	case p.addr = <-lines:
 		return p
 	case err := <-p.done:
-		t.Fatalf("anchor exited before listening: %v", err)
+		t.Fatalf("anchor exited before listening: %v\n%s", err, stderr.String())
 	case <-time.After(60 * time.Second):
 		t.Fatal("anchor did not print its relay line within 60s")
 	}
 	return nil
 }
 
-// stop ends the anchor with SIGTERM and waits for it.
+// stop ends the anchor with SIGTERM and waits for it to exit cleanly.
 func (p *anchorProc) stop(t *testing.T) {
-	if p.cmd.ProcessState != nil {
+	if p.stopped {
 		return
 	}
+	p.stopped = true
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-p.done:
+	case err := <-p.done:
+		if err != nil {
+			t.Errorf("anchor exited with %v after SIGTERM\n%s", err, p.stderr.String())
+		}
 	case <-time.After(20 * time.Second):
 		_ = p.cmd.Process.Kill()
 		<-p.done
@@ -334,9 +288,6 @@ func runBin(t *testing.T, bin, stdin string, args ...string) string {
 // the anchor restarts; the leaf comes back and receives every message
 // exactly once. Anchor, leaf and sender are separate processes.
 func TestDIDCommMediationAcrossRestart(t *testing.T) {
-	if os.Getenv(anchorEnv) != "" {
-		t.Skip("inside the anchor helper")
-	}
 	bin := buildFleetmesh(t)
 	anchorHome, leafHome, senderHome := t.TempDir(), t.TempDir(), t.TempDir()
 	leafKey, _, err := identity.LoadOrCreateKey(filepath.Join(leafHome, "node.key"))
@@ -348,7 +299,7 @@ func TestDIDCommMediationAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	anchor := startAnchor(t, anchorHome, "127.0.0.1:0")
+	anchor := startAnchor(t, bin, anchorHome, "127.0.0.1:0")
 	url := "http://" + anchor.addr + "/didcomm"
 	runBin(t, bin, "", "didcomm", "mediate", "--home", leafHome, "--mediator", url)
 	// The leaf is offline from here on; the sender routes through the anchor.
@@ -365,7 +316,7 @@ func TestDIDCommMediationAcrossRestart(t *testing.T) {
 	}
 
 	anchor.stop(t)
-	anchor = startAnchor(t, anchorHome, anchor.addr) // same address after the restart
+	anchor = startAnchor(t, bin, anchorHome, anchor.addr) // same address after the restart
 
 	out := runBin(t, bin, "", "didcomm", "pickup", "--home", leafHome, "--mediator", url, "--limit", "2")
 	got := pickedUp(t, out, senderKey.DID())
