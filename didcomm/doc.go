@@ -30,7 +30,7 @@
 // carrying the report-problem 2.0 code the receiver should answer with.
 //
 // It is not a transport (see didcomm/transport), not a protocol engine (see
-// didcomm/node and the protocol packages beside it), and it resolves only
+// didcomm/agent and the protocol packages beside it), and it resolves only
 // did:key DIDs itself (StaticResolver serves fixed key sets, e.g. test
 // vectors). The wire rules fleetmesh follows are in spec/didcomm.md.
 package didcomm

@@ -389,12 +389,10 @@ func decrypt(j *jweJSON, secrets *Secrets, resolver Resolver, maxRecipients int)
 	if _, err := cekSize(h.Enc); err != nil {
 		return nil, problemf(CodeCrypto, "%v", err)
 	}
-	epk, err := (func() (*ecdh.PublicKey, error) {
-		if len(h.Epk) == 0 {
-			return nil, errors.New("no epk")
-		}
-		return PublicKeyFromJWK(h.Epk)
-	})()
+	if len(h.Epk) == 0 {
+		return nil, problemf(CodeMalformed, "JWE has no epk")
+	}
+	epk, err := PublicKeyFromJWK(h.Epk)
 	if err != nil {
 		return nil, problemf(CodeMalformed, "epk: %v", err)
 	}

@@ -102,7 +102,7 @@ func verify(data []byte, resolver Resolver, maxSignatures int) (*verified, error
 	return v, nil
 }
 
-func signingKID(s *Secrets) (*SigningSecret, error) {
+func signingSecret(s *Secrets) (*SigningSecret, error) {
 	if s == nil || s.Signing == nil {
 		return nil, fmt.Errorf("no signing key")
 	}

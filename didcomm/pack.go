@@ -150,7 +150,7 @@ func (p *Packer) Pack(m *Message, opt PackOptions) ([]byte, error) {
 }
 
 func (p *Packer) sign(plain []byte) ([]byte, error) {
-	s, err := signingKID(p.Secrets)
+	s, err := signingSecret(p.Secrets)
 	if err != nil {
 		return nil, fmt.Errorf("didcomm: signed: %w", err)
 	}

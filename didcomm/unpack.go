@@ -3,7 +3,6 @@ package didcomm
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"time"
 )
 
@@ -221,5 +220,5 @@ func (u *Unpacked) String() string {
 	if u.Encrypted && u.NonRepudiable {
 		s += "(signed)"
 	}
-	return fmt.Sprint(s)
+	return s
 }
