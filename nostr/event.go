@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/btcsuite/btcd/btcec/v2/schnorr"
 	"github.com/ipfs/go-cid"
 	"github.com/multiformats/go-multihash"
 )
@@ -59,25 +58,6 @@ func (e *Event) ComputeID() [32]byte {
 
 // CheckID reports whether the event's id is the hash of its content.
 func (e *Event) CheckID() bool { return e.ComputeID() == e.ID }
-
-// Verify checks the id and the BIP-340 signature by the event's pubkey.
-func (e *Event) Verify() error {
-	if !e.CheckID() {
-		return ErrBadID
-	}
-	pk, err := schnorr.ParsePubKey(e.PubKey[:])
-	if err != nil {
-		return ErrBadPubKey
-	}
-	sig, err := schnorr.ParseSignature(e.Sig[:])
-	if err != nil {
-		return ErrBadSignature
-	}
-	if !sig.Verify(e.ID[:], pk) {
-		return ErrBadSignature
-	}
-	return nil
-}
 
 // IDHex is the id in lowercase hex.
 func (e *Event) IDHex() string { return hex.EncodeToString(e.ID[:]) }

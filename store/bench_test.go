@@ -1,0 +1,186 @@
+package store
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"fleetmesh.org/fleetmesh/nostr"
+)
+
+// benchCorpus makes realistic, distinct events: kind-1 notes, reactions and
+// reposts from a pool of authors, with "e" and "p" tags pointing at each
+// other. The ids are real (the hash of the serialization); the signature is
+// 64 bytes of filler, because the store never verifies (the relay does, and
+// its cost is measured by nostr.BenchmarkVerify) and signing a large corpus
+// would make the set-up, not the store, the slow part.
+type benchCorpus struct {
+	authors [][32]byte
+	rng     *rand.Rand
+	ts      int64
+}
+
+func newBenchCorpus(b *testing.B, nauthors int, seed uint64) *benchCorpus {
+	b.Helper()
+	c := &benchCorpus{rng: rand.New(rand.NewPCG(seed, 7)), ts: 1_700_000_000}
+	for range nauthors {
+		k, err := nostr.GenerateSecretKey()
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.authors = append(c.authors, k.PubKey())
+	}
+	return c
+}
+
+func (c *benchCorpus) next() *nostr.Event {
+	r := c.rng
+	c.ts += int64(r.IntN(3))
+	e := &nostr.Event{
+		PubKey:    c.authors[r.IntN(len(c.authors))],
+		CreatedAt: c.ts,
+		Kind:      []int{1, 1, 1, 1, 7, 7, 6}[r.IntN(7)],
+		Tags:      nostr.Tags{},
+	}
+	var ref [32]byte
+	binary.BigEndian.PutUint64(ref[:], r.Uint64())
+	if e.Kind != 1 || r.IntN(2) == 0 {
+		e.Tags = append(e.Tags, []string{"e", fmt.Sprintf("%x", ref), "wss://relay.example.org"})
+	}
+	if e.Kind != 1 || r.IntN(3) == 0 {
+		e.Tags = append(e.Tags, []string{"p", fmt.Sprintf("%x", c.authors[r.IntN(len(c.authors))])})
+	}
+	switch e.Kind {
+	case 1:
+		e.Content = fmt.Sprintf("note %d: a short text of the length most notes have, give or take a few words.", r.Uint32())
+	case 7:
+		e.Content = "+"
+	}
+	e.ID = e.ComputeID()
+	for i := range e.Sig {
+		e.Sig[i] = byte(r.Uint32())
+	}
+	return e
+}
+
+func benchOpen(b *testing.B) *Store {
+	b.Helper()
+	s, err := Open(b.TempDir(), Options{SweepEvery: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+// saveAll saves events from many goroutines, as the relay's connections do.
+func saveAll(b *testing.B, s *Store, evs []*nostr.Event, savers int) {
+	b.Helper()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, savers)
+	for range savers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(evs) {
+					return
+				}
+				if res, err := s.Save(context.Background(), evs[i]); err != nil || res != Stored {
+					errs <- fmt.Errorf("save %d: %v %v", i, res, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkSave measures durable saves (each one acknowledged only after its
+// batch's fsync) from 64 concurrent savers into an empty store.
+func BenchmarkSave(b *testing.B) {
+	s := benchOpen(b)
+	c := newBenchCorpus(b, 500, 1)
+	evs := make([]*nostr.Event, b.N)
+	for i := range evs {
+		evs[i] = c.next()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	saveAll(b, s, evs, 64)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkQuery runs the filter shapes clients send most on a store of
+// 100,000 events, filled once for all sub-benchmarks.
+func BenchmarkQuery(b *testing.B) {
+	const stored = 100_000
+	s := benchOpen(b)
+	c := newBenchCorpus(b, 1000, 2)
+	evs := make([]*nostr.Event, stored)
+	for i := range evs {
+		evs[i] = c.next()
+	}
+	saveAll(b, s, evs, 64)
+	r := rand.New(rand.NewPCG(3, 4))
+	pick := func() *nostr.Event { return evs[r.IntN(len(evs))] }
+
+	shapes := []struct {
+		name   string
+		filter func() nostr.Filter
+		limit  int
+	}{
+		{"authors+kinds/limit20", func() nostr.Filter {
+			f := nostr.Filter{Kinds: []int{1, 6}}
+			for range 10 {
+				f.Authors = append(f.Authors, pick().PubKey)
+			}
+			return f
+		}, 20},
+		{"kind/limit100", func() nostr.Filter { return nostr.Filter{Kinds: []int{1}} }, 100},
+		{"tag-p/limit100", func() nostr.Filter {
+			return nostr.Filter{Tags: map[string][]string{"p": {fmt.Sprintf("%x", pick().PubKey)}}}
+		}, 100},
+		{"ids/20", func() nostr.Filter {
+			var f nostr.Filter
+			for range 20 {
+				f.IDs = append(f.IDs, pick().ID)
+			}
+			return f
+		}, 20},
+	}
+	for _, sh := range shapes {
+		b.Run(sh.name, func(b *testing.B) {
+			filters := make([]nostr.Filter, 256)
+			for i := range filters {
+				filters[i] = sh.filter()
+			}
+			b.ReportAllocs()
+			i, got := 0, 0
+			for b.Loop() {
+				f := &filters[i%len(filters)]
+				i++
+				if err := s.Query(context.Background(), f, sh.limit, func(*nostr.Event) bool {
+					got++
+					return true
+				}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if got == 0 {
+				b.Fatal("no query returned anything")
+			}
+			b.ReportMetric(float64(got)/float64(i), "events/op")
+		})
+	}
+}
