@@ -10,5 +10,14 @@
 // The canonical serialization is written here because it is the one part
 // every library gets subtly different (NIP-01 fixes exactly which characters
 // are escaped, which encoding/json does not honour). Schnorr verification is
-// btcec/v2's.
+// btcec/v2's algorithm on btcec/v2's curve operations; it is composed here
+// only so that an author's key is lifted onto the curve once (btcec's
+// Verify lifts it on every call) and can be kept by a Verifier.
+//
+// Client messages are decoded with encoding/json, except that the usual
+// shape of an EVENT message, most of what a relay reads, takes a one-pass
+// shortcut (fastevent.go) that gives up on anything unusual; a fuzz test
+// holds it to producing exactly what the encoding/json path produces. No
+// JSON library offers "decode this one shape, else tell me to fall back"
+// with encoding/json's exact acceptance rules, which is why it is ours.
 package nostr

@@ -52,6 +52,16 @@ func (e *ParseError) Unwrap() error { return e.Err }
 
 // ParseClientMessage parses one WebSocket text frame from a client.
 func ParseClientMessage(data []byte) (*ClientMessage, error) {
+	// EVENT is most of what a relay reads; its usual shape has a shortcut
+	// that yields the same message as the general path below.
+	if ev, ok := parseEventFast(data); ok {
+		return &ClientMessage{Type: MsgEvent, Event: ev}, nil
+	}
+	return parseClientMessageJSON(data)
+}
+
+// parseClientMessageJSON is the general parser, on encoding/json.
+func parseClientMessageJSON(data []byte) (*ClientMessage, error) {
 	var parts []json.RawMessage
 	if err := json.Unmarshal(data, &parts); err != nil {
 		return nil, &ParseError{Err: fmt.Errorf("message is not a JSON array: %w", plainJSONError(err))}
