@@ -1,0 +1,174 @@
+package antientropy
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+
+	"fleetmesh.org/fleetmesh/boundary"
+	"fleetmesh.org/fleetmesh/nostr"
+	"fleetmesh.org/fleetmesh/relay"
+	"fleetmesh.org/fleetmesh/store"
+)
+
+// local is a node's store and relay as Local: queries go to the store,
+// additions through the relay (verify, store, deliver).
+type local struct {
+	*store.Store
+	r *relay.Relay
+}
+
+func (l local) AddEvent(ctx context.Context, ev *nostr.Event) (store.Result, error) {
+	return l.r.AddEvent(ctx, ev, relay.FromMesh)
+}
+
+type testNode struct {
+	svc   *Service
+	local local
+	pol   *boundary.Policy
+}
+
+func newMesh(t *testing.T, n int) (mocknet.Mocknet, []*testNode) {
+	t.Helper()
+	mn, err := mocknet.FullMeshLinked(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mn.Close() })
+	var nodes []*testNode
+	for _, h := range mn.Hosts() {
+		st, err := store.Open(t.TempDir(), store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		pol, err := boundary.New(nil, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := local{Store: st, r: relay.New(relay.DefaultConfig(), st, nil, nil)}
+		nodes = append(nodes, &testNode{svc: New(h, l, pol, Config{}, nil), local: l, pol: pol})
+	}
+	if err := mn.ConnectAllButSelf(); err != nil {
+		t.Fatal(err)
+	}
+	return mn, nodes
+}
+
+func (n *testNode) ids(t *testing.T) map[[32]byte]bool {
+	t.Helper()
+	out := map[[32]byte]bool{}
+	if err := n.local.Query(context.Background(), &nostr.Filter{}, 1<<20, func(ev *nostr.Event) bool {
+		out[ev.ID] = true
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func (n *testNode) add(t *testing.T, ev *nostr.Event) {
+	t.Helper()
+	if _, err := n.local.AddEvent(context.Background(), ev); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func signed(t *testing.T, k nostr.SecretKey, ts int64, kind int, content string, tags ...[]string) *nostr.Event {
+	t.Helper()
+	ev := &nostr.Event{CreatedAt: ts, Kind: kind, Tags: append(nostr.Tags{}, tags...), Content: content}
+	if err := k.Sign(ev); err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+// TestPartitionHeals gives ten nodes different parts of a set of events,
+// as if they had been apart, and checks that sync rounds over a ring make
+// every node hold the whole set.
+func TestPartitionHeals(t *testing.T) {
+	mn, nodes := newMesh(t, 10)
+	r := rand.New(rand.NewPCG(1, 2))
+	keys := make([]nostr.SecretKey, 5)
+	for i := range keys {
+		keys[i], _ = nostr.GenerateSecretKey()
+	}
+	all := map[[32]byte]bool{}
+	for i := range 300 {
+		ev := signed(t, keys[r.IntN(5)], 1_700_000_000+int64(r.IntN(1000)), 1, fmt.Sprint("note ", i))
+		all[ev.ID] = true
+		nodes[r.IntN(len(nodes))].add(t, ev)
+	}
+	peers := mn.Peers()
+	ctx := context.Background()
+	// Two passes around the ring carry every event everywhere.
+	for pass := range 2 {
+		for i, n := range nodes {
+			next := peers[(i+1)%len(peers)]
+			if _, err := n.svc.SyncWith(ctx, next, nostr.Filter{}); err != nil {
+				t.Fatalf("pass %d node %d: %v", pass, i, err)
+			}
+		}
+	}
+	for i, n := range nodes {
+		if got := n.ids(t); len(got) != len(all) {
+			t.Fatalf("node %d holds %d of %d events", i, len(got), len(all))
+		}
+	}
+}
+
+func TestDeletionsAndReplacementsConverge(t *testing.T) {
+	mn, nodes := newMesh(t, 2)
+	a, b := nodes[0], nodes[1]
+	k, _ := nostr.GenerateSecretKey()
+	note := signed(t, k, 100, 1, "to delete")
+	v1 := signed(t, k, 100, 0, `{"name":"v1"}`)
+	v2 := signed(t, k, 200, 0, `{"name":"v2"}`)
+	del := signed(t, k, 300, 5, "", []string{"e", note.IDHex()})
+	a.add(t, note)
+	a.add(t, v1)
+	b.add(t, v2)
+	b.add(t, del)
+	st, err := a.svc.SyncWith(context.Background(), mn.Peers()[1], nostr.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, n := range map[string]*testNode{"a": a, "b": b} {
+		ids := n.ids(t)
+		if ids[note.ID] || ids[v1.ID] || !ids[v2.ID] || !ids[del.ID] || len(ids) != 2 {
+			t.Fatalf("node %s after sync (%+v): note=%v v1=%v v2=%v del=%v total=%d", name, st, ids[note.ID], ids[v1.ID], ids[v2.ID], ids[del.ID], len(ids))
+		}
+	}
+}
+
+// TestBoundaryOnReplication checks that nothing the boundary forbids is
+// offered, fetched or pushed, even when a store holds it.
+func TestBoundaryOnReplication(t *testing.T) {
+	mn, nodes := newMesh(t, 2)
+	a, b := nodes[0], nodes[1]
+	k, _ := nostr.GenerateSecretKey()
+	ok1 := signed(t, k, 100, 1, "fine")
+	// Stored by going around the relay, as a store with older data might.
+	forbidden := signed(t, k, 101, 1, "nsec1"+strings.Repeat("q", 58))
+	a.add(t, ok1)
+	if _, err := a.local.Store.Save(context.Background(), forbidden); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.svc.SyncWith(context.Background(), mn.Peers()[0], nostr.Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	ids := b.ids(t)
+	if !ids[ok1.ID] || ids[forbidden.ID] {
+		t.Fatalf("b holds ok=%v forbidden=%v", ids[ok1.ID], ids[forbidden.ID])
+	}
+	if _, err := a.svc.SyncWith(context.Background(), mn.Peers()[1], nostr.Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	if b.ids(t)[forbidden.ID] {
+		t.Fatal("forbidden event pushed")
+	}
+}

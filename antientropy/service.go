@@ -1,0 +1,447 @@
+package antientropy
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+
+	"fleetmesh.org/fleetmesh/boundary"
+	"fleetmesh.org/fleetmesh/negentropy"
+	"fleetmesh.org/fleetmesh/nostr"
+	"fleetmesh.org/fleetmesh/store"
+)
+
+// Local is the node's own event store as this package needs it. AddEvent
+// verifies, stores durably and delivers to the node's live subscribers.
+type Local interface {
+	Query(ctx context.Context, f *nostr.Filter, limit int, fn func(*nostr.Event) bool) error
+	AddEvent(ctx context.Context, ev *nostr.Event) (store.Result, error)
+}
+
+// Config bounds a session. Zero values take the defaults.
+type Config struct {
+	// MaxRecords is the largest set one session reconciles (default 500,000).
+	MaxRecords int
+	// FrameSizeLimit caps negentropy messages (default 60,000 bytes).
+	FrameSizeLimit int
+	// SessionTimeout bounds a whole session (default 5 minutes).
+	SessionTimeout time.Duration
+}
+
+func (c *Config) fill() {
+	if c.MaxRecords <= 0 {
+		c.MaxRecords = 500_000
+	}
+	if c.FrameSizeLimit <= 0 {
+		c.FrameSizeLimit = 60_000
+	}
+	if c.SessionTimeout <= 0 {
+		c.SessionTimeout = 5 * time.Minute
+	}
+}
+
+// maxIDsPerReq bounds the ids one REQ asks for, so a frame of ids stays
+// small (500 × 67 bytes of hex and quotes).
+const maxIDsPerReq = 500
+
+// Stats describes one session from the initiator's side.
+type Stats struct {
+	Rounds  int // negentropy round trips
+	Have    int // ids this side had that the peer lacked
+	Need    int // ids the peer had that this side lacked
+	Fetched int // events fetched and stored (or already present)
+	Pushed  int // events the peer accepted
+	Refused int // events the boundary policy or the peer refused
+}
+
+// Service answers sync sessions on a libp2p host and starts them.
+type Service struct {
+	h      host.Host
+	local  Local
+	policy *boundary.Policy
+	cfg    Config
+	log    *slog.Logger
+}
+
+// New registers the sync protocol on h.
+func New(h host.Host, local Local, policy *boundary.Policy, cfg Config, log *slog.Logger) *Service {
+	cfg.fill()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Service{h: h, local: local, policy: policy, cfg: cfg, log: log}
+	h.SetStreamHandler(protocol.ID(ProtocolID), s.serve)
+	return s
+}
+
+// Close unregisters the protocol.
+func (s *Service) Close() { s.h.RemoveStreamHandler(protocol.ID(ProtocolID)) }
+
+// items loads the (created_at, id) pairs of the events matching f that may
+// be replicated at all; others are left out so that the peer is never told
+// of an event it could not fetch.
+func (s *Service) items(ctx context.Context, f *nostr.Filter) ([]negentropy.Item, error) {
+	var items []negentropy.Item
+	err := s.local.Query(ctx, f, s.cfg.MaxRecords+1, func(ev *nostr.Event) bool {
+		if s.policy == nil || s.policy.Match(ev) == nil {
+			items = append(items, negentropy.Item{Timestamp: uint64(ev.CreatedAt), ID: ev.ID})
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(items) > s.cfg.MaxRecords {
+		return nil, fmt.Errorf("blocked: the filter matches more than %d events", s.cfg.MaxRecords)
+	}
+	return items, nil
+}
+
+func (s *Service) allowed(ev *nostr.Event, d boundary.Direction) bool {
+	return s.policy == nil || s.policy.Allow(ev, d) == nil
+}
+
+// SyncWith reconciles this node's events matching f with peer p, fetches
+// what it lacks and pushes what the peer lacks.
+func (s *Service) SyncWith(ctx context.Context, p peer.ID, f nostr.Filter) (Stats, error) {
+	var st Stats
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.SessionTimeout)
+	defer cancel()
+	str, err := s.h.NewStream(ctx, p, protocol.ID(ProtocolID))
+	if err != nil {
+		return st, fmt.Errorf("antientropy: open stream to %s: %w", p, err)
+	}
+	defer str.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		str.SetDeadline(dl)
+	}
+	r, w := bufio.NewReader(str), bufio.NewWriter(str)
+
+	items, err := s.items(ctx, &f)
+	if err != nil {
+		return st, fmt.Errorf("antientropy: %w", err)
+	}
+	vec, err := negentropy.NewVector(items)
+	if err != nil {
+		return st, err
+	}
+	in, err := negentropy.NewInitiator(vec, negentropy.Config{FrameSizeLimit: s.cfg.FrameSizeLimit, MaxRecords: s.cfg.MaxRecords})
+	if err != nil {
+		return st, err
+	}
+	msg, err := in.Initiate()
+	if err != nil {
+		return st, err
+	}
+	if err := writeFrame(w, "NEG-OPEN", "sync", f, hex.EncodeToString(msg)); err != nil {
+		return st, err
+	}
+	var have, need []negentropy.ID
+	for {
+		typ, parts, err := readFrame(r)
+		if err != nil {
+			return st, fmt.Errorf("antientropy: %s: %w", p, err)
+		}
+		if typ == "NEG-ERR" && len(parts) >= 3 {
+			return st, fmt.Errorf("antientropy: %s refused: %s", p, rawString(parts[2]))
+		}
+		if typ != "NEG-MSG" || len(parts) < 3 {
+			return st, fmt.Errorf("antientropy: %s sent %s during reconciliation", p, typ)
+		}
+		raw, err := hex.DecodeString(rawString(parts[2]))
+		if err != nil {
+			return st, fmt.Errorf("antientropy: %s sent a NEG-MSG that is not hex", p)
+		}
+		step, err := in.Reconcile(raw)
+		st.Rounds++
+		if err != nil {
+			return st, fmt.Errorf("antientropy: %s: %w", p, err)
+		}
+		have = append(have, step.Have...)
+		need = append(need, step.Need...)
+		if step.Done() {
+			break
+		}
+		if err := writeFrame(w, "NEG-MSG", "sync", hex.EncodeToString(step.Next)); err != nil {
+			return st, err
+		}
+	}
+	if err := writeFrame(w, "NEG-CLOSE", "sync"); err != nil {
+		return st, err
+	}
+	st.Have, st.Need = len(have), len(need)
+	// Fetch first: a deletion the peer has removes events we would
+	// otherwise push to it.
+	if err := s.fetch(ctx, r, w, need, &st); err != nil {
+		return st, err
+	}
+	if err := s.push(ctx, r, w, have, &st); err != nil {
+		return st, err
+	}
+	return st, nil
+}
+
+func (s *Service) fetch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, need []negentropy.ID, st *Stats) error {
+	for len(need) > 0 {
+		chunk := need[:min(len(need), maxIDsPerReq)]
+		need = need[len(chunk):]
+		ids := make([]string, len(chunk))
+		for i, id := range chunk {
+			ids[i] = hex.EncodeToString(id[:])
+		}
+		if err := writeFrame(w, "REQ", "fetch", map[string]any{"ids": ids}); err != nil {
+			return err
+		}
+		var got []*nostr.Event
+		for {
+			typ, parts, err := readFrame(r)
+			if err != nil {
+				return fmt.Errorf("antientropy: fetch: %w", err)
+			}
+			if typ == "EOSE" {
+				break
+			}
+			if typ != "EVENT" || len(parts) < 3 {
+				return fmt.Errorf("antientropy: fetch: unexpected %s", typ)
+			}
+			ev := new(nostr.Event)
+			if err := json.Unmarshal(parts[2], ev); err != nil || !s.allowed(ev, boundary.ReplicateIn) {
+				st.Refused++
+				continue
+			}
+			got = append(got, ev)
+		}
+		s.store(ctx, got, st)
+	}
+	return nil
+}
+
+// storeParallel is how many fetched events are handed to the store at
+// once, so its batching writer commits them with few fsyncs.
+const storeParallel = 64
+
+// store adds fetched events concurrently and counts the outcomes.
+func (s *Service) store(ctx context.Context, evs []*nostr.Event, st *Stats) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, storeParallel)
+	for _, ev := range evs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			res, err := s.local.AddEvent(ctx, ev)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				st.Refused++
+				s.log.Info("antientropy: fetched event refused", "id", ev.IDHex(), "err", err)
+			case res == store.Stored || res == store.Duplicate:
+				st.Fetched++
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func (s *Service) push(ctx context.Context, r *bufio.Reader, w *bufio.Writer, have []negentropy.ID, st *Stats) error {
+	for len(have) > 0 {
+		chunk := have[:min(len(have), maxIDsPerReq)]
+		have = have[len(chunk):]
+		f := nostr.Filter{IDs: make([][32]byte, len(chunk))}
+		for i, id := range chunk {
+			f.IDs[i] = id
+		}
+		var evs []*nostr.Event
+		if err := s.local.Query(ctx, &f, len(chunk), func(ev *nostr.Event) bool {
+			if s.allowed(ev, boundary.ReplicateOut) {
+				evs = append(evs, ev)
+			} else {
+				st.Refused++
+			}
+			return true
+		}); err != nil {
+			return err
+		}
+		// Write and read at once: the peer answers each EVENT with an OK
+		// while more EVENTs are still coming, and a stream's buffers are
+		// small, so writing them all before reading would deadlock.
+		wrote := make(chan error, 1)
+		go func() {
+			for _, ev := range evs {
+				if err := writeRaw(w, append(append([]byte(`["EVENT",`), ev.AppendJSON(nil)...), ']')); err != nil {
+					wrote <- err
+					return
+				}
+			}
+			wrote <- nil
+		}()
+		for range evs {
+			typ, parts, err := readFrame(r)
+			if err != nil {
+				return fmt.Errorf("antientropy: push: %w", err)
+			}
+			if typ != "OK" || len(parts) < 3 {
+				return fmt.Errorf("antientropy: push: unexpected %s", typ)
+			}
+			var ok bool
+			json.Unmarshal(parts[2], &ok)
+			if ok {
+				st.Pushed++
+			} else {
+				st.Refused++
+			}
+		}
+		if err := <-wrote; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func rawString(r json.RawMessage) string {
+	var s string
+	json.Unmarshal(r, &s)
+	return s
+}
+
+// serve answers one session as the responder.
+func (s *Service) serve(str network.Stream) {
+	defer str.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.SessionTimeout)
+	defer cancel()
+	str.SetDeadline(time.Now().Add(s.cfg.SessionTimeout))
+	r, w := bufio.NewReader(str), bufio.NewWriter(str)
+	remote := str.Conn().RemotePeer()
+	var resp *negentropy.Responder
+	for {
+		typ, parts, err := readFrame(r)
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				s.log.Debug("antientropy: session ended", "peer", remote, "err", err)
+			}
+			return
+		}
+		var werr error
+		switch typ {
+		case "NEG-OPEN":
+			var f nostr.Filter
+			if len(parts) < 4 || json.Unmarshal(parts[2], &f) != nil {
+				werr = writeFrame(w, "NEG-ERR", "sync", "invalid: NEG-OPEN needs a subscription id, a filter and a message")
+				break
+			}
+			items, err := s.items(ctx, &f)
+			if err != nil {
+				werr = writeFrame(w, "NEG-ERR", "sync", err.Error())
+				break
+			}
+			vec, err := negentropy.NewVector(items)
+			if err == nil {
+				resp, err = negentropy.NewResponder(vec, negentropy.Config{FrameSizeLimit: s.cfg.FrameSizeLimit, MaxRecords: s.cfg.MaxRecords})
+			}
+			if err != nil {
+				werr = writeFrame(w, "NEG-ERR", "sync", "error: "+err.Error())
+				break
+			}
+			werr = s.negStep(w, resp, parts[3])
+		case "NEG-MSG":
+			if resp == nil || len(parts) < 3 {
+				werr = writeFrame(w, "NEG-ERR", "sync", "closed: send NEG-OPEN first")
+				break
+			}
+			werr = s.negStep(w, resp, parts[2])
+		case "NEG-CLOSE":
+			resp = nil
+		case "REQ":
+			werr = s.serveReq(ctx, w, parts)
+		case "EVENT":
+			werr = s.serveEvent(ctx, w, parts)
+		default:
+			werr = writeFrame(w, "NOTICE", "invalid: unknown message type "+typ)
+		}
+		if werr != nil {
+			return
+		}
+	}
+}
+
+func (s *Service) negStep(w *bufio.Writer, resp *negentropy.Responder, hexMsg json.RawMessage) error {
+	raw, err := hex.DecodeString(rawString(hexMsg))
+	if err != nil {
+		return writeFrame(w, "NEG-ERR", "sync", "invalid: negentropy message is not hex")
+	}
+	out, err := resp.Reconcile(raw)
+	if err != nil {
+		return writeFrame(w, "NEG-ERR", "sync", "invalid: "+err.Error())
+	}
+	return writeFrame(w, "NEG-MSG", "sync", hex.EncodeToString(out))
+}
+
+func (s *Service) serveReq(ctx context.Context, w *bufio.Writer, parts []json.RawMessage) error {
+	var sub string
+	var f nostr.Filter
+	if len(parts) != 3 || json.Unmarshal(parts[1], &sub) != nil || json.Unmarshal(parts[2], &f) != nil || f.IDs == nil || len(f.IDs) > maxIDsPerReq {
+		return writeFrame(w, "CLOSED", sub, fmt.Sprintf("invalid: a sync REQ asks for 1 to %d ids", maxIDsPerReq))
+	}
+	var werr error
+	err := s.local.Query(ctx, &f, len(f.IDs), func(ev *nostr.Event) bool {
+		if !s.allowed(ev, boundary.ReplicateOut) {
+			return true
+		}
+		frame := append(append(append(append([]byte(`["EVENT",`), mustJSON(sub)...), ','), ev.AppendJSON(nil)...), ']')
+		werr = writeRaw(w, frame)
+		return werr == nil
+	})
+	if werr != nil {
+		return werr
+	}
+	if err != nil {
+		return writeFrame(w, "CLOSED", sub, "error: could not read events")
+	}
+	return writeFrame(w, "EOSE", sub)
+}
+
+func (s *Service) serveEvent(ctx context.Context, w *bufio.Writer, parts []json.RawMessage) error {
+	ev := new(nostr.Event)
+	if len(parts) != 2 {
+		return writeFrame(w, "NOTICE", "invalid: EVENT needs one event")
+	}
+	if err := json.Unmarshal(parts[1], ev); err != nil {
+		return writeFrame(w, "OK", "", false, "invalid: "+err.Error())
+	}
+	id := ev.IDHex()
+	if r := s.policy; r != nil {
+		if rule := r.Allow(ev, boundary.ReplicateIn); rule != nil {
+			return writeFrame(w, "OK", id, false, "blocked: "+rule.Reason)
+		}
+	}
+	res, err := s.local.AddEvent(ctx, ev)
+	switch {
+	case err != nil:
+		return writeFrame(w, "OK", id, false, "invalid: "+err.Error())
+	case res == store.Stored:
+		return writeFrame(w, "OK", id, true, "")
+	case res == store.Duplicate:
+		return writeFrame(w, "OK", id, true, "duplicate: already have this event")
+	default:
+		return writeFrame(w, "OK", id, false, "blocked: "+res.String())
+	}
+}
+
+func mustJSON(s string) []byte {
+	b, _ := json.Marshal(s)
+	return b
+}
