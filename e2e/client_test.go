@@ -47,6 +47,11 @@ func newUser() (*user, error) {
 // sign makes a signed event. Content is restricted to characters that need
 // no JSON escaping, so encoding/json's output is NIP-01's canonical form.
 func (u *user) sign(kind int, content string, tags [][]string) (*event, error) {
+	return u.signAt(time.Now().Unix(), kind, content, tags)
+}
+
+// signAt is sign with a chosen created_at.
+func (u *user) signAt(createdAt int64, kind int, content string, tags [][]string) (*event, error) {
 	for _, r := range content {
 		if r < 0x20 || r == '"' || r == '\\' || r > 0x7e {
 			return nil, fmt.Errorf("content %q needs escaping; keep test content plain ASCII", content)
@@ -55,7 +60,7 @@ func (u *user) sign(kind int, content string, tags [][]string) (*event, error) {
 	if tags == nil {
 		tags = [][]string{}
 	}
-	e := &event{PubKey: u.pubHex, CreatedAt: time.Now().Unix(), Kind: kind, Tags: tags, Content: content}
+	e := &event{PubKey: u.pubHex, CreatedAt: createdAt, Kind: kind, Tags: tags, Content: content}
 	ser, err := json.Marshal([]any{0, e.PubKey, e.CreatedAt, e.Kind, e.Tags, e.Content})
 	if err != nil {
 		return nil, err
@@ -146,6 +151,23 @@ func fetchIDs(ctx context.Context, url string, ids []string, chunk int) (map[str
 		}
 	}
 	return found, nil
+}
+
+// publishOne sends one event on c and waits for its OK.
+func publishOne(c *websocket.Conn, e *event) (okMessage, error) {
+	msg, _ := json.Marshal([]any{"EVENT", e})
+	if err := c.WriteMessage(websocket.TextMessage, msg); err != nil {
+		return okMessage{}, err
+	}
+	for {
+		_, data, err := c.ReadMessage()
+		if err != nil {
+			return okMessage{}, fmt.Errorf("waiting for OK of %s: %w", e.ID, err)
+		}
+		if m, ok := parseOK(data); ok && m.ID == e.ID {
+			return m, nil
+		}
+	}
 }
 
 // okMessage is a parsed ["OK", id, accepted, message].

@@ -50,6 +50,12 @@ func (a *ackLog) fresh() int {
 	return a.newSince
 }
 
+func (a *ackLog) total() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.ids)
+}
+
 func (a *ackLog) snapshot() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -121,40 +127,17 @@ func TestCrashSafety(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	home := newHome(t, nodeConfig(nil))
 	acks := &ackLog{ids: map[string]bool{}, refused: map[string]int{}}
-	users := make([]*user, crashPublishers)
-	for i := range users {
-		u, err := newUser()
-		if err != nil {
-			t.Fatal(err)
-		}
-		users[i] = u
-	}
 	for iter := 0; iter < crashIterations; iter++ {
 		n := startNode(t, home)
 		checkAllServed(t, n, acks, iter)
 		ctx, cancel := context.WithTimeout(context.Background(), crashPhaseBudget)
-		var wg sync.WaitGroup
-		for _, u := range users {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				publish(ctx, n.url, u, acks)
-			}()
-		}
+		wait := publishers(ctx, t, n.url, acks)
 		// Wait for some acknowledgements, then kill at a random moment.
-		deadline := time.Now().Add(crashPhaseBudget / 2)
-		for acks.fresh() < crashMinAcked && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if acks.fresh() < crashMinAcked {
-			cancel()
-			wg.Wait()
-			t.Fatalf("iteration %d: only %d events acknowledged before the deadline; refusals %v\n%s", iter, acks.fresh(), acks.refused, n.output())
-		}
+		waitForAcks(t, n, acks)
 		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
 		n.kill()
 		cancel()
-		wg.Wait()
+		wait()
 	}
 	n := startNode(t, home)
 	checkAllServed(t, n, acks, crashIterations)

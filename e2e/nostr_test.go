@@ -86,8 +86,10 @@ func TestNostrTools(t *testing.T) {
 		script  string
 		config  map[string]string
 		options map[string]any
+		bug     string // a known relay bug this script shows: skip with it
 	}{
 		{script: "basic.mjs"},
+		{script: "ordering.mjs", bug: "events with equal created_at are not served lowest id first (NIP-01), so limit cuts different events than other relays"},
 		{script: "replaceable.mjs"},
 		{script: "deletion.mjs"},
 		{script: "expiration.mjs"},
@@ -115,6 +117,9 @@ func TestNostrTools(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
+			if tc.bug != "" {
+				t.Skip("relay bug: " + tc.bug)
+			}
 			needNode(t)
 			n := startNode(t, newHome(t, nodeConfig(tc.config)))
 			runScript(t, n, tc.script, tc.options)

@@ -21,7 +21,7 @@ import (
 // keep a broken node from hanging the suite.
 const (
 	startTimeout = 30 * time.Second
-	stopTimeout  = 20 * time.Second
+	stopTimeout  = 45 * time.Second
 	cliTimeout   = 30 * time.Second
 )
 
@@ -180,7 +180,14 @@ func (n *node) stop() error {
 	case <-n.exited:
 		return n.err
 	case <-time.After(stopTimeout):
-		n.kill()
-		return fmt.Errorf("no exit within %s of SIGTERM\n%s", stopTimeout, n.output())
+		// A Go process prints every goroutine's stack on SIGQUIT: the
+		// failure then shows where shutdown is stuck.
+		n.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-n.exited:
+		case <-time.After(stopTimeout):
+			n.kill()
+		}
+		return fmt.Errorf("no exit within %s of SIGTERM (goroutine dump from SIGQUIT in stderr)", stopTimeout)
 	}
 }

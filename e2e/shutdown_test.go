@@ -2,76 +2,96 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
+	"sync"
+	"syscall"
 	"testing"
-
-	"github.com/gorilla/websocket"
+	"time"
 )
 
-// TestGracefulShutdownKeepsAcknowledged stops the node with SIGTERM while a
-// client's events are still in flight, and checks that it exits cleanly and
-// that every event it acknowledged is served after a restart.
+// publishers runs crashPublishers clients publishing to url until ctx ends
+// or their connections break; wait returns when all have stopped.
+func publishers(ctx context.Context, t *testing.T, url string, acks *ackLog) (wait func()) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := 0; i < crashPublishers; i++ {
+		u, err := newUser()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			publish(ctx, url, u, acks)
+		}()
+	}
+	return wg.Wait
+}
+
+// waitForAcks polls until crashMinAcked new events were acknowledged, and
+// fails the test if that does not happen within the phase budget.
+func waitForAcks(t *testing.T, n *node, acks *ackLog) {
+	t.Helper()
+	deadline := time.Now().Add(crashPhaseBudget / 2)
+	for acks.fresh() < crashMinAcked && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if acks.fresh() < crashMinAcked {
+		t.Fatalf("only %d events acknowledged before the deadline; refusals %v\n%s", acks.fresh(), acks.refused, n.output())
+	}
+}
+
+// TestGracefulShutdownKeepsAcknowledged sends SIGTERM while several clients
+// are publishing (they hang up right after the signal), and checks that the
+// node exits with status 0 and that every event it acknowledged is served
+// after a restart.
 func TestGracefulShutdownKeepsAcknowledged(t *testing.T) {
 	home := newHome(t, nodeConfig(nil))
+	acks := &ackLog{ids: map[string]bool{}, refused: map[string]int{}}
+	for iter := 0; iter < 2; iter++ {
+		n := startNode(t, home)
+		checkAllServed(t, n, acks, iter)
+		ctx, cancel := context.WithTimeout(context.Background(), crashPhaseBudget)
+		wait := publishers(ctx, t, n.url, acks)
+		waitForAcks(t, n, acks)
+		if err := n.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		wait()
+		if err := n.stop(); err != nil {
+			t.Fatalf("SIGTERM while clients publish: exit %v\n%s", err, n.output())
+		}
+	}
 	n := startNode(t, home)
-	u, err := newUser()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), crashPhaseBudget)
+	checkAllServed(t, n, acks, 2)
+	t.Logf("%d acknowledged events served after 2 SIGTERMs during publishing", len(acks.ids))
+}
+
+// TestShutdownStopsReading sends SIGTERM while clients keep publishing and
+// checks that the relay stops reading at the signal: each publisher keeps at
+// most crashInFlight events unacknowledged, so a relay that stops reading
+// acknowledges at most that many per publisher after SIGTERM, then closes
+// the connections and exits with status 0.
+func TestShutdownStopsReading(t *testing.T) {
+	t.Skip("relay bug: after SIGTERM the relay keeps reading and acknowledging new EVENTs from open connections (tens of thousands) until node.Serve's 30 s shutdown deadline, instead of stopping reading and closing connections with 1001")
+	home := newHome(t, nodeConfig(nil))
+	acks := &ackLog{ids: map[string]bool{}, refused: map[string]int{}}
+	n := startNode(t, home)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*stopTimeout)
 	defer cancel()
-	c, err := dial(ctx, n.url)
+	wait := publishers(ctx, t, n.url, acks)
+	waitForAcks(t, n, acks)
+	before := acks.total()
+	err := n.stop()
+	cancel()
+	wait()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("SIGTERM while clients publish: exit %v\n%s", err, n.output())
 	}
-	const count = 200
-	sent := make(map[string]bool, count)
-	for i := 0; i < count; i++ {
-		e, err := u.sign(1, randomContent("sigterm"), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		msg, _ := json.Marshal([]any{"EVENT", e})
-		if err := c.WriteMessage(websocket.TextMessage, msg); err != nil {
-			t.Fatal(err)
-		}
-		sent[e.ID] = true
+	if after := acks.total() - before; after > crashPublishers*crashInFlight {
+		t.Errorf("relay kept reading after SIGTERM: %d events acknowledged after the signal, at most %d were in flight",
+			after, crashPublishers*crashInFlight)
 	}
-	var acked []string
-	stopped := make(chan error, 1)
-	for len(acked) < count {
-		_, data, err := c.ReadMessage()
-		if err != nil {
-			break // the node closed the connection while shutting down
-		}
-		m, ok := parseOK(data)
-		if !ok {
-			continue
-		}
-		if !sent[m.ID] {
-			t.Fatalf("OK for an id never sent: %+v", m)
-		}
-		if m.Accepted {
-			acked = append(acked, m.ID)
-		}
-		if len(acked) == count/4 {
-			go func() { stopped <- n.stop() }()
-		}
-	}
-	c.Close()
-	if len(acked) < count/4 {
-		t.Fatalf("only %d events acknowledged before SIGTERM\n%s", len(acked), n.output())
-	}
-	if err := <-stopped; err != nil {
-		t.Fatalf("SIGTERM: exit %v\n%s", err, n.output())
-	}
-	t.Logf("%d of %d events acknowledged before the connection closed", len(acked), count)
 	n = startNode(t, home)
-	found, err := fetchIDs(ctx, n.url, acked, crashFetchChunk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(found) != len(acked) {
-		t.Fatalf("%d of %d acknowledged events served after a graceful restart", len(found), len(acked))
-	}
+	checkAllServed(t, n, acks, 1)
 }

@@ -82,4 +82,54 @@ test('nostr-tools auth(): then publishing and reading the kind work', async (t) 
   relay.close();
 });
 
+test('COUNT of the configured kind needs AUTH too', async (t) => {
+  const c = await RawClient.open();
+  c.send(['COUNT', 'cnt', { kinds: [kind] }]);
+  const m = await c.next((x) => x[1] === 'cnt');
+  t.ok(m && m[0] === 'CLOSED', 'COUNT before AUTH is CLOSED, not counted', m);
+  if (m && m[0] === 'CLOSED') expectPrefix(t, m[2], 'auth-required:', 'COUNT before AUTH');
+  c.close();
+});
+
+test('events of the configured kind are served only to their author or p-tagged key', async (t) => {
+  const author = newUser();
+  const recipient = newUser();
+  const stranger = newUser();
+  const authed = async (user) => {
+    const relay = await connect();
+    await publish(relay, user.event({ kind, content: 'probe' }));
+    if (!(await pollUntil(() => relay.challenge, 10000))) throw new Error('no challenge');
+    await relay.auth(async (tmpl) => finalizeEvent(tmpl, user.sk));
+    return relay;
+  };
+  const a = await authed(author);
+  const dm = author.event({ kind, content: 'for the recipient only', tags: [['p', recipient.pk]] });
+  t.ok((await publish(a, dm)).ok, 'author publishes');
+  const note = author.event({ kind: 1, content: 'public note' });
+  t.ok((await publish(a, note)).ok, 'author publishes a public note');
+  a.close();
+
+  const anon = await connect();
+  let got = await query(anon, [{ authors: [author.pk] }]);
+  t.equal(got.map((e) => e.id), [note.id], 'unauthenticated REQ without kinds: only the public note');
+  got = await query(anon, [{ ids: [dm.id] }]);
+  t.equal(got, [], 'unauthenticated REQ by id: nothing');
+  anon.close();
+
+  const s = await authed(stranger);
+  try {
+    got = await query(s, [{ kinds: [kind], authors: [author.pk] }]);
+  } catch (err) {
+    got = [];
+    t.ok(err instanceof ClosedError, 'stranger: CLOSED is fine', String(err));
+  }
+  t.equal(got, [], 'an authenticated stranger does not get it');
+  s.close();
+
+  const r = await authed(recipient);
+  got = await query(r, [{ kinds: [kind], '#p': [recipient.pk] }]);
+  t.equal(got.map((e) => e.id), [dm.id], 'the p-tagged recipient gets it');
+  r.close();
+});
+
 await run();

@@ -80,6 +80,8 @@ test('stored events: newest first, limit, since, until, kinds, tags, several fil
   const union = await query(relay, [{ ids: [evs[0].id, evs[5].id] }, { authors: [u.pk], kinds: [7] }]);
   t.equal([...new Set(ids(union))].sort(), ids([evs[0], evs[5], evs[3], evs[1]]).sort(), 'several filters: the union');
   t.equal(await query(relay, [{ authors: [newUser().pk] }]), [], 'no match: EOSE with no events');
+  t.equal(await query(relay, [{ authors: [u.pk], since: base + 40, until: base + 10 }]), [], 'since after until: nothing');
+  t.equal(ids(await query(relay, [{ authors: [u.pk], kinds: [1], limit: 1 }, { authors: [u.pk], kinds: [7], limit: 1 }])).sort(), ids([evs[4], evs[5]]).sort(), 'limit applies per filter');
   relay.close();
 });
 
@@ -117,6 +119,54 @@ test('CLOSE stops a subscription', async (t) => {
   t.ok(!c.messages.some((m) => m[0] === 'EVENT' && m[1] === 'first'), 'closed subscription got nothing', c.messages);
   pub.close();
   c.close();
+});
+
+test('content and tags needing JSON escapes survive (canonical serialization agrees with nostr-tools)', async (t) => {
+  const relay = await connect();
+  const u = newUser();
+  const tricky = [
+    'line\nbreak, tab\t, cr\r, quote " and backslash \\',
+    'control \u0001\u001f, backspace \b, formfeed \f, nul-free',
+    'html <b>&amp;</b> and \u2028 line separator \u2029 paragraph',
+    'emoji 🎉🧪, CJK 中文, combining é, astral 𝄞',
+  ];
+  for (const content of tricky) {
+    const e = u.event({ content, tags: [['t', content], ['x', '', '']] });
+    const r = await publish(relay, e);
+    t.ok(r.ok, 'accepted: ' + JSON.stringify(content), r);
+    t.equal(await query(relay, [{ ids: [e.id] }]), [e], 'served unchanged: ' + JSON.stringify(content));
+  }
+  relay.close();
+});
+
+test('limit 0: EOSE with no stored events, then live events', async (t) => {
+  const relay = await connect();
+  const u = newUser();
+  const old = u.event({ content: 'stored before' });
+  t.ok((await publish(relay, old)).ok, 'publish');
+  const state = live(relay, [{ authors: [u.pk], limit: 0 }]);
+  await state.eosePromise;
+  t.equal(state.events, [], 'no stored events before EOSE');
+  const fresh = u.event({ content: 'live after' });
+  t.ok((await publish(relay, fresh)).ok, 'publish live');
+  await pollUntil(() => state.events.length > 0, 10000);
+  t.equal(state.events.map((e) => e.id), [fresh.id], 'live event delivered');
+  relay.close();
+});
+
+test('far-future created_at and AUTH events sent as EVENT are refused', async (t) => {
+  const relay = await connect();
+  const u = newUser();
+  const future = u.event({ created_at: now() + 86400, content: 'from tomorrow' });
+  const r = await publish(relay, future);
+  t.ok(!r.ok, 'far-future event refused', r);
+  expectPrefix(t, r.message, 'invalid:', 'far-future event');
+  const authAsEvent = u.event({ kind: 22242, tags: [['relay', 'ws://x'], ['challenge', 'c']] });
+  const a = await publish(relay, authAsEvent);
+  t.ok(!a.ok, 'kind 22242 as EVENT refused', a);
+  expectPrefix(t, a.message, ['invalid:', 'blocked:', 'restricted:'], 'kind 22242 as EVENT');
+  t.equal(await query(relay, [{ ids: [future.id, authAsEvent.id] }]), [], 'neither stored');
+  relay.close();
 });
 
 await run();

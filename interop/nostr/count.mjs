@@ -10,6 +10,7 @@ test('COUNT with nostr-tools and with several filters', async (t) => {
   t.equal(await relay.count([{ authors: [u.pk], kinds: [1] }], {}), 3, 'count of kind 1');
   t.equal(await relay.count([{ authors: [u.pk], kinds: [1] }, { authors: [u.pk], kinds: [7] }], {}), 5, 'count of two filters');
   t.equal(await relay.count([{ authors: [u.pk], since: base + 1 }], {}), 3, 'count with since');
+  t.equal(await relay.count([{ authors: [u.pk] }, { authors: [u.pk], kinds: [1] }], {}), 5, 'overlapping filters count each event once');
   t.equal(await relay.count([{ authors: [newUser().pk] }], {}), 0, 'count of nothing');
   relay.close();
 

@@ -50,4 +50,15 @@ test('deletion by a tag removes addressable versions up to its created_at', asyn
   relay.close();
 });
 
+test('an a-tag deletion naming someone else\'s address deletes nothing', async (t) => {
+  const relay = await connect();
+  const u = newUser();
+  const mallory = newUser();
+  const v = u.event({ kind: 30001, tags: [['d', 'mine']], content: 'mine' });
+  t.ok((await publish(relay, v)).ok, 'publish');
+  await publish(relay, mallory.event({ kind: 5, tags: [['a', `30001:${u.pk}:mine`]] }));
+  t.equal((await query(relay, [{ ids: [v.id] }])).map((e) => e.id), [v.id], 'still there');
+  relay.close();
+});
+
 await run();

@@ -16,6 +16,7 @@ test('ephemeral event is delivered live and not stored', async (t) => {
   t.equal(state.events.map((x) => x.id), [e.id], 'live subscriber got it');
   t.equal(await query(pub, [{ ids: [e.id] }]), [], 'not served by id afterwards');
   t.equal(await query(pub, [{ authors: [u.pk] }]), [], 'not served by author afterwards');
+  t.equal(await pub.count([{ authors: [u.pk] }], {}), 0, 'not counted');
   sub.close();
   pub.close();
 });

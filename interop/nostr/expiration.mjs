@@ -21,6 +21,7 @@ test('an event expiring in a few seconds is served, then disappears', async (t) 
   t.equal((await query(relay, [{ ids: [e.id] }])).map((x) => x.id), [e.id], 'served before expiry');
   const gone = await pollUntil(async () => (await query(relay, [{ ids: [e.id] }])).length === 0, 20000, 250);
   t.ok(gone, 'not served after its expiration time');
+  t.equal(await relay.count([{ ids: [e.id] }], {}), 0, 'not counted after its expiration time');
   t.equal((await query(relay, [{ authors: [u.pk] }])).map((x) => x.id), [keep.id], 'the event without expiration stays');
   relay.close();
 });
