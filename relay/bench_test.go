@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -83,6 +84,17 @@ func signEvents(b *testing.B, n, keys int) []*nostr.Event {
 	return evs
 }
 
+// cpuTime is the CPU time the whole process has used (relay, store and the
+// benchmark's clients); per event it is steadier than wall time on a
+// shared machine.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 func benchDial(b *testing.B, url string) *websocket.Conn {
 	b.Helper()
 	ws, _, err := websocket.DefaultDialer.Dial(url, nil)
@@ -114,6 +126,7 @@ func BenchmarkIngest(b *testing.B) {
 				wss[i] = benchDial(b, url)
 			}
 			b.ResetTimer()
+			cpu := cpuTime(b)
 			var wg sync.WaitGroup
 			errs := make(chan error, 2*conns)
 			for ci, ws := range wss {
@@ -151,6 +164,7 @@ func BenchmarkIngest(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+			b.ReportMetric(float64((cpuTime(b)-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
 		})
 	}
 }

@@ -50,6 +50,9 @@ type Config struct {
 	// MaxNegRecords bounds how many events one NIP-77 sync session may
 	// cover; a filter matching more is refused so the client narrows it.
 	MaxNegRecords int
+	// LookupTimeout bounds how long a REQ waits for the mesh to answer a
+	// lookup (only when a Lookup hook is set).
+	LookupTimeout time.Duration
 	// QueryTimeout bounds one filter's stored-events query.
 	QueryTimeout time.Duration
 	// PingInterval is how often idle connections are pinged; a connection
@@ -81,6 +84,7 @@ func DefaultConfig() Config {
 		IPEventsBurst:     120,
 		AuthWindow:        10 * time.Minute,
 		QueryTimeout:      10 * time.Second,
+		LookupTimeout:     2 * time.Second,
 		PingInterval:      30 * time.Second,
 	}
 }
@@ -116,6 +120,9 @@ func (c *Config) Fill() {
 	}
 	if c.AuthWindow <= 0 {
 		c.AuthWindow = d.AuthWindow
+	}
+	if c.LookupTimeout <= 0 {
+		c.LookupTimeout = d.LookupTimeout
 	}
 	if c.QueryTimeout <= 0 {
 		c.QueryTimeout = d.QueryTimeout

@@ -54,6 +54,11 @@ type Relay struct {
 	// RejectEvent policies run, in order, on every event a client
 	// publishes, after its signature is verified and before it is stored.
 	RejectEvent []RejectFunc
+	// Lookup, if set, asks the mesh for events matching a filter that this
+	// node may not hold. A REQ merges what it finds with the stored results,
+	// newest first, before EOSE. It must return once ctx ends; the relay
+	// gives it Config.LookupTimeout. fn is never called concurrently.
+	Lookup func(ctx context.Context, f *nostr.Filter, limit int, fn func(*nostr.Event))
 	// OnStored hooks run after an event is durably stored (or, for an
 	// ephemeral event, accepted for delivery), with where it came from.
 	OnStored []func(ev *nostr.Event, from Origin)

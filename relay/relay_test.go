@@ -320,3 +320,42 @@ func TestShutdownKeepsAcknowledged(t *testing.T) {
 		}
 	}
 }
+
+// TestLookupMerges backs the Lookup hook with a second real store, as the
+// mesh would be, and checks that REQ merges both, newest first, within the
+// limit, without duplicates.
+func TestLookupMerges(t *testing.T) {
+	other, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	tr := newTestRelay(t, nil)
+	tr.r.Lookup = func(ctx context.Context, f *nostr.Filter, limit int, fn func(*nostr.Event)) {
+		other.Query(ctx, f, limit, func(ev *nostr.Event) bool { fn(ev); return true })
+	}
+	k, _ := nostr.GenerateSecretKey()
+	var all []*nostr.Event
+	for i := range 6 {
+		ev := signed(t, k, 1, nil, fmt.Sprint(i))
+		ev.CreatedAt = 1_700_000_000 + int64(i)
+		k.Sign(ev)
+		all = append(all, ev)
+		if i%2 == 0 || i == 5 {
+			tr.st.Save(context.Background(), ev)
+		}
+		if i%2 == 1 {
+			other.Save(context.Background(), ev)
+		}
+	}
+	c := tr.dial()
+	got, _ := c.req("m", `{"kinds":[1],"limit":4}`)
+	want := []string{all[5].IDHex(), all[4].IDHex(), all[3].IDHex(), all[2].IDHex()}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("merged REQ:\n got %v\nwant %v", got, want)
+	}
+	got, _ = c.req("id", `{"ids":["`+all[1].IDHex()+`"]}`)
+	if len(got) != 1 {
+		t.Fatalf("REQ by id held only elsewhere: %v", got)
+	}
+}

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -68,15 +69,20 @@ func (c *conn) handleReq(m *nostr.ClientMessage) {
 		seen := make(map[[32]byte]struct{})
 		for i := range m.Filters {
 			f := &m.Filters[i]
-			qctx, qcancel := context.WithTimeout(ctx, c.r.cfg.QueryTimeout)
-			err := c.r.store.Query(qctx, f, c.limitOf(f), func(ev *nostr.Event) bool {
-				if _, dup := seen[ev.ID]; dup || !c.canRead(ev) {
-					return true
-				}
-				seen[ev.ID] = struct{}{}
-				return c.sendCtx(ctx, frame("EVENT", m.SubID, ev))
-			})
-			qcancel()
+			var err error
+			if c.r.Lookup != nil && c.limitOf(f) > 0 {
+				err = c.answerWithLookup(ctx, m.SubID, f, seen)
+			} else {
+				qctx, qcancel := context.WithTimeout(ctx, c.r.cfg.QueryTimeout)
+				err = c.r.store.Query(qctx, f, c.limitOf(f), func(ev *nostr.Event) bool {
+					if _, dup := seen[ev.ID]; dup || !c.canRead(ev) {
+						return true
+					}
+					seen[ev.ID] = struct{}{}
+					return c.sendCtx(ctx, frame("EVENT", m.SubID, ev))
+				})
+				qcancel()
+			}
 			if ctx.Err() != nil {
 				return
 			}
@@ -87,6 +93,45 @@ func (c *conn) handleReq(m *nostr.ClientMessage) {
 		c.r.m.reqSeconds.Observe(time.Since(start).Seconds())
 		c.sendCtx(ctx, frame("EOSE", m.SubID))
 	}()
+}
+
+// answerWithLookup answers one filter from the store and the mesh: both
+// result sets are merged, deduplicated, sorted newest first and cut to the
+// filter's limit, so a client sees one relay whatever node holds the data.
+func (c *conn) answerWithLookup(ctx context.Context, subID string, f *nostr.Filter, seen map[[32]byte]struct{}) error {
+	limit := c.limitOf(f)
+	var evs []*nostr.Event
+	keep := func(ev *nostr.Event) {
+		if _, dup := seen[ev.ID]; dup || !c.canRead(ev) || !f.Matches(ev) {
+			return
+		}
+		seen[ev.ID] = struct{}{}
+		evs = append(evs, ev)
+	}
+	qctx, qcancel := context.WithTimeout(ctx, c.r.cfg.QueryTimeout)
+	err := c.r.store.Query(qctx, f, limit, func(ev *nostr.Event) bool { keep(ev); return true })
+	qcancel()
+	if err != nil {
+		return err
+	}
+	// An ids filter fully answered here needs no lookup.
+	if f.IDs == nil || len(evs) < len(f.IDs) {
+		lctx, lcancel := context.WithTimeout(ctx, c.r.cfg.LookupTimeout)
+		c.r.Lookup(lctx, f, limit, keep)
+		lcancel()
+	}
+	slices.SortFunc(evs, func(a, b *nostr.Event) int {
+		if a.CreatedAt != b.CreatedAt {
+			return cmp.Compare(b.CreatedAt, a.CreatedAt)
+		}
+		return slices.Compare(a.ID[:], b.ID[:])
+	})
+	for _, ev := range evs[:min(len(evs), limit)] {
+		if !c.sendCtx(ctx, frame("EVENT", subID, ev)) {
+			return nil
+		}
+	}
+	return nil
 }
 
 // handleCount answers NIP-45 COUNT. One filter is counted by the store;

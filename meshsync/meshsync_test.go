@@ -1,4 +1,4 @@
-package antientropy
+package meshsync
 
 import (
 	"context"
@@ -170,5 +170,32 @@ func TestBoundaryOnReplication(t *testing.T) {
 	}
 	if b.ids(t)[forbidden.ID] {
 		t.Fatal("forbidden event pushed")
+	}
+}
+
+func TestLookup(t *testing.T) {
+	mn, nodes := newMesh(t, 3)
+	k, _ := nostr.GenerateSecretKey()
+	other, _ := nostr.GenerateSecretKey()
+	held := signed(t, k, 100, 1, "only at node 2")
+	alsoHeld := signed(t, k, 101, 1, "at node 1 and 2")
+	notMatching := signed(t, other, 102, 1, "someone else")
+	nodes[2].add(t, held)
+	nodes[2].add(t, alsoHeld)
+	nodes[1].add(t, alsoHeld)
+	nodes[1].add(t, notMatching)
+	var got []*nostr.Event
+	nodes[0].svc.Lookup(context.Background(), mn.Peers()[1:], nostr.Filter{Authors: [][32]byte{k.PubKey()}}, 10, func(ev *nostr.Event) {
+		got = append(got, ev)
+	})
+	if len(got) != 2 {
+		t.Fatalf("lookup by author found %d events, want 2 (deduplicated)", len(got))
+	}
+	got = nil
+	nodes[0].svc.Lookup(context.Background(), mn.Peers()[1:], nostr.Filter{IDs: [][32]byte{held.ID}}, 1, func(ev *nostr.Event) {
+		got = append(got, ev)
+	})
+	if len(got) != 1 || got[0].ID != held.ID {
+		t.Fatalf("lookup by id: %d events", len(got))
 	}
 }

@@ -1,4 +1,4 @@
-// Package antientropy makes two fleetmesh nodes that were apart converge:
+// Package meshsync makes two fleetmesh nodes that were apart converge:
 // they reconcile the sets of events they hold for a filter with negentropy
 // (NIP-77's protocol), then each fetches what it lacks and pushes what the
 // other lacks. Deletions and replaced events converge too, because NIP-09
@@ -17,4 +17,4 @@
 // It is not live propagation (GossipSub, package mesh) and it does not
 // decide when to sync or with whom: the node calls SyncWith on a new
 // connection and on a timer.
-package antientropy
+package meshsync

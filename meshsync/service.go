@@ -1,7 +1,6 @@
-package antientropy
+package meshsync
 
 import (
-	"bufio"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -16,6 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-msgio"
 
 	"fleetmesh.org/fleetmesh/boundary"
 	"fleetmesh.org/fleetmesh/negentropy"
@@ -121,17 +121,17 @@ func (s *Service) SyncWith(ctx context.Context, p peer.ID, f nostr.Filter) (Stat
 	defer cancel()
 	str, err := s.h.NewStream(ctx, p, protocol.ID(ProtocolID))
 	if err != nil {
-		return st, fmt.Errorf("antientropy: open stream to %s: %w", p, err)
+		return st, fmt.Errorf("meshsync: open stream to %s: %w", p, err)
 	}
 	defer str.Close()
 	if dl, ok := ctx.Deadline(); ok {
 		str.SetDeadline(dl)
 	}
-	r, w := bufio.NewReader(str), bufio.NewWriter(str)
+	r, w := msgio.NewVarintReaderSize(str, MaxFrameBytes), msgio.NewVarintWriter(str)
 
 	items, err := s.items(ctx, &f)
 	if err != nil {
-		return st, fmt.Errorf("antientropy: %w", err)
+		return st, fmt.Errorf("meshsync: %w", err)
 	}
 	vec, err := negentropy.NewVector(items)
 	if err != nil {
@@ -152,22 +152,22 @@ func (s *Service) SyncWith(ctx context.Context, p peer.ID, f nostr.Filter) (Stat
 	for {
 		typ, parts, err := readFrame(r)
 		if err != nil {
-			return st, fmt.Errorf("antientropy: %s: %w", p, err)
+			return st, fmt.Errorf("meshsync: %s: %w", p, err)
 		}
 		if typ == "NEG-ERR" && len(parts) >= 3 {
-			return st, fmt.Errorf("antientropy: %s refused: %s", p, rawString(parts[2]))
+			return st, fmt.Errorf("meshsync: %s refused: %s", p, rawString(parts[2]))
 		}
 		if typ != "NEG-MSG" || len(parts) < 3 {
-			return st, fmt.Errorf("antientropy: %s sent %s during reconciliation", p, typ)
+			return st, fmt.Errorf("meshsync: %s sent %s during reconciliation", p, typ)
 		}
 		raw, err := hex.DecodeString(rawString(parts[2]))
 		if err != nil {
-			return st, fmt.Errorf("antientropy: %s sent a NEG-MSG that is not hex", p)
+			return st, fmt.Errorf("meshsync: %s sent a NEG-MSG that is not hex", p)
 		}
 		step, err := in.Reconcile(raw)
 		st.Rounds++
 		if err != nil {
-			return st, fmt.Errorf("antientropy: %s: %w", p, err)
+			return st, fmt.Errorf("meshsync: %s: %w", p, err)
 		}
 		have = append(have, step.Have...)
 		need = append(need, step.Need...)
@@ -193,7 +193,7 @@ func (s *Service) SyncWith(ctx context.Context, p peer.ID, f nostr.Filter) (Stat
 	return st, nil
 }
 
-func (s *Service) fetch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, need []negentropy.ID, st *Stats) error {
+func (s *Service) fetch(ctx context.Context, r msgio.Reader, w msgio.Writer, need []negentropy.ID, st *Stats) error {
 	for len(need) > 0 {
 		chunk := need[:min(len(need), maxIDsPerReq)]
 		need = need[len(chunk):]
@@ -208,13 +208,13 @@ func (s *Service) fetch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, n
 		for {
 			typ, parts, err := readFrame(r)
 			if err != nil {
-				return fmt.Errorf("antientropy: fetch: %w", err)
+				return fmt.Errorf("meshsync: fetch: %w", err)
 			}
 			if typ == "EOSE" {
 				break
 			}
 			if typ != "EVENT" || len(parts) < 3 {
-				return fmt.Errorf("antientropy: fetch: unexpected %s", typ)
+				return fmt.Errorf("meshsync: fetch: unexpected %s", typ)
 			}
 			ev := new(nostr.Event)
 			if err := json.Unmarshal(parts[2], ev); err != nil || !s.allowed(ev, boundary.ReplicateIn) {
@@ -248,7 +248,7 @@ func (s *Service) store(ctx context.Context, evs []*nostr.Event, st *Stats) {
 			switch {
 			case err != nil:
 				st.Refused++
-				s.log.Info("antientropy: fetched event refused", "id", ev.IDHex(), "err", err)
+				s.log.Info("meshsync: fetched event refused", "id", ev.IDHex(), "err", err)
 			case res == store.Stored || res == store.Duplicate:
 				st.Fetched++
 			}
@@ -257,7 +257,7 @@ func (s *Service) store(ctx context.Context, evs []*nostr.Event, st *Stats) {
 	wg.Wait()
 }
 
-func (s *Service) push(ctx context.Context, r *bufio.Reader, w *bufio.Writer, have []negentropy.ID, st *Stats) error {
+func (s *Service) push(ctx context.Context, r msgio.Reader, w msgio.Writer, have []negentropy.ID, st *Stats) error {
 	for len(have) > 0 {
 		chunk := have[:min(len(have), maxIDsPerReq)]
 		have = have[len(chunk):]
@@ -292,10 +292,10 @@ func (s *Service) push(ctx context.Context, r *bufio.Reader, w *bufio.Writer, ha
 		for range evs {
 			typ, parts, err := readFrame(r)
 			if err != nil {
-				return fmt.Errorf("antientropy: push: %w", err)
+				return fmt.Errorf("meshsync: push: %w", err)
 			}
 			if typ != "OK" || len(parts) < 3 {
-				return fmt.Errorf("antientropy: push: unexpected %s", typ)
+				return fmt.Errorf("meshsync: push: unexpected %s", typ)
 			}
 			var ok bool
 			json.Unmarshal(parts[2], &ok)
@@ -324,14 +324,14 @@ func (s *Service) serve(str network.Stream) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.SessionTimeout)
 	defer cancel()
 	str.SetDeadline(time.Now().Add(s.cfg.SessionTimeout))
-	r, w := bufio.NewReader(str), bufio.NewWriter(str)
+	r, w := msgio.NewVarintReaderSize(str, MaxFrameBytes), msgio.NewVarintWriter(str)
 	remote := str.Conn().RemotePeer()
 	var resp *negentropy.Responder
 	for {
 		typ, parts, err := readFrame(r)
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
-				s.log.Debug("antientropy: session ended", "peer", remote, "err", err)
+				s.log.Debug("meshsync: session ended", "peer", remote, "err", err)
 			}
 			return
 		}
@@ -378,7 +378,7 @@ func (s *Service) serve(str network.Stream) {
 	}
 }
 
-func (s *Service) negStep(w *bufio.Writer, resp *negentropy.Responder, hexMsg json.RawMessage) error {
+func (s *Service) negStep(w msgio.Writer, resp *negentropy.Responder, hexMsg json.RawMessage) error {
 	raw, err := hex.DecodeString(rawString(hexMsg))
 	if err != nil {
 		return writeFrame(w, "NEG-ERR", "sync", "invalid: negentropy message is not hex")
@@ -390,14 +390,25 @@ func (s *Service) negStep(w *bufio.Writer, resp *negentropy.Responder, hexMsg js
 	return writeFrame(w, "NEG-MSG", "sync", hex.EncodeToString(out))
 }
 
-func (s *Service) serveReq(ctx context.Context, w *bufio.Writer, parts []json.RawMessage) error {
+// maxLookupLimit bounds how many events one lookup REQ returns.
+const maxLookupLimit = 500
+
+// serveReq answers a REQ for events by id (a fetch) or by any filter (a
+// lookup from a node whose client asked for events it does not hold).
+func (s *Service) serveReq(ctx context.Context, w msgio.Writer, parts []json.RawMessage) error {
 	var sub string
 	var f nostr.Filter
-	if len(parts) != 3 || json.Unmarshal(parts[1], &sub) != nil || json.Unmarshal(parts[2], &f) != nil || f.IDs == nil || len(f.IDs) > maxIDsPerReq {
-		return writeFrame(w, "CLOSED", sub, fmt.Sprintf("invalid: a sync REQ asks for 1 to %d ids", maxIDsPerReq))
+	if len(parts) != 3 || json.Unmarshal(parts[1], &sub) != nil || json.Unmarshal(parts[2], &f) != nil || (f.IDs != nil && len(f.IDs) > maxIDsPerReq) {
+		return writeFrame(w, "CLOSED", sub, fmt.Sprintf("invalid: a sync REQ has one filter and at most %d ids", maxIDsPerReq))
+	}
+	limit := maxLookupLimit
+	if f.IDs != nil {
+		limit = len(f.IDs)
+	} else if f.HasLimit {
+		limit = min(f.Limit, maxLookupLimit)
 	}
 	var werr error
-	err := s.local.Query(ctx, &f, len(f.IDs), func(ev *nostr.Event) bool {
+	err := s.local.Query(ctx, &f, limit, func(ev *nostr.Event) bool {
 		if !s.allowed(ev, boundary.ReplicateOut) {
 			return true
 		}
@@ -414,7 +425,7 @@ func (s *Service) serveReq(ctx context.Context, w *bufio.Writer, parts []json.Ra
 	return writeFrame(w, "EOSE", sub)
 }
 
-func (s *Service) serveEvent(ctx context.Context, w *bufio.Writer, parts []json.RawMessage) error {
+func (s *Service) serveEvent(ctx context.Context, w msgio.Writer, parts []json.RawMessage) error {
 	ev := new(nostr.Event)
 	if len(parts) != 2 {
 		return writeFrame(w, "NOTICE", "invalid: EVENT needs one event")
