@@ -47,6 +47,7 @@ test('bad signature, bad id and bad fields are refused with invalid:', async (t)
     ['zeroed signature', { ...u.event({ content: 'x' }), sig: '0'.repeat(128) }],
     ['id not the hash', { ...u.event({ content: 'y' }), id: 'ab'.repeat(32) }],
     ['signature by another key', (() => { const o = newUser().event({ content: 'z' }); return { ...o, pubkey: u.pk }; })()],
+    ['kind above 65535', u.event({ kind: 70000, content: 'kind out of range' })],
   ];
   for (const [name, ev] of cases) {
     relay.send(['EVENT', ev]);
@@ -101,6 +102,26 @@ test('live subscription receives matching events after EOSE, not others', async 
   t.equal(state.events.map((e) => e.id), [match.id], 'only the matching event arrives live');
   sub.close();
   pub.close();
+});
+
+test('REQ with an open subscription id replaces its filters', async (t) => {
+  const c = await RawClient.open();
+  const a = newUser();
+  const b = newUser();
+  const r1 = await c.req('same', [{ authors: [a.pk] }]);
+  t.ok(r1.end && r1.end[0] === 'EOSE', 'EOSE for the first filters', r1.end);
+  const r2 = await c.req('same', [{ authors: [b.pk] }]);
+  t.ok(r2.end && r2.end[0] === 'EOSE', 'EOSE for the replacing filters', r2.end);
+  const pub = await connect();
+  const ea = a.event({ content: 'for the old filter' });
+  const eb = b.event({ content: 'for the new filter' });
+  t.ok((await publish(pub, ea)).ok, 'publish a');
+  t.ok((await publish(pub, eb)).ok, 'publish b');
+  const got = await c.next((m) => m[0] === 'EVENT' && m[1] === 'same');
+  t.ok(got && got[2].id === eb.id, 'the new filter matches', got);
+  t.ok(!c.messages.some((m) => m[0] === 'EVENT' && m[2].id === ea.id), 'the old filter no longer does', c.messages);
+  pub.close();
+  c.close();
 });
 
 test('CLOSE stops a subscription', async (t) => {
