@@ -1,0 +1,366 @@
+package gateway
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"fleetmesh.org/fleetmesh/boundary"
+	"fleetmesh.org/fleetmesh/negentropy"
+	"fleetmesh.org/fleetmesh/nostr"
+)
+
+// Bounds of a catch-up.
+const (
+	// negFrameLimit keeps our NEG-MSG frames, hex-encoded, under the
+	// 131,072-byte messages deployed relays accept (as the relay does).
+	negFrameLimit = 60000
+	// fetchChunk is how many ids one REQ asks for.
+	fetchChunk = 100
+)
+
+// errNoNegentropy means the backend does not answer NIP-77; the catch-up
+// falls back to since windows.
+var errNoNegentropy = errors.New("backend does not support NIP-77")
+
+// window returns the catch-up filters: each configured filter from the
+// cursor minus the overlap (all time while the cursor is 0).
+func (g *Gateway) window(filters []nostr.Filter, cursor int64) []nostr.Filter {
+	out := make([]nostr.Filter, len(filters))
+	for i, f := range filters {
+		if cursor > 0 {
+			f.Since = max(f.Since, cursor-int64(g.s.Overlap/time.Second))
+		}
+		f.Limit, f.HasLimit = 0, false
+		out[i] = f
+	}
+	return out
+}
+
+// catchUpIn stores what the backend has and the mesh side lacks, for the
+// to_mesh filters since the in cursor.
+func (g *Gateway) catchUpIn(ctx context.Context, s *session) error {
+	started := time.Now().Unix()
+	method := "negentropy"
+	for i, f := range g.window(g.s.ToMesh, g.in.start()) {
+		err := g.reconcile(ctx, s, fmt.Sprintf("in-%d", i), &f, func(need []negentropy.ID) error {
+			return g.fetch(ctx, s, need)
+		}, nil)
+		if errors.Is(err, errNoNegentropy) || errors.Is(err, negentropy.ErrTooManyRecords) {
+			method = "since"
+			err = g.pageIn(ctx, s, f)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	g.in.complete(started)
+	g.m.catchups.WithLabelValues(dirToMesh, method).Inc()
+	g.log.Info("gateway: caught up backend → mesh", "method", method)
+	return nil
+}
+
+// catchUpOut publishes what the mesh side has and the backend lacks, for
+// the to_backend filters since the out cursor.
+func (g *Gateway) catchUpOut(ctx context.Context, s *session) error {
+	started := time.Now().Unix()
+	method := "negentropy"
+	for i, f := range g.window(g.s.ToBackend, g.out.start()) {
+		err := g.reconcile(ctx, s, fmt.Sprintf("out-%d", i), &f, nil, func(have []negentropy.ID) error {
+			return g.publishLocal(ctx, s, have)
+		})
+		if errors.Is(err, errNoNegentropy) || errors.Is(err, negentropy.ErrTooManyRecords) {
+			method = "since"
+			err = g.pageOut(ctx, s, f)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	g.out.complete(started)
+	g.m.catchups.WithLabelValues(dirToBackend, method).Inc()
+	g.log.Info("gateway: caught up mesh → backend", "method", method)
+	return nil
+}
+
+// reconcile runs NIP-77 over one filter with the local store as the
+// initiator's set, handing each step's need and have ids on.
+func (g *Gateway) reconcile(ctx context.Context, s *session, id string, f *nostr.Filter, onNeed, onHave func([]negentropy.ID) error) error {
+	items := make([]negentropy.Item, 0, 64)
+	var tooMany bool
+	err := g.store.Query(ctx, f, g.s.MaxSyncRecords+1, func(ev *nostr.Event) bool {
+		if len(items) == g.s.MaxSyncRecords {
+			tooMany = true
+			return false
+		}
+		items = append(items, negentropy.Item{Timestamp: uint64(max(ev.CreatedAt, 0)), ID: ev.ID})
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("gateway: load local events for sync: %w", err)
+	}
+	if tooMany {
+		return fmt.Errorf("gateway: %w: more than max_sync_records (%d) local events in the window", negentropy.ErrTooManyRecords, g.s.MaxSyncRecords)
+	}
+	vec, err := negentropy.NewVector(items)
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	in, err := negentropy.NewInitiator(vec, negentropy.Config{FrameSizeLimit: negFrameLimit, MaxRecords: g.s.MaxSyncRecords})
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	first, err := in.Initiate()
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	msgs, unsub := s.subscribe(id)
+	defer unsub()
+	notices, unwatch := s.watchNotices(id)
+	defer unwatch()
+	if err := s.send(frame("NEG-OPEN", id, *f, hex.EncodeToString(first))); err != nil {
+		return err
+	}
+	defer s.send(frame("NEG-CLOSE", id))
+	authTried := false
+	for {
+		m, err := g.await(ctx, s, msgs, notices)
+		if err != nil {
+			return err
+		}
+		switch m.Type {
+		case msgNotice:
+			return fmt.Errorf("%w (it said %q)", errNoNegentropy, m.Text)
+		case msgNegErr, msgClosed:
+			if prefix(m.Text) == "auth-required" && !authTried {
+				authTried = true
+				if err := s.authenticate(ctx); err != nil {
+					return err
+				}
+				if err := s.send(frame("NEG-OPEN", id, *f, hex.EncodeToString(first))); err != nil {
+					return err
+				}
+				continue
+			}
+			return fmt.Errorf("%w (NEG-ERR %q)", errNoNegentropy, m.Text)
+		case msgNegMsg:
+		default:
+			continue
+		}
+		msg, err := hex.DecodeString(m.Text)
+		if err != nil {
+			return fmt.Errorf("%w: NEG-MSG is not hex", errBroken)
+		}
+		step, err := in.Reconcile(msg)
+		if err != nil {
+			return fmt.Errorf("gateway: negentropy with the backend: %w", err)
+		}
+		if onNeed != nil && len(step.Need) > 0 {
+			if err := onNeed(step.Need); err != nil {
+				return err
+			}
+		}
+		if onHave != nil && len(step.Have) > 0 {
+			if err := onHave(step.Have); err != nil {
+				return err
+			}
+		}
+		if step.Done() {
+			return nil
+		}
+		if err := s.send(frame("NEG-MSG", id, hex.EncodeToString(step.Next))); err != nil {
+			return err
+		}
+	}
+}
+
+// await waits for the next message of a subscription. A backend that says
+// nothing within the publish timeout is taken not to speak NIP-77 when
+// notices is set (relays without it may stay silent), else broken.
+func (g *Gateway) await(ctx context.Context, s *session, msgs <-chan relayMsg, notices <-chan relayMsg) (relayMsg, error) {
+	t := time.NewTimer(g.s.PublishTimeout)
+	defer t.Stop()
+	select {
+	case m := <-msgs:
+		return m, nil
+	case m := <-notices:
+		return m, nil
+	case <-t.C:
+		if notices != nil {
+			return relayMsg{}, fmt.Errorf("%w: no answer within %s", errNoNegentropy, g.s.PublishTimeout)
+		}
+		return relayMsg{}, fmt.Errorf("%w: no answer within %s", errBroken, g.s.PublishTimeout)
+	case <-s.done:
+		return relayMsg{}, fmt.Errorf("%w: %v", errBroken, s.readErr)
+	case <-ctx.Done():
+		return relayMsg{}, ctx.Err()
+	}
+}
+
+// fetch asks the backend for events by id and stores them.
+func (g *Gateway) fetch(ctx context.Context, s *session, ids []negentropy.ID) error {
+	for start := 0; start < len(ids); start += fetchChunk {
+		part := ids[start:min(start+fetchChunk, len(ids))]
+		f := nostr.Filter{IDs: make([][32]byte, len(part)), Limit: len(part), HasLimit: true}
+		for i, id := range part {
+			f.IDs[i] = id
+		}
+		if _, err := g.request(ctx, s, "fetch-"+strconv.Itoa(start), f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// request runs one REQ to EOSE, storing each event that may cross, and
+// returns how many events came and the oldest created_at among them.
+func (g *Gateway) request(ctx context.Context, s *session, id string, f nostr.Filter) (page, error) {
+	var p page
+	msgs, unsub := s.subscribe(id)
+	defer unsub()
+	if err := s.send(frame("REQ", id, f)); err != nil {
+		return p, err
+	}
+	defer s.send(frame("CLOSE", id))
+	authTried := false
+	for {
+		m, err := g.await(ctx, s, msgs, nil)
+		if err != nil {
+			return p, err
+		}
+		switch m.Type {
+		case msgEvent:
+			p.add(m.Event.CreatedAt)
+			if err := g.ingest(ctx, m.Event); err != nil {
+				return p, err
+			}
+		case msgEOSE:
+			return p, nil
+		case msgClosed:
+			if prefix(m.Text) == "auth-required" && !authTried {
+				authTried = true
+				if err := s.authenticate(ctx); err != nil {
+					return p, err
+				}
+				p = page{}
+				if err := s.send(frame("REQ", id, f)); err != nil {
+					return p, err
+				}
+				continue
+			}
+			return p, fmt.Errorf("gateway: backend closed REQ %s: %s", id, m.Text)
+		}
+	}
+}
+
+// page tracks one page of a since-window walk.
+type page struct {
+	n      int
+	oldest int64
+}
+
+func (p *page) add(createdAt int64) {
+	if p.n == 0 || createdAt < p.oldest {
+		p.oldest = createdAt
+	}
+	p.n++
+}
+
+// nextUntil returns the until of the page after p, whose until was prev:
+// the oldest created_at seen again (several events may share it; repeats
+// are deduplicated), or one second earlier when a whole page shares one
+// second, so the walk always moves.
+func (p page) nextUntil(prev int64, hadUntil bool) int64 {
+	if hadUntil && p.oldest >= prev {
+		return prev - 1
+	}
+	return p.oldest
+}
+
+// pageIn walks the backend newest first in pages of page_size from now
+// back to the window's since: the catch-up for backends without NIP-77.
+func (g *Gateway) pageIn(ctx context.Context, s *session, f nostr.Filter) error {
+	f.Limit, f.HasLimit = g.s.PageSize, true
+	for i := 0; ; i++ {
+		p, err := g.request(ctx, s, "page-"+strconv.Itoa(i), f)
+		if err != nil {
+			return err
+		}
+		if p.n < g.s.PageSize {
+			return nil
+		}
+		f.Until, f.HasUntil = p.nextUntil(f.Until, f.HasUntil), true
+		if f.Until < f.Since {
+			return nil
+		}
+	}
+}
+
+// pageOut walks the local store newest first in pages and publishes every
+// event in the window; the backend answers "duplicate:" for what it has.
+func (g *Gateway) pageOut(ctx context.Context, s *session, f nostr.Filter) error {
+	for {
+		var p page
+		var batch []*nostr.Event
+		err := g.store.Query(ctx, &f, g.s.PageSize, func(ev *nostr.Event) bool {
+			p.add(ev.CreatedAt)
+			batch = append(batch, ev)
+			return true
+		})
+		if err != nil {
+			return fmt.Errorf("gateway: walk local events: %w", err)
+		}
+		for _, ev := range batch {
+			if err := g.publishChecked(ctx, s, ev); err != nil {
+				return err
+			}
+		}
+		if p.n < g.s.PageSize {
+			return nil
+		}
+		f.Until, f.HasUntil = p.nextUntil(f.Until, f.HasUntil), true
+		if f.Until < f.Since {
+			return nil
+		}
+	}
+}
+
+// publishLocal publishes the local events the backend lacks.
+func (g *Gateway) publishLocal(ctx context.Context, s *session, ids []negentropy.ID) error {
+	for start := 0; start < len(ids); start += fetchChunk {
+		part := ids[start:min(start+fetchChunk, len(ids))]
+		f := nostr.Filter{IDs: make([][32]byte, len(part))}
+		for i, id := range part {
+			f.IDs[i] = id
+		}
+		var batch []*nostr.Event
+		if err := g.store.Query(ctx, &f, len(part), func(ev *nostr.Event) bool {
+			batch = append(batch, ev)
+			return true
+		}); err != nil {
+			return fmt.Errorf("gateway: load local events: %w", err)
+		}
+		for _, ev := range batch {
+			if err := g.publishChecked(ctx, s, ev); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// publishChecked publishes a local event found by a catch-up, if the
+// filters and the policy let it cross.
+func (g *Gateway) publishChecked(ctx context.Context, s *session, ev *nostr.Event) error {
+	if !nostr.MatchesAny(g.s.ToBackend, ev) {
+		return nil
+	}
+	if g.policy.Allow(ev, boundary.ToBackend) != nil {
+		g.m.refused.WithLabelValues(dirToBackend).Inc()
+		return nil
+	}
+	return g.publish(ctx, s, ev)
+}

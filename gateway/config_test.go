@@ -1,0 +1,95 @@
+package gateway
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoadConfigWritesDefaultsOnce(t *testing.T) {
+	home := t.TempDir()
+	cfg, err := LoadConfig(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Backend != "" || len(cfg.ToMesh) != 1 || len(cfg.ToBackend) != 1 {
+		t.Fatalf("defaults: %+v", cfg)
+	}
+	path := filepath.Join(home, ConfigFile)
+	custom := "backend = \"wss://relay.example.org\"\nto_mesh = [{ kinds = [1] }]\n"
+	if err := os.WriteFile(path, []byte(custom), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err = LoadConfig(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(path); string(data) != custom {
+		t.Fatal("LoadConfig rewrote an existing gateway.toml")
+	}
+	s, err := cfg.Settings(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Backend != "wss://relay.example.org" || len(s.ToMesh[0].Kinds) != 1 || s.ToBackend[0].Kinds != nil {
+		t.Fatalf("settings: %+v", s)
+	}
+	if s.BackendKeyFile != filepath.Join(home, DefaultBackendKeyFile) || s.RetryMax != 30*time.Second || s.Overlap != 10*time.Minute {
+		t.Fatalf("settings defaults: %+v", s)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	cases := []struct {
+		name, toml, want string
+	}{
+		{"unknown key", "bakend = \"x\"\n", "unknown key"},
+		{"no backend", "", "no backend"},
+		{"http backend", `backend = "http://127.0.0.1:1"`, "want a ws:// or wss://"},
+		{"remote ws", `backend = "ws://10.0.0.1:7000"`, "only on loopback"},
+		{"empty filters", "backend = \"ws://127.0.0.1:1\"\nto_mesh = []\n", "to_mesh is empty"},
+		{"bad filter key", "backend = \"ws://127.0.0.1:1\"\nto_backend = [{ kind = [1] }]\n", "unknown filter key \"kind\""},
+		{"limit in filter", "backend = \"ws://127.0.0.1:1\"\nto_backend = [{ limit = 5 }]\n", "\"limit\" has no meaning"},
+		{"bad kinds", "backend = \"ws://127.0.0.1:1\"\nto_mesh = [{ kinds = [\"one\"] }]\n", "to_mesh[0] is not a NIP-01 filter"},
+		{"bad duration", "backend = \"ws://127.0.0.1:1\"\noverlap = \"ten minutes\"\n", "overlap"},
+		{"backwards retry", "backend = \"ws://127.0.0.1:1\"\nretry_min = \"1m\"\nretry_max = \"1s\"\n", "retry_min"},
+		{"zero queue", "backend = \"ws://127.0.0.1:1\"\nqueue_size = 0\n", "queue_size"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			home := t.TempDir()
+			if err := os.WriteFile(filepath.Join(home, ConfigFile), []byte(tc.toml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := LoadConfig(home)
+			if err == nil {
+				_, err = cfg.Settings(home)
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestTagFilterFromTOML(t *testing.T) {
+	home := t.TempDir()
+	text := "backend = \"ws://[::1]:7000\"\nto_backend = [{ \"#t\" = [\"fleetmesh\"], since = 100 }]\n"
+	if err := os.WriteFile(filepath.Join(home, ConfigFile), []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := cfg.Settings(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := s.ToBackend[0]
+	if f.Since != 100 || len(f.Tags["t"]) != 1 || f.Tags["t"][0] != "fleetmesh" {
+		t.Fatalf("filter %+v", f)
+	}
+}

@@ -1,0 +1,397 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"fleetmesh.org/fleetmesh/boundary"
+	"fleetmesh.org/fleetmesh/nostr"
+	"fleetmesh.org/fleetmesh/relay"
+	"fleetmesh.org/fleetmesh/store"
+)
+
+// Directions, as metric labels.
+const (
+	dirToMesh    = "to_mesh"
+	dirToBackend = "to_backend"
+)
+
+// cursorFlushInterval is how often changed cursors are written.
+const cursorFlushInterval = time.Second
+
+// maxErrorRetries bounds the retries of an event the backend keeps
+// answering "error:" for, so one event cannot stall the queue forever.
+const maxErrorRetries = 8
+
+// liveSub is the subscription id of the backend → mesh live REQ.
+const liveSub = "fleetmesh-gateway-live"
+
+// Options wire a gateway to its node: the mesh side is the node's relay
+// and store, through which events reach the mesh.
+type Options struct {
+	Settings Settings
+	// Home is the node home; the cursors live in it.
+	Home string
+	// Key answers the backend's NIP-42 AUTH.
+	Key      nostr.SecretKey
+	Relay    *relay.Relay
+	Store    *store.Store
+	Policy   *boundary.Policy
+	Registry prometheus.Registerer
+	Log      *slog.Logger
+}
+
+// Gateway carries events between the node and one backend relay.
+type Gateway struct {
+	s      Settings
+	key    nostr.SecretKey
+	relay  *relay.Relay
+	store  *store.Store
+	policy *boundary.Policy
+	log    *slog.Logger
+	m      *metrics
+	state  stateFile
+	saved  Cursors
+
+	in    *watermark
+	out   *watermark
+	queue *queue
+}
+
+// New loads the cursors and registers the gateway's hook on the relay; it
+// must run before the node serves. Run then drives the backend side.
+func New(o Options) (*Gateway, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	m, err := newMetrics(o.Registry)
+	if err != nil {
+		return nil, err
+	}
+	st := stateFile{path: filepath.Join(o.Home, StateFile)}
+	cur, err := st.load()
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{
+		s: o.Settings, key: o.Key, relay: o.Relay, store: o.Store, policy: o.Policy,
+		log: o.Log, m: m, state: st, saved: cur,
+		in:    newWatermark(cur.In),
+		out:   newWatermark(cur.Out),
+		queue: newQueue(o.Settings.QueueSize),
+	}
+	o.Relay.OnStored = append(o.Relay.OnStored, g.onStored)
+	return g, nil
+}
+
+// onStored queues a locally stored event for the backend. Events that came
+// from the backend never go back to it.
+func (g *Gateway) onStored(ev *nostr.Event, from relay.Origin) {
+	if from == relay.FromBackend || !nostr.MatchesAny(g.s.ToBackend, ev) {
+		return
+	}
+	if g.policy.Allow(ev, boundary.ToBackend) != nil {
+		g.m.refused.WithLabelValues(dirToBackend).Inc()
+		return
+	}
+	g.out.add(ev.ID, ev.CreatedAt)
+	queued, full := g.queue.push(ev)
+	switch {
+	case full:
+		g.out.drop(ev.ID, ev.CreatedAt)
+		g.m.dropped.Inc()
+	case !queued:
+		g.out.done(ev.ID) // already queued: one delivery settles it
+	}
+	g.m.backlog.Set(float64(g.queue.len()))
+}
+
+// Run connects to the backend and carries events until ctx ends,
+// reconnecting with capped exponential backoff and jitter whenever the
+// backend is unreachable. It writes the cursors a last time on return.
+func (g *Gateway) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	flushCtx, stopFlush := context.WithCancel(context.Background())
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		g.flushLoop(flushCtx)
+	}()
+	defer func() {
+		stopFlush()
+		wg.Wait()
+		if err := g.flush(); err != nil {
+			g.log.Error("gateway: save cursors", "err", err)
+		}
+	}()
+
+	failures := 0
+	for {
+		healthy, err := g.runSession(ctx)
+		g.m.connected.Set(0)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if healthy {
+			failures = 0
+		}
+		wait := backoff(g.s.RetryMin, g.s.RetryMax, failures)
+		failures++
+		g.log.Warn("gateway: backend unavailable; retrying", "backend", g.s.Backend, "err", err, "in", wait.Round(time.Millisecond))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// backoff is capped exponential backoff with equal jitter: half the step
+// fixed, half random, so gateways that lost one backend do not return in
+// lockstep.
+func backoff(lo, hi time.Duration, failures int) time.Duration {
+	d := lo
+	for i := 0; i < failures && d < hi; i++ {
+		d *= 2
+	}
+	d = min(d, hi)
+	return d/2 + rand.N(d/2+1)
+}
+
+func (g *Gateway) flushLoop(ctx context.Context) {
+	t := time.NewTicker(cursorFlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := g.flush(); err != nil {
+				g.log.Error("gateway: save cursors", "err", err)
+			}
+		}
+	}
+}
+
+// flush persists the cursors if they moved. Only the flush loop and Run's
+// last call write, never at once.
+func (g *Gateway) flush() error {
+	c := Cursors{In: g.in.value(), Out: g.out.value()}
+	if c == g.saved {
+		return nil
+	}
+	if err := g.state.save(c); err != nil {
+		return err
+	}
+	g.saved = c
+	return nil
+}
+
+// runSession runs one connection: the live backend subscription, the
+// catch-up of both directions, then the live queue to the backend. healthy
+// reports that it got as far as a completed catch-up.
+func (g *Gateway) runSession(ctx context.Context) (healthy bool, err error) {
+	ws, err := dialBackend(ctx, g.s.Backend, g.s.PublishTimeout)
+	if err != nil {
+		return false, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	s := newSession(g, ws)
+	live := make(chan *nostr.Event, subBuffer)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		ws.Close()
+		wg.Wait()
+		// Events the reader received but nobody stored are not durable:
+		// release them so the in cursor reflects only the base again.
+		for {
+			select {
+			case ev := <-live:
+				g.in.done(ev.ID)
+			default:
+				return
+			}
+		}
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.read(sctx, live)
+	}()
+	g.m.connected.Set(1)
+	g.log.Info("gateway: connected to the backend", "backend", g.s.Backend)
+
+	liveErr := make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		liveErr <- g.liveIn(sctx, s, live)
+	}()
+
+	work := make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		work <- g.sync(sctx, s, &healthy)
+	}()
+	select {
+	case err = <-liveErr:
+	case err = <-work:
+	case <-s.done:
+		err = fmt.Errorf("%w: %v", errBroken, s.readErr)
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	return healthy, err
+}
+
+// liveIn opens the live backend → mesh subscription (limit 0: only new
+// events; the catch-up covers stored ones) and stores what it delivers.
+func (g *Gateway) liveIn(ctx context.Context, s *session, live <-chan *nostr.Event) error {
+	closed, unsub := s.subscribe(liveSub)
+	defer unsub()
+	filters := make([]any, 0, len(g.s.ToMesh)+2)
+	filters = append(filters, "REQ", liveSub)
+	for _, f := range g.s.ToMesh {
+		f.Limit, f.HasLimit = 0, true
+		filters = append(filters, f)
+	}
+	if err := s.send(frame(filters...)); err != nil {
+		return err
+	}
+	for {
+		select {
+		case ev := <-live:
+			err := g.ingest(ctx, ev)
+			g.in.done(ev.ID)
+			if err != nil {
+				return err
+			}
+		case m := <-closed:
+			if m.Type != msgClosed {
+				continue
+			}
+			if prefix(m.Text) != "auth-required" {
+				return fmt.Errorf("gateway: backend closed the live subscription: %s", m.Text)
+			}
+			if err := s.authenticate(ctx); err != nil {
+				return err
+			}
+			if err := s.send(frame(filters...)); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// ingest stores one backend event on the mesh side if the filters and the
+// policy let it cross. A store failure is returned (the event is not
+// durable, so no cursor may pass it); a bad event is logged and skipped.
+func (g *Gateway) ingest(ctx context.Context, ev *nostr.Event) error {
+	if !nostr.MatchesAny(g.s.ToMesh, ev) {
+		return nil
+	}
+	if g.policy.Allow(ev, boundary.ToMesh) != nil {
+		g.m.refused.WithLabelValues(dirToMesh).Inc()
+		return nil
+	}
+	res, err := g.relay.AddEvent(ctx, ev, relay.FromBackend)
+	if err != nil {
+		if errors.Is(err, nostr.ErrBadID) || errors.Is(err, nostr.ErrBadSignature) || errors.Is(err, nostr.ErrBadPubKey) {
+			g.log.Warn("gateway: backend sent an invalid event", "id", ev.IDHex(), "err", err)
+			return nil
+		}
+		return fmt.Errorf("gateway: store %s from the backend: %w", ev.IDHex(), err)
+	}
+	if res == store.Stored {
+		g.m.carried.WithLabelValues(dirToMesh).Inc()
+	}
+	return nil
+}
+
+// sync catches up both directions, then delivers the live queue,
+// catching up again whenever events were dropped from a full queue.
+func (g *Gateway) sync(ctx context.Context, s *session, healthy *bool) error {
+	if err := g.catchUpIn(ctx, s); err != nil {
+		return err
+	}
+	if err := g.catchUpOut(ctx, s); err != nil {
+		return err
+	}
+	*healthy = true
+	for {
+		if g.out.hasDropped() {
+			if err := g.catchUpOut(ctx, s); err != nil {
+				return err
+			}
+		}
+		ev, err := g.queue.peek(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if err := g.publish(ctx, s, ev); err != nil {
+			return err
+		}
+		g.queue.remove(ev)
+		g.out.done(ev.ID)
+		g.m.backlog.Set(float64(g.queue.len()))
+	}
+}
+
+// publish sends one event to the backend until the backend settles it:
+// OK true (or duplicate) delivers it; blocked/invalid and other final
+// refusals are logged and counted; auth-required authenticates and
+// retries; rate-limited and error back off and retry. It fails only when
+// the connection does, leaving the event pending.
+func (g *Gateway) publish(ctx context.Context, s *session, ev *nostr.Event) error {
+	authTries, retries := 0, 0
+	for {
+		m, err := s.sendEvent(ctx, msgEvent, ev)
+		if err != nil {
+			return err
+		}
+		p := prefix(m.Text)
+		switch {
+		case m.OK || p == "duplicate":
+			g.m.carried.WithLabelValues(dirToBackend).Inc()
+			return nil
+		case p == "auth-required" && authTries < 2:
+			authTries++
+			if err := s.authenticate(ctx); err != nil {
+				return err
+			}
+			continue
+		case p == "rate-limited" || p == "error" && retries < maxErrorRetries:
+			retries++
+			wait := backoff(g.s.RetryMin, g.s.RetryMax, retries)
+			g.log.Info("gateway: backend asked to retry", "id", ev.IDHex(), "message", m.Text, "in", wait.Round(time.Millisecond))
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+			continue
+		}
+		if p == "" {
+			p = "none"
+		}
+		g.m.rejected.WithLabelValues(p).Inc()
+		g.log.Warn("gateway: backend refused an event", "id", ev.IDHex(), "kind", ev.Kind, "message", m.Text)
+		return nil
+	}
+}

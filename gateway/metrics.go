@@ -1,0 +1,54 @@
+package gateway
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	carried   *prometheus.CounterVec // direction
+	refused   *prometheus.CounterVec // direction: by the boundary policy
+	rejected  *prometheus.CounterVec // prefix: OK false from the backend, final
+	connected prometheus.Gauge
+	backlog   prometheus.Gauge
+	dropped   prometheus.Counter
+	catchups  *prometheus.CounterVec // direction, method
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		carried: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleetmesh_gateway_events_carried_total",
+			Help: "Events the gateway carried, by direction (to_mesh: stored locally from the backend; to_backend: acknowledged by the backend).",
+		}, []string{"direction"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleetmesh_gateway_policy_refusals_total",
+			Help: "Events the boundary policy kept from crossing at the gateway, by direction (rules in fleetmesh_boundary_refusals_total).",
+		}, []string{"direction"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleetmesh_gateway_backend_rejections_total",
+			Help: "Events the backend refused for good (OK false), by the message's prefix.",
+		}, []string{"prefix"}),
+		connected: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fleetmesh_gateway_backend_connected",
+			Help: "1 while the gateway holds a working connection to the backend, else 0.",
+		}),
+		backlog: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fleetmesh_gateway_backlog",
+			Help: "Events queued for the backend and not yet acknowledged.",
+		}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fleetmesh_gateway_queue_dropped_total",
+			Help: "Events that found the backend queue full; the next catch-up carries them.",
+		}),
+		catchups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleetmesh_gateway_catchups_total",
+			Help: "Completed catch-ups, by direction and method (negentropy or since).",
+		}, []string{"direction", "method"}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.carried, m.refused, m.rejected, m.connected, m.backlog, m.dropped, m.catchups} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}

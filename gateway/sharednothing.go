@@ -1,0 +1,131 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// ErrShared is the error of every shared-nothing refusal; its message says
+// what is shared and what to change.
+var ErrShared = errors.New("gateway: the mesh side and the backend side share")
+
+// Sides names the files and secrets of both sides that the shared-nothing
+// check compares. Paths should be absolute.
+type Sides struct {
+	Home           string // the gateway's node home
+	MeshKeyFile    string // the node key file
+	MeshSeed       []byte // the node key's 32-byte Ed25519 seed
+	NodeConfigFile string // the node's config.toml
+	StoreDir       string // the node's event store
+	GatewayConfig  string // gateway.toml
+	BackendKeyFile string
+	BackendDataDir string // empty when the backend is elsewhere
+}
+
+// CheckPaths refuses paths the two sides share: a home or store nested
+// with the backend's data directory (either way), the backend key being
+// the mesh key file, a key or config file inside the backend's data, and
+// the gateway and node reading one config file. It runs before the backend
+// key is read or created, so a wrong path never creates a key in the wrong
+// place.
+func CheckPaths(s Sides) error {
+	if s.BackendDataDir != "" {
+		for _, p := range []struct{ name, path string }{
+			{"node home", s.Home},
+			{"event store", s.StoreDir},
+		} {
+			if nested(p.path, s.BackendDataDir) {
+				return fmt.Errorf("%w a directory: the gateway's %s %s and the backend's data directory %s are the same or one contains the other; give the gateway a home of its own outside the backend's data (or fix backend_data_dir in gateway.toml)",
+					ErrShared, p.name, p.path, s.BackendDataDir)
+			}
+		}
+		for _, p := range []struct{ name, path string }{
+			{"backend key file", s.BackendKeyFile},
+			{"mesh key file", s.MeshKeyFile},
+			{"gateway config", s.GatewayConfig},
+			{"node config", s.NodeConfigFile},
+		} {
+			if nested(p.path, s.BackendDataDir) {
+				return fmt.Errorf("%w a file: the gateway's %s %s lies inside the backend's data directory %s; keep the gateway's keys and config in its own home (backend_key_file in gateway.toml)",
+					ErrShared, p.name, p.path, s.BackendDataDir)
+			}
+		}
+	}
+	if samePath(s.BackendKeyFile, s.MeshKeyFile) {
+		return fmt.Errorf("%w a key file: backend_key_file %s is the node's mesh key file %s; point backend_key_file in gateway.toml at a file of its own (the default %q is created for you)",
+			ErrShared, s.BackendKeyFile, s.MeshKeyFile, DefaultBackendKeyFile)
+	}
+	return CheckConfigFiles(s.GatewayConfig, s.NodeConfigFile)
+}
+
+// CheckConfigFiles refuses a gateway.toml that is the node's config file
+// (a symlink or hard link to it).
+func CheckConfigFiles(gatewayConfig, nodeConfig string) error {
+	if samePath(gatewayConfig, nodeConfig) {
+		return fmt.Errorf("%w a config file: %s and the node's %s are the same file; keep gateway.toml a file of its own",
+			ErrShared, gatewayConfig, nodeConfig)
+	}
+	return nil
+}
+
+// CheckSecrets refuses a backend AUTH secret equal to the mesh key's seed:
+// the two identities must not be one secret in two encodings.
+func CheckSecrets(meshSeed, backendSecret []byte) error {
+	if len(meshSeed) > 0 && bytes.Equal(meshSeed, backendSecret) {
+		return fmt.Errorf("%w a secret: the backend AUTH key's 32 bytes are the mesh key's Ed25519 seed; delete the backend key file and let the gateway create a fresh one", ErrShared)
+	}
+	return nil
+}
+
+// nested reports whether a and b are the same directory or one lies
+// inside the other, by cleaned absolute path after resolving symlinks of
+// the parts that exist, and by inode for the same directory.
+func nested(a, b string) bool {
+	ra, rb := resolve(a), resolve(b)
+	if ra == rb || samePath(a, b) {
+		return true
+	}
+	return within(ra, rb) || within(rb, ra)
+}
+
+// within reports whether p lies strictly inside dir.
+func within(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// samePath reports whether a and b name one file: the same resolved path,
+// or the same inode (a hard link or a bind mount).
+func samePath(a, b string) bool {
+	if resolve(a) == resolve(b) {
+		return true
+	}
+	sa, errA := os.Stat(a)
+	sb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(sa, sb)
+}
+
+// resolve makes p absolute and resolves symlinks in its longest existing
+// prefix, keeping the part that does not exist yet.
+func resolve(p string) string {
+	p, err := filepath.Abs(p)
+	if err != nil {
+		return filepath.Clean(p)
+	}
+	rest := ""
+	for cur := p; ; {
+		if r, err := filepath.EvalSymlinks(cur); err == nil {
+			return filepath.Join(r, rest)
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return p
+		}
+		rest = filepath.Join(filepath.Base(cur), rest)
+		cur = parent
+	}
+}

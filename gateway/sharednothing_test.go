@@ -1,0 +1,96 @@
+package gateway
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestCheckPaths(t *testing.T) {
+	root := t.TempDir()
+	home := filepath.Join(root, "home")
+	data := filepath.Join(root, "backend")
+	for _, d := range []string{home, data} {
+		os.MkdirAll(d, 0o700)
+	}
+	os.WriteFile(filepath.Join(home, "node.key"), []byte("k"), 0o600)
+	os.Symlink(data, filepath.Join(root, "backend-link"))
+	os.Symlink(filepath.Join(home, "node.key"), filepath.Join(root, "key-link"))
+	base := Sides{
+		Home:           home,
+		MeshKeyFile:    filepath.Join(home, "node.key"),
+		NodeConfigFile: filepath.Join(home, "config.toml"),
+		StoreDir:       filepath.Join(home, "data"),
+		GatewayConfig:  filepath.Join(home, "gateway.toml"),
+		BackendKeyFile: filepath.Join(home, "backend.key"),
+		BackendDataDir: data,
+	}
+	cases := []struct {
+		name   string
+		change func(s *Sides)
+		shared bool
+	}{
+		{"separate", func(*Sides) {}, false},
+		{"no backend data dir", func(s *Sides) { s.BackendDataDir = "" }, false},
+		{"sibling with a common prefix", func(s *Sides) { s.BackendDataDir = home + "-backend" }, false},
+		{"same dir", func(s *Sides) { s.BackendDataDir = home }, true},
+		{"same dir with a trailing dot", func(s *Sides) { s.BackendDataDir = home + "/." }, true},
+		{"home inside data", func(s *Sides) { s.BackendDataDir = root }, true},
+		{"data inside home", func(s *Sides) { s.BackendDataDir = filepath.Join(home, "khatru") }, true},
+		{"data dir through a symlink", func(s *Sides) { s.Home = filepath.Join(root, "backend-link", "gw") }, true},
+		{"store inside data", func(s *Sides) { s.StoreDir = filepath.Join(data, "events") }, true},
+		{"backend key in data", func(s *Sides) { s.BackendKeyFile = filepath.Join(data, "k") }, true},
+		{"backend key is mesh key", func(s *Sides) { s.BackendKeyFile = s.MeshKeyFile }, true},
+		{"backend key symlinks to mesh key", func(s *Sides) { s.BackendKeyFile = filepath.Join(root, "key-link") }, true},
+		{"config files one path", func(s *Sides) { s.GatewayConfig = s.NodeConfigFile }, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := base
+			tc.change(&s)
+			err := CheckPaths(s)
+			if got := errors.Is(err, ErrShared); got != tc.shared {
+				t.Fatalf("CheckPaths = %v, want shared=%v", err, tc.shared)
+			}
+		})
+	}
+}
+
+func TestCheckSecrets(t *testing.T) {
+	seed := make([]byte, 32)
+	seed[0] = 9
+	if err := CheckSecrets(seed, append([]byte(nil), seed...)); !errors.Is(err, ErrShared) {
+		t.Fatalf("equal secrets: %v", err)
+	}
+	other := append([]byte(nil), seed...)
+	other[31] = 1
+	if err := CheckSecrets(seed, other); err != nil {
+		t.Fatalf("different secrets: %v", err)
+	}
+}
+
+func TestBackendKeyFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "backend.key")
+	k1, s1, err := LoadOrCreateBackendKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.Stat(path)
+	if st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v", st.Mode().Perm())
+	}
+	k2, s2, err := LoadOrCreateBackendKey(path)
+	if err != nil || string(s1) != string(s2) || k1.PubKey() != k2.PubKey() {
+		t.Fatal("the key changed on reload")
+	}
+	os.Chmod(path, 0o644)
+	if _, _, err := LoadOrCreateBackendKey(path); err == nil {
+		t.Fatal("a world-readable key was accepted")
+	}
+	os.Chmod(path, 0o600)
+	os.WriteFile(path, []byte("nothex\n"), 0o600)
+	if _, _, err := LoadOrCreateBackendKey(path); err == nil {
+		t.Fatal("a malformed key was accepted")
+	}
+}
