@@ -68,9 +68,10 @@ func (a *ackLog) snapshot() []string {
 	return out
 }
 
-// publish sends events on one connection until the connection breaks or ctx
-// ends, keeping up to crashInFlight unacknowledged, and logs every OK.
-func publish(ctx context.Context, url string, u *user, acks *ackLog) {
+// publish sends the events next makes on one connection until the
+// connection breaks or ctx ends, keeping up to crashInFlight
+// unacknowledged, and logs every OK.
+func publish(ctx context.Context, url string, next func() (*event, error), acks *ackLog) {
 	c, err := dial(ctx, url)
 	if err != nil {
 		return
@@ -106,7 +107,7 @@ func publish(ctx context.Context, url string, u *user, acks *ackLog) {
 		case <-ctx.Done():
 			return
 		}
-		e, err := u.sign(1, randomContent("crash"), [][]string{{"t", "crash"}})
+		e, err := next()
 		if err != nil {
 			return
 		}

@@ -21,7 +21,9 @@ func publishers(ctx context.Context, t *testing.T, url string, acks *ackLog) (wa
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			publish(ctx, url, u, acks)
+			publish(ctx, url, func() (*event, error) {
+				return u.sign(1, randomContent("crash"), [][]string{{"t", "crash"}})
+			}, acks)
 		}()
 	}
 	return wg.Wait
