@@ -608,7 +608,9 @@ func TestGatewayCorpus(t *testing.T) {
 // so the catch-up uses since windows.
 func TestGatewayBackendOff(t *testing.T) {
 	backend := startBackend(t)
-	home := gwHome(t, "")
+	// A queue smaller than the outage's events: the overflow must be
+	// carried by the catch-up.
+	home := gwHome(t, "queue_size = 8\n")
 	gw := startGateway(t, home, backend)
 	gwWaitMetric(t, gw.url, "fleetmesh_gateway_backend_connected", 1)
 
@@ -628,8 +630,11 @@ func TestGatewayBackendOff(t *testing.T) {
 	gwWaitMetric(t, gw.url, "fleetmesh_gateway_backend_connected", 0)
 	during := notes("mesh while the backend is off", 30)
 	gwMustPublish(t, gw.url, during, true, "") // the node keeps serving its clients
-	if v := gwMetric(t, gw.url, "fleetmesh_gateway_backlog"); v <= 0 {
-		t.Errorf("backlog = %v while the backend is off, want the waiting events", v)
+	if v := gwMetric(t, gw.url, "fleetmesh_gateway_backlog"); v != 8 {
+		t.Errorf("backlog = %v while the backend is off, want the full queue (8)", v)
+	}
+	if v := gwMetric(t, gw.url, "fleetmesh_gateway_queue_dropped_total"); v <= 0 {
+		t.Errorf("queue_dropped_total = %v, want the overflow counted", v)
 	}
 
 	backend.start(t)

@@ -46,10 +46,10 @@ func (g *Gateway) catchUpIn(ctx context.Context, s *session) error {
 	started := time.Now().Unix()
 	method := "negentropy"
 	for i, f := range g.window(g.s.ToMesh, g.in.start()) {
-		err := g.reconcile(ctx, s, fmt.Sprintf("in-%d", i), &f, func(need []negentropy.ID) error {
-			return g.fetch(ctx, s, need)
-		}, nil)
-		if errors.Is(err, errNoNegentropy) || errors.Is(err, negentropy.ErrTooManyRecords) {
+		_, need, err := g.reconcile(ctx, s, fmt.Sprintf("in-%d", i), &f)
+		if err == nil {
+			err = g.fetch(ctx, s, need)
+		} else if fallback(err) {
 			method = "since"
 			err = g.pageIn(ctx, s, f)
 		}
@@ -69,10 +69,10 @@ func (g *Gateway) catchUpOut(ctx context.Context, s *session) error {
 	started := time.Now().Unix()
 	method := "negentropy"
 	for i, f := range g.window(g.s.ToBackend, g.out.start()) {
-		err := g.reconcile(ctx, s, fmt.Sprintf("out-%d", i), &f, nil, func(have []negentropy.ID) error {
-			return g.publishLocal(ctx, s, have)
-		})
-		if errors.Is(err, errNoNegentropy) || errors.Is(err, negentropy.ErrTooManyRecords) {
+		have, _, err := g.reconcile(ctx, s, fmt.Sprintf("out-%d", i), &f)
+		if err == nil {
+			err = g.publishLocal(ctx, s, have)
+		} else if fallback(err) {
 			method = "since"
 			err = g.pageOut(ctx, s, f)
 		}
@@ -86,12 +86,24 @@ func (g *Gateway) catchUpOut(ctx context.Context, s *session) error {
 	return nil
 }
 
+// fallback reports whether a NIP-77 catch-up failed in a way a since-window
+// walk can still cover.
+func fallback(err error) bool {
+	return errors.Is(err, errNoNegentropy) || errors.Is(err, negentropy.ErrTooManyRecords) || errors.Is(err, negentropy.ErrTooManyDifferences)
+}
+
 // reconcile runs NIP-77 over one filter with the local store as the
-// initiator's set, handing each step's need and have ids on.
-func (g *Gateway) reconcile(ctx context.Context, s *session, id string, f *nostr.Filter, onNeed, onHave func([]negentropy.ID) error) error {
+// initiator's set and returns the ids only this side has and the ids only
+// the backend has. They are acted on after the reconciliation ends, so a
+// long fetch never lets the backend's sync session time out; both lists
+// together are bounded by max_sync_records.
+func (g *Gateway) reconcile(ctx context.Context, s *session, id string, f *nostr.Filter) (have, need []negentropy.ID, err error) {
+	if s.noNeg {
+		return nil, nil, errNoNegentropy
+	}
 	items := make([]negentropy.Item, 0, 64)
 	var tooMany bool
-	err := g.store.Query(ctx, f, g.s.MaxSyncRecords+1, func(ev *nostr.Event) bool {
+	err = g.store.Query(ctx, f, g.s.MaxSyncRecords+1, func(ev *nostr.Event) bool {
 		if len(items) == g.s.MaxSyncRecords {
 			tooMany = true
 			return false
@@ -100,79 +112,75 @@ func (g *Gateway) reconcile(ctx context.Context, s *session, id string, f *nostr
 		return true
 	})
 	if err != nil {
-		return fmt.Errorf("gateway: load local events for sync: %w", err)
+		return nil, nil, fmt.Errorf("gateway: load local events for sync: %w", err)
 	}
 	if tooMany {
-		return fmt.Errorf("gateway: %w: more than max_sync_records (%d) local events in the window", negentropy.ErrTooManyRecords, g.s.MaxSyncRecords)
+		return nil, nil, fmt.Errorf("gateway: %w: more than max_sync_records (%d) local events in the window", negentropy.ErrTooManyRecords, g.s.MaxSyncRecords)
 	}
 	vec, err := negentropy.NewVector(items)
 	if err != nil {
-		return fmt.Errorf("gateway: %w", err)
+		return nil, nil, fmt.Errorf("gateway: %w", err)
 	}
-	in, err := negentropy.NewInitiator(vec, negentropy.Config{FrameSizeLimit: negFrameLimit, MaxRecords: g.s.MaxSyncRecords})
+	in, err := negentropy.NewInitiator(vec, negentropy.Config{FrameSizeLimit: negFrameLimit, MaxRecords: g.s.MaxSyncRecords, MaxDifferences: g.s.MaxSyncRecords})
 	if err != nil {
-		return fmt.Errorf("gateway: %w", err)
+		return nil, nil, fmt.Errorf("gateway: %w", err)
 	}
 	first, err := in.Initiate()
 	if err != nil {
-		return fmt.Errorf("gateway: %w", err)
+		return nil, nil, fmt.Errorf("gateway: %w", err)
 	}
 	msgs, unsub := s.subscribe(id)
 	defer unsub()
 	notices, unwatch := s.watchNotices(id)
 	defer unwatch()
 	if err := s.send(frame("NEG-OPEN", id, *f, hex.EncodeToString(first))); err != nil {
-		return err
+		return nil, nil, err
 	}
 	defer s.send(frame("NEG-CLOSE", id))
 	authTried := false
 	for {
 		m, err := g.await(ctx, s, msgs, notices)
+		if errors.Is(err, errNoNegentropy) {
+			s.noNeg = true // silent: do not wait for it again on this connection
+		}
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		switch m.Type {
 		case msgNotice:
-			return fmt.Errorf("%w (it said %q)", errNoNegentropy, m.Text)
+			s.noNeg = true
+			return nil, nil, fmt.Errorf("%w (it said %q)", errNoNegentropy, m.Text)
 		case msgNegErr, msgClosed:
 			if prefix(m.Text) == "auth-required" && !authTried {
 				authTried = true
 				if err := s.authenticate(ctx); err != nil {
-					return err
+					return nil, nil, err
 				}
 				if err := s.send(frame("NEG-OPEN", id, *f, hex.EncodeToString(first))); err != nil {
-					return err
+					return nil, nil, err
 				}
 				continue
 			}
-			return fmt.Errorf("%w (NEG-ERR %q)", errNoNegentropy, m.Text)
+			return nil, nil, fmt.Errorf("%w (NEG-ERR %q)", errNoNegentropy, m.Text)
 		case msgNegMsg:
 		default:
 			continue
 		}
 		msg, err := hex.DecodeString(m.Text)
 		if err != nil {
-			return fmt.Errorf("%w: NEG-MSG is not hex", errBroken)
+			return nil, nil, fmt.Errorf("%w: NEG-MSG is not hex", errBroken)
 		}
 		step, err := in.Reconcile(msg)
 		if err != nil {
-			return fmt.Errorf("gateway: negentropy with the backend: %w", err)
+			return nil, nil, fmt.Errorf("gateway: negentropy with the backend: %w", err)
 		}
-		if onNeed != nil && len(step.Need) > 0 {
-			if err := onNeed(step.Need); err != nil {
-				return err
-			}
-		}
-		if onHave != nil && len(step.Have) > 0 {
-			if err := onHave(step.Have); err != nil {
-				return err
-			}
-		}
+		have = append(have, step.Have...)
+		need = append(need, step.Need...)
 		if step.Done() {
-			return nil
+			return have, need, nil
 		}
 		if err := s.send(frame("NEG-MSG", id, hex.EncodeToString(step.Next))); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
 }

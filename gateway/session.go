@@ -47,6 +47,10 @@ type session struct {
 
 	done    chan struct{} // closed when the reader stops
 	readErr error
+
+	// noNeg is set once the backend showed it does not speak NIP-77; only
+	// the catch-up goroutine reads and writes it.
+	noNeg bool
 }
 
 func dialBackend(ctx context.Context, url string, timeout time.Duration) (*websocket.Conn, error) {
