@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -200,7 +201,7 @@ func (g *Gateway) flush() error {
 // runSession runs one connection: the live backend subscription, the
 // catch-up of both directions, then the live queue to the backend. healthy
 // reports that it got as far as a completed catch-up.
-func (g *Gateway) runSession(ctx context.Context) (healthy bool, err error) {
+func (g *Gateway) runSession(ctx context.Context) (bool, error) {
 	ws, err := dialBackend(ctx, g.s.Backend, g.s.PublishTimeout)
 	if err != nil {
 		return false, err
@@ -214,11 +215,11 @@ func (g *Gateway) runSession(ctx context.Context) (healthy bool, err error) {
 		ws.Close()
 		wg.Wait()
 		// Events the reader received but nobody stored are not durable:
-		// release them so the in cursor reflects only the base again.
+		// the next catch-up must reach back to them.
 		for {
 			select {
 			case ev := <-live:
-				g.in.done(ev.ID)
+				g.in.drop(ev.ID, ev.CreatedAt)
 			default:
 				return
 			}
@@ -239,6 +240,7 @@ func (g *Gateway) runSession(ctx context.Context) (healthy bool, err error) {
 		liveErr <- g.liveIn(sctx, s, live)
 	}()
 
+	var healthy atomic.Bool
 	work := make(chan error, 1)
 	wg.Add(1)
 	go func() {
@@ -253,7 +255,7 @@ func (g *Gateway) runSession(ctx context.Context) (healthy bool, err error) {
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
-	return healthy, err
+	return healthy.Load(), err
 }
 
 // liveIn opens the live backend → mesh subscription (limit 0: only new
@@ -273,11 +275,11 @@ func (g *Gateway) liveIn(ctx context.Context, s *session, live <-chan *nostr.Eve
 	for {
 		select {
 		case ev := <-live:
-			err := g.ingest(ctx, ev)
-			g.in.done(ev.ID)
-			if err != nil {
+			if err := g.ingest(ctx, ev); err != nil {
+				g.in.drop(ev.ID, ev.CreatedAt)
 				return err
 			}
+			g.in.done(ev.ID)
 		case m := <-closed:
 			if m.Type != msgClosed {
 				continue
@@ -324,14 +326,14 @@ func (g *Gateway) ingest(ctx context.Context, ev *nostr.Event) error {
 
 // sync catches up both directions, then delivers the live queue,
 // catching up again whenever events were dropped from a full queue.
-func (g *Gateway) sync(ctx context.Context, s *session, healthy *bool) error {
+func (g *Gateway) sync(ctx context.Context, s *session, healthy *atomic.Bool) error {
 	if err := g.catchUpIn(ctx, s); err != nil {
 		return err
 	}
 	if err := g.catchUpOut(ctx, s); err != nil {
 		return err
 	}
-	*healthy = true
+	healthy.Store(true)
 	for {
 		if g.out.hasDropped() {
 			if err := g.catchUpOut(ctx, s); err != nil {

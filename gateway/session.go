@@ -105,7 +105,7 @@ func (s *session) read(ctx context.Context, live chan<- *nostr.Event) {
 				select {
 				case live <- m.Event:
 				case <-ctx.Done():
-					s.g.in.done(m.Event.ID)
+					s.g.in.drop(m.Event.ID, m.Event.CreatedAt)
 					return
 				}
 				continue
