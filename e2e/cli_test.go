@@ -174,4 +174,19 @@ func TestRunPrintsURLAndDID(t *testing.T) {
 	if err := n.stop(); err != nil {
 		t.Fatalf("SIGTERM: %v", err)
 	}
+	if st, err := os.Stat(filepath.Join(home, "data")); err != nil || !st.IsDir() {
+		t.Errorf("store dir %q (relative to the home) was not created: %v", "data", err)
+	}
+}
+
+func TestIDOnMissingHome(t *testing.T) {
+	needBinary(t)
+	_, errOut, err := cli(t, "id", "--home", filepath.Join(t.TempDir(), "nothing-here"))
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		t.Fatalf("id on a missing home: err %v, want a non-zero exit", err)
+	}
+	if strings.TrimSpace(errOut) == "" {
+		t.Error("no message for a missing home")
+	}
 }

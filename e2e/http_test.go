@@ -39,13 +39,15 @@ func get(t *testing.T, url, accept string) (*http.Response, string) {
 // the relay's port.
 func TestHTTPEndpoints(t *testing.T) {
 	needBinary(t)
-	n := startNode(t, newHome(t, nodeConfig(map[string]string{
+	home := newHome(t, nodeConfig(map[string]string{
 		"name":              `"e2e relay"`,
 		"description":       `"a node under test"`,
 		"max_message_bytes": "50000",
 		"max_subscriptions": "33",
 		"max_limit":         "77",
-	})))
+	}))
+	n := startNode(t, home)
+	self := runID(t, home)
 
 	res, body := get(t, n.httpURL()+"/", "application/nostr+json")
 	if res.StatusCode != http.StatusOK {
@@ -62,12 +64,16 @@ func TestHTTPEndpoints(t *testing.T) {
 		Description   string         `json:"description"`
 		SupportedNIPs []int          `json:"supported_nips"`
 		Limitation    map[string]any `json:"limitation"`
+		Fleetmesh     idOutput       `json:"fleetmesh"`
 	}
 	if err := json.Unmarshal([]byte(body), &info); err != nil {
 		t.Fatalf("NIP-11 body is not JSON: %v\n%s", err, body)
 	}
 	if info.Name != "e2e relay" || info.Description != "a node under test" {
 		t.Errorf("NIP-11 name %q, description %q: not the configured ones", info.Name, info.Description)
+	}
+	if info.Fleetmesh.DID != self.DID || info.Fleetmesh.PeerID != self.PeerID || info.Fleetmesh.Class != self.Class {
+		t.Errorf("NIP-11 fleetmesh object %+v does not name this node %+v", info.Fleetmesh, self)
 	}
 	have := map[int]bool{}
 	for _, nip := range info.SupportedNIPs {
@@ -96,5 +102,22 @@ func TestHTTPEndpoints(t *testing.T) {
 	}
 	if !strings.Contains(res.Header.Get("Content-Type"), "text/plain") {
 		t.Errorf("/metrics Content-Type %q", res.Header.Get("Content-Type"))
+	}
+}
+
+// TestNIP11CORSHeaders checks the three CORS headers NIP-11 requires, so
+// browser clients can read the document.
+func TestNIP11CORSHeaders(t *testing.T) {
+	t.Skip("relay bug: the NIP-11 response sends Access-Control-Allow-Origin only; NIP-11 requires Access-Control-Allow-Headers and Access-Control-Allow-Methods too")
+	needBinary(t)
+	n := startNode(t, newHome(t, nodeConfig(nil)))
+	res, body := get(t, n.httpURL()+"/", "application/nostr+json")
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("NIP-11: status %d: %s", res.StatusCode, body)
+	}
+	for _, h := range []string{"Access-Control-Allow-Origin", "Access-Control-Allow-Headers", "Access-Control-Allow-Methods"} {
+		if res.Header.Get(h) == "" {
+			t.Errorf("NIP-11 response lacks %s", h)
+		}
 	}
 }

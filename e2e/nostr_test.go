@@ -97,6 +97,8 @@ func TestNostrTools(t *testing.T) {
 		{script: "count.mjs"},
 		{script: "malformed.mjs"},
 		{script: "auth.mjs", config: map[string]string{"auth_required_kinds": "[4]"}, options: map[string]any{"authKind": 4}},
+		{script: "auth.mjs", config: map[string]string{"auth_required_kinds": "[4]", "url": `"wss://relay.example.org"`},
+			options: map[string]any{"authKind": 4, "publicURL": "wss://relay.example.org"}},
 		{script: "protected.mjs"},
 		{script: "limits.mjs", config: map[string]string{
 			"max_message_bytes": "16384",
@@ -115,13 +117,22 @@ func TestNostrTools(t *testing.T) {
 		if mode, ok := tc.options["mode"]; ok {
 			name += "-" + mode.(string)
 		}
+		if _, ok := tc.options["publicURL"]; ok {
+			name += "-public-url"
+		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			if tc.bug != "" {
 				t.Skip("relay bug: " + tc.bug)
 			}
 			needNode(t)
-			n := startNode(t, newHome(t, nodeConfig(tc.config)))
+			home := newHome(t, nodeConfig(tc.config))
+			var n *node
+			if _, ok := tc.config["url"]; ok {
+				n = startNodeOnFreePort(t, home)
+			} else {
+				n = startNode(t, home)
+			}
 			runScript(t, n, tc.script, tc.options)
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,16 +92,38 @@ type node struct {
 // is still running.
 func startNode(t *testing.T, home string) *node {
 	t.Helper()
-	n, err := tryStartNode(t, home)
+	n, err := tryStartNode(t, home, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !strings.HasPrefix(n.url, "ws://127.0.0.1:") {
+		t.Fatalf("fleetmesh run printed relay URL %q, want ws://127.0.0.1:PORT\n%s", n.url, n.output())
 	}
 	return n
 }
 
-func tryStartNode(t *testing.T, home string) (*node, error) {
+// startNodeOnFreePort is startNode for a node whose config sets a public
+// relay url, which `run` prints instead of the listen address: it picks a
+// free loopback port itself and connects there.
+func startNodeOnFreePort(t *testing.T, home string) *node {
 	t.Helper()
-	cmd := exec.Command(binary, "run", "--home", home, "--listen", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	n, err := tryStartNode(t, home, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.url = "ws://" + addr
+	return n
+}
+
+func tryStartNode(t *testing.T, home string, listen string) (*node, error) {
+	t.Helper()
+	cmd := exec.Command(binary, "run", "--home", home, "--listen", listen)
 	n := &node{t: t, home: home, cmd: cmd, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = n.stderr
 	pipe, err := cmd.StdoutPipe()
@@ -119,7 +142,7 @@ func tryStartNode(t *testing.T, home string) (*node, error) {
 		for sc.Scan() {
 			line := sc.Text()
 			n.stdout.Write([]byte(line + "\n"))
-			if u, ok := strings.CutPrefix(line, "relay "); ok && strings.HasPrefix(u, "ws://") {
+			if u, ok := strings.CutPrefix(line, "relay "); ok {
 				select {
 				case ready <- strings.TrimSpace(u):
 				default:
@@ -142,7 +165,7 @@ func tryStartNode(t *testing.T, home string) (*node, error) {
 		return nil, fmt.Errorf("fleetmesh run exited before printing its relay URL: %v\n%s", n.err, n.output())
 	case <-time.After(startTimeout):
 		n.kill()
-		return nil, fmt.Errorf("fleetmesh run printed no `relay ws://` line within %s\n%s", startTimeout, n.output())
+		return nil, fmt.Errorf("fleetmesh run printed no `relay URL` line within %s\n%s", startTimeout, n.output())
 	}
 	for _, line := range strings.Split(n.stdout.String(), "\n") {
 		if d, ok := strings.CutPrefix(line, "did "); ok {

@@ -132,4 +132,22 @@ test('events of the configured kind are served only to their author or p-tagged 
   r.close();
 });
 
+if (options.publicURL) {
+  test('AUTH naming the configured public relay URL is accepted', async (t) => {
+    const c = await RawClient.open();
+    const u = newUser();
+    const challenge = await challengeOf(c);
+    t.ok(challenge, 'challenge received on connect');
+    const ev = finalizeEvent({ ...makeAuthEvent(options.publicURL, challenge), created_at: now() }, u.sk);
+    c.send(['AUTH', ev]);
+    const ok = await c.ok(ev.id);
+    t.ok(ok && ok[2] === true, 'OK true for the public URL', ok);
+    const e = u.event({ kind, content: 'after auth by public URL' });
+    c.send(['EVENT', e]);
+    const pub = await c.ok(e.id);
+    t.ok(pub && pub[2] === true, 'then the configured kind can be published', pub);
+    c.close();
+  });
+}
+
 await run();
