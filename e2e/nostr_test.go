@@ -81,6 +81,8 @@ func TestNostrTools(t *testing.T) {
 		"maxFilters":       3,
 		"maxSubscriptions": 5,
 		"maxLimit":         7,
+		"defaultLimit":     5,
+		"maxContentBytes":  3000,
 	}
 	for _, tc := range []struct {
 		script  string
@@ -107,6 +109,8 @@ func TestNostrTools(t *testing.T) {
 			"max_filters":       "3",
 			"max_subscriptions": "5",
 			"max_limit":         "7",
+			"default_limit":     "5",
+			"max_content_bytes": "3000",
 		}, options: limits},
 		{script: "ratelimit.mjs", config: map[string]string{"events_per_second": "1", "events_burst": "3"},
 			options: map[string]any{"mode": "conn", "burst": 3}},

@@ -1,7 +1,7 @@
 // Each configured limit's refusal, and oversized messages that must not
 // disturb anyone else. Limits come from options (the node's config):
-// maxEventBytes, maxTags, maxFilters, maxSubscriptions, maxLimit,
-// maxMessageBytes.
+// maxEventBytes, maxContentBytes, maxTags, maxFilters, maxSubscriptions,
+// maxLimit, defaultLimit, maxMessageBytes.
 import { test, run, options, newUser, now, connect, publish, query, live, pollUntil, expectPrefix, RawClient } from './harness.mjs';
 
 test('event larger than max_event_bytes: OK false invalid:', async (t) => {
@@ -28,6 +28,26 @@ test('more than max_tags tags: OK false invalid:; exactly max_tags is fine', asy
   const at = await publish(relay, u.event({ tags: tags(options.maxTags) }));
   t.ok(at.ok, 'max_tags tags accepted', at);
   relay.close();
+});
+
+test('content longer than max_content_bytes: OK false invalid:', async (t) => {
+  const relay = await connect();
+  const u = newUser();
+  const e = u.event({ content: 'c'.repeat(options.maxContentBytes + 1) });
+  t.ok(JSON.stringify(e).length < options.maxEventBytes, 'the event itself is within max_event_bytes');
+  const r = await publish(relay, e);
+  t.ok(!r.ok, 'OK false', r);
+  expectPrefix(t, r.message, 'invalid:', 'content too long');
+  relay.close();
+});
+
+test('COUNT with more than max_filters filters: CLOSED invalid:', async (t) => {
+  const c = await RawClient.open();
+  c.send(['COUNT', 'cnt', ...Array.from({ length: options.maxFilters + 1 }, (_, i) => ({ kinds: [i] }))]);
+  const m = await c.next((x) => x[1] === 'cnt');
+  t.ok(m && m[0] === 'CLOSED', 'CLOSED', m);
+  if (m && m[0] === 'CLOSED') expectPrefix(t, m[2], 'invalid:', 'COUNT with too many filters');
+  c.close();
 });
 
 test('more than max_filters filters: CLOSED invalid:', async (t) => {
@@ -58,7 +78,7 @@ test('more than max_subscriptions open subscriptions: CLOSED rate-limited: or bl
   c.close();
 });
 
-test('limit is clamped to max_limit', async (t) => {
+test('limit is clamped to max_limit, absent limit is default_limit', async (t) => {
   const relay = await connect();
   const u = newUser();
   const base = now() - 100;
@@ -68,8 +88,11 @@ test('limit is clamped to max_limit', async (t) => {
     evs.push(e);
     t.ok((await publish(relay, e)).ok, 'publish');
   }
+  const newest = [...evs].reverse();
   const got = await query(relay, [{ authors: [u.pk], limit: 1000 }]);
-  t.equal(got.map((e) => e.id), evs.reverse().slice(0, options.maxLimit).map((e) => e.id), 'the max_limit newest');
+  t.equal(got.map((e) => e.id), newest.slice(0, options.maxLimit).map((e) => e.id), 'the max_limit newest');
+  const noLimit = await query(relay, [{ authors: [u.pk] }]);
+  t.equal(noLimit.map((e) => e.id), newest.slice(0, options.defaultLimit).map((e) => e.id), 'no limit: the default_limit newest');
   relay.close();
 });
 
