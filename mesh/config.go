@@ -1,0 +1,247 @@
+package mesh
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// DHTMode says how the node takes part in the Kademlia DHT.
+type DHTMode string
+
+// The DHT modes.
+const (
+	// DHTAuto answers DHT queries only while AutoNAT says the node is
+	// publicly reachable, and is a client otherwise.
+	DHTAuto DHTMode = "auto"
+	// DHTServer always answers DHT queries.
+	DHTServer DHTMode = "server"
+	// DHTClient only asks.
+	DHTClient DHTMode = "client"
+	// DHTOff runs no DHT.
+	DHTOff DHTMode = "off"
+)
+
+// Config is the mesh's configuration, a plain struct the node fills from its
+// TOML file. Zero fields take the defaults of DefaultConfig; Validate says
+// what is wrong with the rest.
+type Config struct {
+	// ListenAddrs are the multiaddrs the host listens on: /tcp, /udp/…/quic-v1
+	// and /tcp/…/ws are understood.
+	ListenAddrs []string
+
+	// ConnLowWater and ConnHighWater are the connection manager's marks:
+	// above the high mark it trims connections down to the low mark. The
+	// mesh also dials remembered peers while below the low mark.
+	ConnLowWater  int
+	ConnHighWater int
+	// ConnGracePeriod protects new connections from trimming.
+	ConnGracePeriod time.Duration
+	// ResourceMaxMemory and ResourceMaxFDs scale the resource manager's
+	// limits (go-libp2p's default scaling); set both or neither. Zero means
+	// an eighth of the machine's memory and half its file descriptor limit,
+	// as go-libp2p's AutoScale does.
+	ResourceMaxMemory int64
+	ResourceMaxFDs    int
+
+	// Bootstrap are multiaddrs ending in /p2p/<peer id>. The code lists no
+	// bootstrap peer of its own: these come only from the operator.
+	Bootstrap []string
+	// MDNS turns on multicast DNS discovery on the local network.
+	MDNS bool
+	// DHT is the node's DHT mode.
+	DHT DHTMode
+	// DisableTopicDiscovery stops GossipSub from advertising and looking up
+	// the peers of its shards in the DHT. With it on (the default), a node
+	// finds the other subscribers of its shards beyond its direct peers.
+	DisableTopicDiscovery bool
+	// RedialBackoff is how long a remembered peer that could not be dialled
+	// is left alone.
+	RedialBackoff time.Duration
+	// AddrBookDir is where the address book is persisted; empty keeps it in
+	// memory only.
+	AddrBookDir string
+	// AddrBookMaxPeers bounds the address book.
+	AddrBookMaxPeers int
+	// AddrBookSaveInterval is how often a changed address book is written.
+	AddrBookSaveInterval time.Duration
+	// ReconnectPeers is how many remembered peers are dialled at once when
+	// the node has fewer than ConnLowWater connections.
+	ReconnectPeers int
+	// DialTimeout bounds one dial.
+	DialTimeout time.Duration
+	// MaintainInterval is how often the mesh checks its connection count,
+	// dials remembered peers if it is low and runs a peer exchange round.
+	MaintainInterval time.Duration
+
+	// MaxMessageBytes bounds one GossipSub message (one event's JSON).
+	MaxMessageBytes int
+	// SubscriptionBuffer bounds the events queued per subscribed shard
+	// between GossipSub and the Sink; beyond it GossipSub drops and counts.
+	SubscriptionBuffer int
+	// MaxReasons bounds the distinct refusal reasons counted separately;
+	// further reasons are counted under ReasonOther.
+	MaxReasons int
+
+	// PEXMaxDescriptors bounds the descriptors sent or accepted in one
+	// peer exchange message.
+	PEXMaxDescriptors int
+	// PEXMaxDescriptorBytes bounds one signed descriptor.
+	PEXMaxDescriptorBytes int
+	// PEXKnownMax bounds the verified descriptors the node keeps to pass on.
+	PEXKnownMax int
+	// PEXTimeout bounds one exchange.
+	PEXTimeout time.Duration
+	// PEXConcurrency bounds exchanges running at once.
+	PEXConcurrency int
+}
+
+// DefaultConfig returns the defaults: listen on all interfaces on port 4001
+// (TCP and QUIC) and 4002 (WebSocket), DHT in auto mode, no mDNS, no
+// bootstrap peers.
+func DefaultConfig() Config {
+	return Config{
+		ListenAddrs: []string{
+			"/ip4/0.0.0.0/tcp/4001",
+			"/ip6/::/tcp/4001",
+			"/ip4/0.0.0.0/udp/4001/quic-v1",
+			"/ip6/::/udp/4001/quic-v1",
+			"/ip4/0.0.0.0/tcp/4002/ws",
+			"/ip6/::/tcp/4002/ws",
+		},
+		ConnLowWater:          64,
+		ConnHighWater:         192,
+		ConnGracePeriod:       time.Minute,
+		DHT:                   DHTAuto,
+		AddrBookMaxPeers:      1024,
+		AddrBookSaveInterval:  time.Minute,
+		ReconnectPeers:        16,
+		DialTimeout:           10 * time.Second,
+		RedialBackoff:         5 * time.Minute,
+		MaintainInterval:      30 * time.Second,
+		MaxMessageBytes:       256 << 10,
+		SubscriptionBuffer:    1024,
+		MaxReasons:            64,
+		PEXMaxDescriptors:     32,
+		PEXMaxDescriptorBytes: 16 << 10,
+		PEXKnownMax:           1024,
+		PEXTimeout:            10 * time.Second,
+		PEXConcurrency:        4,
+	}
+}
+
+// withDefaults returns c with every zero field set from DefaultConfig.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.ListenAddrs == nil {
+		c.ListenAddrs = d.ListenAddrs
+	}
+	setInt(&c.ConnLowWater, d.ConnLowWater)
+	setInt(&c.ConnHighWater, d.ConnHighWater)
+	setDur(&c.ConnGracePeriod, d.ConnGracePeriod)
+	if c.DHT == "" {
+		c.DHT = d.DHT
+	}
+	setInt(&c.AddrBookMaxPeers, d.AddrBookMaxPeers)
+	setDur(&c.AddrBookSaveInterval, d.AddrBookSaveInterval)
+	setInt(&c.ReconnectPeers, d.ReconnectPeers)
+	setDur(&c.DialTimeout, d.DialTimeout)
+	setDur(&c.RedialBackoff, d.RedialBackoff)
+	setDur(&c.MaintainInterval, d.MaintainInterval)
+	setInt(&c.MaxMessageBytes, d.MaxMessageBytes)
+	setInt(&c.SubscriptionBuffer, d.SubscriptionBuffer)
+	setInt(&c.MaxReasons, d.MaxReasons)
+	setInt(&c.PEXMaxDescriptors, d.PEXMaxDescriptors)
+	setInt(&c.PEXMaxDescriptorBytes, d.PEXMaxDescriptorBytes)
+	setInt(&c.PEXKnownMax, d.PEXKnownMax)
+	setDur(&c.PEXTimeout, d.PEXTimeout)
+	setInt(&c.PEXConcurrency, d.PEXConcurrency)
+	return c
+}
+
+func setInt(v *int, d int) {
+	if *v == 0 {
+		*v = d
+	}
+}
+
+func setDur(v *time.Duration, d time.Duration) {
+	if *v == 0 {
+		*v = d
+	}
+}
+
+// Validate reports the first thing wrong with c (after defaults).
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	for _, s := range c.ListenAddrs {
+		if _, err := ma.NewMultiaddr(s); err != nil {
+			return fmt.Errorf("mesh: listen address %q: %w", s, err)
+		}
+	}
+	if _, err := c.bootstrapPeers(); err != nil {
+		return err
+	}
+	switch c.DHT {
+	case DHTAuto, DHTServer, DHTClient, DHTOff:
+	default:
+		return fmt.Errorf("mesh: DHT mode %q: want auto, server, client or off", c.DHT)
+	}
+	positive := []struct {
+		name string
+		v    int64
+	}{
+		{"ConnLowWater", int64(c.ConnLowWater)},
+		{"ConnHighWater", int64(c.ConnHighWater)},
+		{"ConnGracePeriod", int64(c.ConnGracePeriod)},
+		{"AddrBookMaxPeers", int64(c.AddrBookMaxPeers)},
+		{"AddrBookSaveInterval", int64(c.AddrBookSaveInterval)},
+		{"ReconnectPeers", int64(c.ReconnectPeers)},
+		{"DialTimeout", int64(c.DialTimeout)},
+		{"RedialBackoff", int64(c.RedialBackoff)},
+		{"MaintainInterval", int64(c.MaintainInterval)},
+		{"MaxMessageBytes", int64(c.MaxMessageBytes)},
+		{"SubscriptionBuffer", int64(c.SubscriptionBuffer)},
+		{"MaxReasons", int64(c.MaxReasons)},
+		{"PEXMaxDescriptors", int64(c.PEXMaxDescriptors)},
+		{"PEXMaxDescriptorBytes", int64(c.PEXMaxDescriptorBytes)},
+		{"PEXKnownMax", int64(c.PEXKnownMax)},
+		{"PEXTimeout", int64(c.PEXTimeout)},
+		{"PEXConcurrency", int64(c.PEXConcurrency)},
+	}
+	for _, p := range positive {
+		if p.v < 0 {
+			return fmt.Errorf("mesh: %s is negative", p.name)
+		}
+	}
+	if c.ConnLowWater > c.ConnHighWater {
+		return fmt.Errorf("mesh: ConnLowWater %d is above ConnHighWater %d", c.ConnLowWater, c.ConnHighWater)
+	}
+	if c.ResourceMaxMemory < 0 || c.ResourceMaxFDs < 0 {
+		return errors.New("mesh: resource limits are negative")
+	}
+	if (c.ResourceMaxMemory == 0) != (c.ResourceMaxFDs == 0) {
+		return errors.New("mesh: set both ResourceMaxMemory and ResourceMaxFDs, or neither")
+	}
+	return nil
+}
+
+// bootstrapPeers parses Bootstrap, merging addresses of the same peer.
+func (c Config) bootstrapPeers() ([]peer.AddrInfo, error) {
+	var addrs []ma.Multiaddr
+	for _, s := range c.Bootstrap {
+		a, err := ma.NewMultiaddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("mesh: bootstrap address %q: %w", s, err)
+		}
+		addrs = append(addrs, a)
+	}
+	infos, err := peer.AddrInfosFromP2pAddrs(addrs...)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: bootstrap addresses must end in /p2p/<peer id>: %w", err)
+	}
+	return infos, nil
+}

@@ -1,0 +1,245 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/event"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
+	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
+)
+
+// MDNSServiceName is the DNS-SD service name fleetmesh nodes announce on a
+// LAN.
+const MDNSServiceName = "_fleetmesh._udp"
+
+// discovery keeps the node connected: it dials bootstrap peers and
+// remembered peers while the node has fewer than Config.ConnLowWater
+// connections, feeds the address book from identify, runs mDNS, and starts
+// peer exchanges.
+type discovery struct {
+	m    *Mesh
+	mdns mdns.Service
+	sub  event.Subscription
+	wake chan struct{}
+
+	mu     sync.Mutex
+	failed map[peer.ID]time.Time
+}
+
+func newDiscovery(m *Mesh) (*discovery, error) {
+	d := &discovery{m: m, wake: make(chan struct{}, 1), failed: make(map[peer.ID]time.Time)}
+	for _, b := range m.boot {
+		m.h.Peerstore().AddAddrs(b.ID, b.Addrs, peerstore.PermanentAddrTTL)
+	}
+	sub, err := m.h.EventBus().Subscribe(new(event.EvtPeerIdentificationCompleted))
+	if err != nil {
+		return nil, err
+	}
+	d.sub = sub
+	m.goroutine(d.identified)
+	m.goroutine(d.maintain)
+	if m.cfg.AddrBookDir != "" {
+		m.goroutine(d.saveLoop)
+	}
+	if m.cfg.MDNS {
+		d.mdns = mdns.NewMdnsService(m.h, MDNSServiceName, d)
+		if err := d.mdns.Start(); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// HandlePeerFound is mDNS's callback for a peer on the LAN.
+func (d *discovery) HandlePeerFound(pi peer.AddrInfo) {
+	if pi.ID == d.m.h.ID() {
+		return
+	}
+	d.m.h.Peerstore().AddAddrs(pi.ID, pi.Addrs, peerstore.TempAddrTTL)
+	d.m.book.Observe(pi.ID, pi.Addrs, time.Time{})
+	d.m.wakeMaintainer()
+}
+
+// identified records every identified peer's listen addresses in the
+// address book and starts a peer exchange with peers that speak it.
+func (d *discovery) identified(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-d.sub.Out():
+			if !ok {
+				return
+			}
+			ev := e.(event.EvtPeerIdentificationCompleted)
+			d.m.book.Observe(ev.Peer, ev.ListenAddrs, time.Now())
+			d.mu.Lock()
+			delete(d.failed, ev.Peer)
+			d.mu.Unlock()
+			if d.m.pex != nil && slices.Contains(ev.Protocols, PEXProtocol) {
+				d.m.pex.tryExchange(ev.Peer)
+			}
+		}
+	}
+}
+
+// wakeMaintainer asks the maintainer for a round now rather than at its
+// next tick.
+func (m *Mesh) wakeMaintainer() {
+	if m.disc == nil {
+		return
+	}
+	select {
+	case m.disc.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (d *discovery) maintain(ctx context.Context) {
+	t := time.NewTicker(d.m.cfg.MaintainInterval)
+	defer t.Stop()
+	for {
+		d.round(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-d.wake:
+		}
+	}
+}
+
+// round dials peers while below the low water mark, then runs a peer
+// exchange with one random connected peer.
+func (d *discovery) round(ctx context.Context) {
+	h := d.m.h
+	if need := d.m.cfg.ConnLowWater - len(h.Network().Peers()); need > 0 {
+		d.dial(ctx, d.candidates(min(need, d.m.cfg.ReconnectPeers)))
+	}
+	if d.m.pex != nil {
+		var speakers []peer.ID
+		for _, p := range h.Network().Peers() {
+			if ok, _ := h.Peerstore().SupportsProtocols(p, PEXProtocol); len(ok) > 0 {
+				speakers = append(speakers, p)
+			}
+		}
+		if len(speakers) > 0 {
+			d.m.pex.tryExchange(speakers[rand.IntN(len(speakers))])
+		}
+	}
+}
+
+// candidates returns up to n peers to dial: bootstrap peers first, then
+// remembered peers, most recently seen first, skipping connected peers and
+// peers that failed within Config.RedialBackoff.
+func (d *discovery) candidates(n int) []peer.AddrInfo {
+	h := d.m.h
+	now := time.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for p, at := range d.failed {
+		if now.Sub(at) > d.m.cfg.RedialBackoff {
+			delete(d.failed, p)
+		}
+	}
+	var out []peer.AddrInfo
+	take := func(pi peer.AddrInfo) {
+		if len(out) >= n || pi.ID == h.ID() || h.Network().Connectedness(pi.ID) == network.Connected {
+			return
+		}
+		if _, bad := d.failed[pi.ID]; bad {
+			return
+		}
+		for _, o := range out {
+			if o.ID == pi.ID {
+				return
+			}
+		}
+		out = append(out, pi)
+	}
+	for _, b := range d.m.boot {
+		take(b)
+	}
+	for _, e := range d.m.book.Recent(0) {
+		if len(out) >= n {
+			break
+		}
+		take(peer.AddrInfo{ID: e.ID, Addrs: e.Addrs})
+	}
+	return out
+}
+
+// dial connects to peers in parallel and waits for all the attempts.
+func (d *discovery) dial(ctx context.Context, peers []peer.AddrInfo) {
+	var wg sync.WaitGroup
+	for _, pi := range peers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dctx, cancel := context.WithTimeout(ctx, d.m.cfg.DialTimeout)
+			defer cancel()
+			if err := d.m.h.Connect(dctx, pi); err != nil {
+				if ctx.Err() == nil {
+					d.mu.Lock()
+					d.failed[pi.ID] = time.Now()
+					d.mu.Unlock()
+				}
+				d.m.log.Debug("dial failed", "peer", pi.ID, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// saveLoop refreshes connected peers' last-seen time and saves the address
+// book every Config.AddrBookSaveInterval.
+func (d *discovery) saveLoop(ctx context.Context) {
+	t := time.NewTicker(d.m.cfg.AddrBookSaveInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			d.touchConnected()
+			if err := d.m.book.Save(); err != nil {
+				d.m.log.Warn("saving the address book failed", "err", err)
+			}
+		}
+	}
+}
+
+func (d *discovery) touchConnected() {
+	now := time.Now()
+	for _, p := range d.m.h.Network().Peers() {
+		d.m.book.Observe(p, nil, now)
+	}
+}
+
+// knownPeers is the DHT's source of peers to bootstrap from when its
+// routing table is empty: the configured bootstrap peers and the most
+// recently seen remembered ones.
+func (m *Mesh) knownPeers() []peer.AddrInfo {
+	out := append([]peer.AddrInfo(nil), m.boot...)
+	for _, e := range m.book.Recent(m.cfg.ReconnectPeers) {
+		out = append(out, peer.AddrInfo{ID: e.ID, Addrs: e.Addrs})
+	}
+	return out
+}
+
+func (d *discovery) close() error {
+	d.touchConnected()
+	var errs []error
+	errs = append(errs, d.sub.Close())
+	if d.mdns != nil {
+		errs = append(errs, d.mdns.Close())
+	}
+	return errors.Join(errs...)
+}

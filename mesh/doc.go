@@ -1,0 +1,35 @@
+// Package mesh is a fleetmesh node's part of the mesh: its libp2p host (on
+// the node's own Ed25519 key, so PeerID and DID name one key), discovery of
+// other nodes with no hardwired host, and live replication of Nostr events
+// between nodes over GossipSub.
+//
+// Discovery: bootstrap peers come only from Config (this code names none);
+// mDNS on a LAN when enabled; a Kademlia DHT under the protocol prefix
+// /fleetmesh, which is also how GossipSub finds the other subscribers of a
+// shard; peer exchange of signed node descriptors over PEXProtocol; and an
+// address book (package mesh/addrbook) persisted in the node home, so that a
+// restarted node reconnects with no bootstrap at all. spec/mesh-discovery.md
+// specifies peer exchange and the address book.
+//
+// Replication: events travel on GossipSub topics sharded by author
+// (spec/mesh-topics.md), so a node's traffic grows with the shards it
+// subscribes to, not with all traffic in the mesh. Every message is one
+// event's canonical NIP-01 JSON; a validator rejects what is malformed, not
+// canonical, on the wrong shard, ephemeral or badly signed, and drops what
+// the node's replication Policy refuses. Every event published passes the
+// same Policy first. Refusals are counted (Stats). Received events go to the
+// node's Sink.
+//
+// What is hand-written here and why: the topic scheme, the validator and the
+// score parameters are fleetmesh's own rules on top of go-libp2p-pubsub; the
+// peer exchange protocol is new because libp2p has no standard one that
+// carries signed application descriptors (GossipSub's PX carries only
+// signed peer records, and only on PRUNE); the address book because
+// go-libp2p's peerstore is not persisted. Transport, security, muxing,
+// resource limits, the DHT, mDNS and GossipSub itself are go-libp2p's.
+//
+// It is not the event store, the relay, or anti-entropy: it does not keep
+// events, answer REQs or reconcile sets. Those build on it (the store is the
+// Sink; anti-entropy will run per shard over its own stream protocol on this
+// host). It does not decide what may cross the boundary: the Policy does.
+package mesh

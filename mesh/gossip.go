@@ -1,0 +1,193 @@
+package mesh
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"net"
+	"time"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	pb "github.com/libp2p/go-libp2p-pubsub/pb"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"google.golang.org/protobuf/proto"
+
+	"fleetmesh.org/fleetmesh/nostr"
+)
+
+// messageID names a GossipSub message by the SHA-256 of its data. Messages
+// carry no author and no signature (the event inside is signed by its
+// author), and the data must be the event's canonical JSON, so one event has
+// one message id wherever it is published.
+func messageID(m *pb.Message) string {
+	h := sha256.Sum256(m.GetData())
+	return string(h[:])
+}
+
+// Peer score thresholds (spec/mesh-topics.md, "Peer scoring"). A peer whose
+// score falls below gossipThreshold gets no gossip from us, below
+// publishThreshold none of our own messages, below graylistThreshold we
+// ignore it altogether. The gaps are wide enough that one or two invalid
+// messages (weight invalidWeight each, squared) push a peer past gossip but
+// a sustained stream is needed to graylist it.
+const (
+	gossipThreshold             = -100
+	publishThreshold            = -200
+	graylistThreshold           = -400
+	acceptPXThreshold           = 10
+	opportunisticGraftThreshold = 2
+	invalidWeight               = -50
+	topicScoreCap               = 50
+)
+
+func peerScoreThresholds() *pubsub.PeerScoreThresholds {
+	return &pubsub.PeerScoreThresholds{
+		GossipThreshold:             gossipThreshold,
+		PublishThreshold:            publishThreshold,
+		GraylistThreshold:           graylistThreshold,
+		AcceptPXThreshold:           acceptPXThreshold,
+		OpportunisticGraftThreshold: opportunisticGraftThreshold,
+	}
+}
+
+// loopbackNets are exempt from the IP colocation penalty: many nodes on one
+// machine is how tests and local development run, never how strangers
+// attack.
+func loopbackNets() []*net.IPNet {
+	_, v4, _ := net.ParseCIDR("127.0.0.0/8")
+	_, v6, _ := net.ParseCIDR("::1/128")
+	return []*net.IPNet{v4, v6}
+}
+
+func peerScoreParams() *pubsub.PeerScoreParams {
+	return &pubsub.PeerScoreParams{
+		Topics:        map[string]*pubsub.TopicScoreParams{},
+		TopicScoreCap: topicScoreCap,
+		// Standing (from verified receipts) will feed this; until then every
+		// peer starts equal.
+		AppSpecificScore:            func(peer.ID) float64 { return 0 },
+		AppSpecificWeight:           1,
+		IPColocationFactorWeight:    -5,
+		IPColocationFactorThreshold: 8,
+		IPColocationFactorWhitelist: loopbackNets(),
+		BehaviourPenaltyWeight:      -10,
+		BehaviourPenaltyThreshold:   6,
+		BehaviourPenaltyDecay:       pubsub.ScoreParameterDecay(10 * time.Minute),
+		DecayInterval:               time.Second,
+		DecayToZero:                 0.01,
+		RetainScore:                 10 * time.Minute,
+	}
+}
+
+// topicScoreParams are the same for every shard. Mesh message delivery
+// rates (P3) are off: a shard's traffic follows its authors' activity and is
+// often silent for minutes, which P3 would read as a peer withholding
+// messages.
+func topicScoreParams() *pubsub.TopicScoreParams {
+	return &pubsub.TopicScoreParams{
+		TopicWeight:                     1,
+		TimeInMeshWeight:                0.01,
+		TimeInMeshQuantum:               time.Second,
+		TimeInMeshCap:                   300,
+		FirstMessageDeliveriesWeight:    1,
+		FirstMessageDeliveriesDecay:     pubsub.ScoreParameterDecay(10 * time.Minute),
+		FirstMessageDeliveriesCap:       20,
+		InvalidMessageDeliveriesWeight:  invalidWeight,
+		InvalidMessageDeliveriesDecay:   pubsub.ScoreParameterDecay(time.Hour),
+		MeshMessageDeliveriesWeight:     0,
+		MeshFailurePenaltyWeight:        0,
+		MeshMessageDeliveriesDecay:      0,
+		MeshMessageDeliveriesThreshold:  0,
+		MeshMessageDeliveriesCap:        0,
+		MeshMessageDeliveriesActivation: 0,
+		MeshMessageDeliveriesWindow:     0,
+	}
+}
+
+// validate is the GossipSub validator of every event topic. It rejects
+// (and so penalises the forwarding peer for) anything malformed, not in
+// canonical form, on the wrong shard, ephemeral or badly signed, and ignores
+// (drops without penalty) what the Policy refuses: another node may run a
+// different policy in good faith.
+func (m *Mesh) validate(_ context.Context, _ peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
+	if msg.Local {
+		// Publish checked it and passed the decoded event along.
+		if _, ok := msg.ValidatorData.(*nostr.Event); ok {
+			return pubsub.ValidationAccept
+		}
+		return pubsub.ValidationReject
+	}
+	shard, err := ParseTopic(msg.GetTopic())
+	if err != nil {
+		m.stats.invalid(InvalidBadTopic)
+		return pubsub.ValidationReject
+	}
+	data := msg.GetData()
+	if len(data) > m.cfg.MaxMessageBytes {
+		m.stats.invalid(InvalidTooLarge)
+		return pubsub.ValidationReject
+	}
+	ev := new(nostr.Event)
+	if err := ev.UnmarshalJSON(data); err != nil {
+		m.stats.invalid(InvalidMalformed)
+		return pubsub.ValidationReject
+	}
+	if !bytes.Equal(ev.AppendJSON(make([]byte, 0, len(data))), data) {
+		m.stats.invalid(InvalidNotCanonical)
+		return pubsub.ValidationReject
+	}
+	if ShardOf(ev.PubKey) != shard {
+		m.stats.invalid(InvalidWrongShard)
+		return pubsub.ValidationReject
+	}
+	if nostr.ClassOf(ev.Kind) == nostr.Ephemeral {
+		m.stats.invalid(InvalidEphemeral)
+		return pubsub.ValidationReject
+	}
+	if err := ev.Verify(); err != nil {
+		m.stats.invalid(InvalidBadSignature)
+		return pubsub.ValidationReject
+	}
+	if ok, reason := m.policy(ev); !ok {
+		m.stats.refused(Inbound, reason)
+		return pubsub.ValidationIgnore
+	}
+	msg.ValidatorData = ev
+	return pubsub.ValidationAccept
+}
+
+// rpcTracer counts GossipSub traffic and drops for Stats.
+type rpcTracer struct{ c *counters }
+
+var _ pubsub.RawTracer = rpcTracer{}
+
+// SendRPCCompleted counts an RPC once it is written to the stream, so
+// RPCs dropped from a full queue are not counted as sent.
+func (t rpcTracer) SendRPCCompleted(rpc *pubsub.RPC, _ peer.ID, _ time.Duration) {
+	n := uint64(proto.Size(&rpc.RPC))
+	t.c.add(func(s *Stats) { s.RPCBytesSent += n })
+}
+
+func (t rpcTracer) RecvRPC(rpc *pubsub.RPC) {
+	n := uint64(proto.Size(&rpc.RPC))
+	t.c.add(func(s *Stats) { s.RPCBytesReceived += n })
+}
+
+func (t rpcTracer) UndeliverableMessage(*pubsub.Message) {
+	t.c.add(func(s *Stats) { s.Dropped++ })
+}
+
+func (rpcTracer) OnNewOutboundStream(peer.ID, protocol.ID) {}
+func (rpcTracer) OnClosedOutboundStream(peer.ID)           {}
+func (rpcTracer) Join(string)                              {}
+func (rpcTracer) Leave(string)                             {}
+func (rpcTracer) Graft(peer.ID, string)                    {}
+func (rpcTracer) Prune(peer.ID, string)                    {}
+func (rpcTracer) ValidateMessage(*pubsub.Message)          {}
+func (rpcTracer) DeliverMessage(*pubsub.Message)           {}
+func (rpcTracer) RejectMessage(*pubsub.Message, string)    {}
+func (rpcTracer) DuplicateMessage(*pubsub.Message)         {}
+func (rpcTracer) ThrottlePeer(peer.ID)                     {}
+func (rpcTracer) SendRPC(*pubsub.RPC, peer.ID)             {}
+func (rpcTracer) DropRPC(*pubsub.RPC, peer.ID)             {}

@@ -1,0 +1,263 @@
+package mesh
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// PEXProtocol is the stream protocol of peer exchange (spec/mesh-discovery.md).
+const PEXProtocol protocol.ID = "/fleetmesh/pex/1.0.0"
+
+// DescriptorInfo is what the mesh needs from a verified node descriptor:
+// whose it is, where that node can be reached, its sequence number and when
+// it stops being valid.
+type DescriptorInfo struct {
+	ID      peer.ID
+	Addrs   []ma.Multiaddr
+	Seq     uint64
+	Expires time.Time
+}
+
+// DescriptorVerifier checks a signed node descriptor (opaque to the mesh)
+// and returns what it says. It must refuse descriptors that are not signed
+// by the key of the node they describe, and expired ones; it may refuse
+// replays of older sequence numbers. It must be safe for concurrent use.
+type DescriptorVerifier func(raw []byte) (DescriptorInfo, error)
+
+type knownDescriptor struct {
+	raw  []byte
+	sum  [32]byte
+	info DescriptorInfo
+}
+
+// pex runs peer exchange: it keeps this node's own signed descriptor and a
+// bounded table of verified descriptors of others, and swaps them with
+// peers over PEXProtocol.
+type pex struct {
+	m      *Mesh
+	verify DescriptorVerifier
+	sem    chan struct{}
+
+	mu    sync.Mutex
+	self  []byte
+	known map[peer.ID]*knownDescriptor
+	sums  map[[32]byte]bool
+}
+
+func newPEX(m *Mesh, verify DescriptorVerifier) *pex {
+	return &pex{
+		m:      m,
+		verify: verify,
+		sem:    make(chan struct{}, m.cfg.PEXConcurrency),
+		known:  make(map[peer.ID]*knownDescriptor),
+		sums:   make(map[[32]byte]bool),
+	}
+}
+
+// setSelf sets this node's own descriptor after checking it verifies and
+// names this node.
+func (p *pex) setSelf(raw []byte) error {
+	if len(raw) == 0 || len(raw) > p.m.cfg.PEXMaxDescriptorBytes {
+		return fmt.Errorf("mesh: own descriptor is %d bytes, want 1 to %d", len(raw), p.m.cfg.PEXMaxDescriptorBytes)
+	}
+	info, err := p.verify(raw)
+	if err != nil {
+		return fmt.Errorf("mesh: own descriptor: %w", err)
+	}
+	if info.ID != p.m.h.ID() {
+		return fmt.Errorf("mesh: own descriptor names %s, this node is %s", info.ID, p.m.h.ID())
+	}
+	p.mu.Lock()
+	p.self = bytes.Clone(raw)
+	p.mu.Unlock()
+	return nil
+}
+
+// handle answers an exchange a peer started: read its message, answer with
+// ours.
+func (p *pex) handle(s network.Stream) {
+	defer s.Close()
+	if err := s.SetDeadline(time.Now().Add(p.m.cfg.PEXTimeout)); err != nil {
+		s.Reset()
+		return
+	}
+	remote := s.Conn().RemotePeer()
+	got, err := readPEXMessage(bufio.NewReader(s), p.m.cfg.PEXMaxDescriptors, p.m.cfg.PEXMaxDescriptorBytes)
+	if err != nil {
+		s.Reset()
+		return
+	}
+	p.accept(got)
+	if _, err := s.Write(appendPEXMessage(nil, p.offer(remote))); err != nil {
+		s.Reset()
+	}
+}
+
+// exchange swaps descriptors with id. It returns how many new or newer
+// descriptors it learnt.
+func (p *pex) exchange(ctx context.Context, id peer.ID) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.m.cfg.PEXTimeout)
+	defer cancel()
+	s, err := p.m.h.NewStream(ctx, id, PEXProtocol)
+	if err != nil {
+		return 0, fmt.Errorf("mesh: peer exchange with %s: %w", id, err)
+	}
+	defer s.Close()
+	deadline, _ := ctx.Deadline()
+	if err := s.SetDeadline(deadline); err != nil {
+		s.Reset()
+		return 0, fmt.Errorf("mesh: peer exchange with %s: %w", id, err)
+	}
+	if _, err := s.Write(appendPEXMessage(nil, p.offer(id))); err != nil {
+		s.Reset()
+		return 0, fmt.Errorf("mesh: peer exchange with %s: %w", id, err)
+	}
+	if err := s.CloseWrite(); err != nil {
+		s.Reset()
+		return 0, fmt.Errorf("mesh: peer exchange with %s: %w", id, err)
+	}
+	got, err := readPEXMessage(bufio.NewReader(s), p.m.cfg.PEXMaxDescriptors, p.m.cfg.PEXMaxDescriptorBytes)
+	if err != nil {
+		s.Reset()
+		return 0, fmt.Errorf("mesh: peer exchange with %s: %w", id, err)
+	}
+	return p.accept(got), nil
+}
+
+// tryExchange runs an exchange with id in the background unless
+// PEXConcurrency exchanges are already running.
+func (p *pex) tryExchange(id peer.ID) {
+	select {
+	case p.sem <- struct{}{}:
+	default:
+		return
+	}
+	p.m.goroutine(func(ctx context.Context) {
+		defer func() { <-p.sem }()
+		n, err := p.exchange(ctx, id)
+		if err != nil {
+			p.m.log.Debug("peer exchange failed", "peer", id, "err", err)
+			return
+		}
+		if n > 0 {
+			p.m.wakeMaintainer()
+		}
+	})
+}
+
+// offer picks what to send to remote: our own descriptor first, then a
+// random sample of the others we know, never remote's own.
+func (p *pex) offer(remote peer.ID) [][]byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	out := make([][]byte, 0, p.m.cfg.PEXMaxDescriptors)
+	if p.self != nil {
+		out = append(out, p.self)
+	}
+	others := make([]*knownDescriptor, 0, len(p.known))
+	for id, k := range p.known {
+		if id != remote && now.Before(k.info.Expires) {
+			others = append(others, k)
+		}
+	}
+	rand.Shuffle(len(others), func(i, j int) { others[i], others[j] = others[j], others[i] })
+	for _, k := range others {
+		if len(out) == cap(out) {
+			break
+		}
+		out = append(out, k.raw)
+	}
+	return out
+}
+
+// accept verifies each descriptor and keeps those that are new or newer
+// than what we hold, adding their addresses to the peerstore and the address
+// book. It returns how many it kept.
+func (p *pex) accept(raws [][]byte) int {
+	kept := 0
+	for _, raw := range raws {
+		sum := sha256.Sum256(raw)
+		p.mu.Lock()
+		known := p.sums[sum] || bytes.Equal(raw, p.self)
+		p.mu.Unlock()
+		if known {
+			continue
+		}
+		info, err := p.verify(raw)
+		if err != nil {
+			p.m.stats.add(func(s *Stats) { s.DescriptorsRejected++ })
+			continue
+		}
+		if info.ID == p.m.h.ID() || !time.Now().Before(info.Expires) {
+			continue
+		}
+		if !p.store(&knownDescriptor{raw: bytes.Clone(raw), sum: sum, info: info}) {
+			continue
+		}
+		kept++
+		p.m.stats.add(func(s *Stats) { s.DescriptorsAccepted++ })
+		p.m.h.Peerstore().AddAddrs(info.ID, info.Addrs, info.Expires.Sub(time.Now()))
+		if p.m.book != nil {
+			// Not seen by us yet: a zero last-seen time ranks the peer
+			// below every peer we have actually reached.
+			p.m.book.Observe(info.ID, info.Addrs, time.Time{})
+		}
+	}
+	return kept
+}
+
+// store keeps k unless we hold the same or a newer sequence number for its
+// node, evicting the soonest-expiring descriptor when the table is full.
+func (p *pex) store(k *knownDescriptor) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if old, ok := p.known[k.info.ID]; ok {
+		if old.info.Seq >= k.info.Seq {
+			return false
+		}
+		delete(p.sums, old.sum)
+	} else if len(p.known) >= p.m.cfg.PEXKnownMax {
+		var victim *knownDescriptor
+		for _, o := range p.known {
+			if victim == nil || o.info.Expires.Before(victim.info.Expires) {
+				victim = o
+			}
+		}
+		delete(p.known, victim.info.ID)
+		delete(p.sums, victim.sum)
+	}
+	p.known[k.info.ID] = k
+	p.sums[k.sum] = true
+	return true
+}
+
+// descriptor returns the newest verified descriptor known for id.
+func (p *pex) descriptor(id peer.ID) ([]byte, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if id == p.m.h.ID() && p.self != nil {
+		return bytes.Clone(p.self), true
+	}
+	k, ok := p.known[id]
+	if !ok || !time.Now().Before(k.info.Expires) {
+		return nil, false
+	}
+	return bytes.Clone(k.raw), true
+}
+
+// errNoPEX is returned by calls that need peer exchange when the mesh has
+// no DescriptorVerifier.
+var errNoPEX = errors.New("mesh: peer exchange is off (no DescriptorVerifier)")
