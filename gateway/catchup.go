@@ -43,46 +43,51 @@ func (g *Gateway) window(filters []nostr.Filter, cursor int64) []nostr.Filter {
 // catchUpIn stores what the backend has and the mesh side lacks, for the
 // to_mesh filters since the in cursor.
 func (g *Gateway) catchUpIn(ctx context.Context, s *session) error {
-	started := time.Now().Unix()
-	method := "negentropy"
-	for i, f := range g.window(g.s.ToMesh, g.in.start()) {
-		_, need, err := g.reconcile(ctx, s, fmt.Sprintf("in-%d", i), &f)
-		if err == nil {
-			err = g.fetch(ctx, s, need)
-		} else if fallback(err) {
-			method = "since"
-			err = g.pageIn(ctx, s, f)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	g.in.complete(started)
-	g.m.catchups.WithLabelValues(dirToMesh, method).Inc()
-	g.log.Info("gateway: caught up backend → mesh", "method", method)
-	return nil
+	return g.catchUp(ctx, s, dirToMesh, g.s.ToMesh, g.in,
+		func(f nostr.Filter, i int) error {
+			_, need, err := g.reconcile(ctx, s, fmt.Sprintf("in-%d", i), &f)
+			if err != nil {
+				return err
+			}
+			return g.fetch(ctx, s, need)
+		},
+		func(f nostr.Filter) error { return g.pageIn(ctx, s, f) })
 }
 
 // catchUpOut publishes what the mesh side has and the backend lacks, for
 // the to_backend filters since the out cursor.
 func (g *Gateway) catchUpOut(ctx context.Context, s *session) error {
+	return g.catchUp(ctx, s, dirToBackend, g.s.ToBackend, g.out,
+		func(f nostr.Filter, i int) error {
+			have, _, err := g.reconcile(ctx, s, fmt.Sprintf("out-%d", i), &f)
+			if err != nil {
+				return err
+			}
+			return g.publishLocal(ctx, s, have)
+		},
+		func(f nostr.Filter) error { return g.pageOut(ctx, s, f) })
+}
+
+// catchUp runs one direction's catch-up over each filter's window: NIP-77
+// first, since windows when the backend cannot (or the window is too
+// large); the cursor's base moves to the start time once all succeeded.
+func (g *Gateway) catchUp(ctx context.Context, s *session, dir string, filters []nostr.Filter, w *watermark,
+	viaNegentropy func(f nostr.Filter, i int) error, viaSince func(f nostr.Filter) error) error {
 	started := time.Now().Unix()
 	method := "negentropy"
-	for i, f := range g.window(g.s.ToBackend, g.out.start()) {
-		have, _, err := g.reconcile(ctx, s, fmt.Sprintf("out-%d", i), &f)
-		if err == nil {
-			err = g.publishLocal(ctx, s, have)
-		} else if fallback(err) {
+	for i, f := range g.window(filters, w.start()) {
+		err := viaNegentropy(f, i)
+		if fallback(err) {
 			method = "since"
-			err = g.pageOut(ctx, s, f)
+			err = viaSince(f)
 		}
 		if err != nil {
 			return err
 		}
 	}
-	g.out.complete(started)
-	g.m.catchups.WithLabelValues(dirToBackend, method).Inc()
-	g.log.Info("gateway: caught up mesh → backend", "method", method)
+	w.complete(started)
+	g.m.catchups.WithLabelValues(dir, method).Inc()
+	g.log.Info("gateway: caught up", "direction", dir, "method", method)
 	return nil
 }
 

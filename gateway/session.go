@@ -178,27 +178,23 @@ func (s *session) send(msg []byte) error {
 // subscribe registers a subscription id for routing; the returned
 // function unregisters it.
 func (s *session) subscribe(id string) (<-chan relayMsg, func()) {
-	ch := make(chan relayMsg, subBuffer)
-	s.mu.Lock()
-	s.subs[id] = ch
-	s.mu.Unlock()
-	return ch, func() {
-		s.mu.Lock()
-		delete(s.subs, id)
-		s.mu.Unlock()
-	}
+	return s.register(s.subs, id, subBuffer)
 }
 
 // watchNotices lets a NEG session learn that the backend answered with a
 // NOTICE (what relays without NIP-77 do) instead of NEG-MSG.
 func (s *session) watchNotices(id string) (<-chan relayMsg, func()) {
-	ch := make(chan relayMsg, 1)
+	return s.register(s.notices, id, 1)
+}
+
+func (s *session) register(m map[string]chan relayMsg, id string, size int) (<-chan relayMsg, func()) {
+	ch := make(chan relayMsg, size)
 	s.mu.Lock()
-	s.notices[id] = ch
+	m[id] = ch
 	s.mu.Unlock()
 	return ch, func() {
 		s.mu.Lock()
-		delete(s.notices, id)
+		delete(m, id)
 		s.mu.Unlock()
 	}
 }
