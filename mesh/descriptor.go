@@ -1,0 +1,46 @@
+package mesh
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"fleetmesh.org/fleetmesh/descriptor"
+	"fleetmesh.org/fleetmesh/identity"
+)
+
+// VerifyWith returns the DescriptorVerifier the node uses: v checks the
+// JWS, the validity window and refuses replays (spec/descriptor.md); this
+// reads the node's PeerID from its DID and its libp2p multiaddrs.
+func VerifyWith(v *descriptor.Verifier) DescriptorVerifier {
+	return func(raw []byte) (DescriptorInfo, error) {
+		s, err := v.Accept(raw)
+		if err != nil {
+			return DescriptorInfo{}, err
+		}
+		d := &s.Descriptor
+		id, err := identity.PeerIDFromDID(d.DID)
+		if err != nil {
+			return DescriptorInfo{}, fmt.Errorf("mesh: descriptor of %s: %w", d.DID, err)
+		}
+		info := DescriptorInfo{ID: id, Seq: d.Seq, Expires: time.Unix(d.Expires, 0)}
+		for _, s := range d.Addresses.Libp2p {
+			a, err := ma.NewMultiaddr(s)
+			if err != nil {
+				return DescriptorInfo{}, fmt.Errorf("mesh: descriptor of %s: address %q: %w", d.DID, s, err)
+			}
+			if transport, last := ma.SplitLast(a); last != nil && last.Protocol().Code == ma.P_P2P {
+				if peer.ID(last.RawValue()) != id {
+					return DescriptorInfo{}, fmt.Errorf("mesh: descriptor of %s lists an address of another peer: %s", d.DID, s)
+				}
+				a = transport
+			}
+			if len(a) > 0 {
+				info.Addrs = append(info.Addrs, a)
+			}
+		}
+		return info, nil
+	}
+}

@@ -1,0 +1,86 @@
+package mesh
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+
+	"fleetmesh.org/fleetmesh/descriptor"
+)
+
+// signDescriptor signs n's descriptor listing its mock address.
+func signDescriptor(t testing.TB, n *testNode, seq uint64) []byte {
+	t.Helper()
+	now := time.Now().Unix()
+	s, err := descriptor.Sign(n.key, descriptor.Descriptor{
+		DID:       n.key.DID(),
+		Class:     descriptor.ClassHome,
+		Seq:       seq,
+		IssuedAt:  now,
+		Expires:   now + 3600,
+		Addresses: descriptor.Addresses{Libp2p: []string{n.p2pAddr()}},
+	}, descriptor.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.JWS
+}
+
+// TestPeerExchange starts 12 nodes that know only node 0 and checks that
+// peer exchange spreads every node's verified descriptor to every other
+// node, and that nodes connect to the peers they learn of that way.
+func TestPeerExchange(t *testing.T) {
+	const count = 12
+	_, nodes := newMockMesh(t, count, func(i int, nodes []*testNode) Config {
+		cfg := testConfig()
+		if i > 0 {
+			cfg.Bootstrap = []string{nodes[0].p2pAddr()}
+		}
+		return cfg
+	}, func(int) Hooks {
+		return Hooks{VerifyDescriptor: VerifyWith(descriptor.NewVerifier(descriptor.VerifierConfig{}))}
+	})
+	for _, n := range nodes {
+		if err := n.m.SetLocalDescriptor(signDescriptor(t, n, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 30*time.Second, "every node holds every other node's descriptor and is connected to it", func() bool {
+		for _, n := range nodes {
+			for _, o := range nodes {
+				if _, ok := n.m.Descriptor(o.h.ID()); !ok {
+					return false
+				}
+				if n != o && n.h.Network().Connectedness(o.h.ID()) != network.Connected {
+					return false
+				}
+			}
+		}
+		return true
+	})
+
+	// A newer descriptor replaces the old one; a forged one is refused.
+	newer := signDescriptor(t, nodes[5], 2)
+	if err := nodes[5].m.SetLocalDescriptor(newer); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := nodes[1].m.ExchangeDescriptors(context.Background(), nodes[5].h.ID()); err != nil || n != 1 {
+		t.Fatalf("exchange with the re-signed node learnt %d descriptors (err %v), want 1", n, err)
+	}
+	if got, _ := nodes[1].m.Descriptor(nodes[5].h.ID()); string(got) != string(newer) {
+		t.Fatal("the newer descriptor did not replace the older one")
+	}
+	forged := []byte(string(newer[:len(newer)-4]) + "AAAA")
+	before := nodes[2].m.Stats().DescriptorsRejected
+	if kept := nodes[2].m.pex.accept([][]byte{forged}); kept != 0 {
+		t.Fatalf("a forged descriptor was kept")
+	}
+	if nodes[2].m.Stats().DescriptorsRejected != before+1 {
+		t.Fatal("the forged descriptor was not counted as rejected")
+	}
+	if err := nodes[3].m.SetLocalDescriptor(signDescriptor(t, nodes[4], 9)); err == nil {
+		t.Fatal("a node accepted another node's descriptor as its own")
+	}
+}
