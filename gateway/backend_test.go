@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
@@ -121,30 +123,31 @@ func (k *khatru) stop(t *testing.T) {
 	}
 }
 
-// client is a plain NIP-01 client for the tests' own view of a relay.
+// client is a plain NIP-01 client for the tests' own view of a relay; it
+// answers AUTH challenges as key when the relay asks.
 type client struct {
-	t  *testing.T
-	ws *websocket.Conn
+	t         *testing.T
+	ws        *websocket.Conn
+	url       string
+	key       nostr.SecretKey
+	challenge string
 }
 
-func dialClient(t *testing.T, url string) *client {
+func dialClient(t *testing.T, url string, key nostr.SecretKey) *client {
 	t.Helper()
 	ws, _, err := websocket.DefaultDialer.Dial(url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ws.Close() })
-	return &client{t: t, ws: ws}
+	return &client{t: t, ws: ws, url: url, key: key}
 }
 
-// publish sends ev, answering an AUTH challenge as key if the relay asks,
-// and returns the final OK.
-func (c *client) publish(ev *nostr.Event, key nostr.SecretKey, url string) relayMsg {
+// next reads one message, remembering AUTH challenges.
+func (c *client) next() relayMsg {
 	c.t.Helper()
-	c.ws.WriteMessage(websocket.TextMessage, frame("EVENT", eventJSON(ev)))
-	c.ws.SetReadDeadline(time.Now().Add(30 * time.Second))
-	var authID [32]byte
 	for {
+		c.ws.SetReadDeadline(time.Now().Add(30 * time.Second))
 		_, data, err := c.ws.ReadMessage()
 		if err != nil {
 			c.t.Fatal(err)
@@ -153,15 +156,45 @@ func (c *client) publish(ev *nostr.Event, key nostr.SecretKey, url string) relay
 		if err != nil {
 			continue
 		}
-		switch {
-		case m.Type == msgAuth:
-			auth := &nostr.Event{CreatedAt: time.Now().Unix(), Kind: nostr.KindClientAuth, Tags: nostr.Tags{{"relay", url}, {"challenge", m.Text}}}
-			key.Sign(auth)
-			authID = auth.ID
-			c.ws.WriteMessage(websocket.TextMessage, frame("AUTH", eventJSON(auth)))
-		case m.Type == msgOK && m.EventID == authID:
-			c.ws.WriteMessage(websocket.TextMessage, frame("EVENT", eventJSON(ev)))
-		case m.Type == msgOK && m.EventID == ev.ID && prefix(m.Text) != "auth-required":
+		if m.Type == msgAuth {
+			c.challenge = m.Text
+			continue
+		}
+		return m
+	}
+}
+
+// auth answers the latest challenge and waits for its OK.
+func (c *client) auth() {
+	c.t.Helper()
+	ev := &nostr.Event{CreatedAt: time.Now().Unix(), Kind: nostr.KindClientAuth, Tags: nostr.Tags{{"relay", c.url}, {"challenge", c.challenge}}}
+	c.key.Sign(ev)
+	c.ws.WriteMessage(websocket.TextMessage, frame("AUTH", eventJSON(ev)))
+	for {
+		if m := c.next(); m.Type == msgOK && m.EventID == ev.ID {
+			if !m.OK {
+				c.t.Fatalf("AUTH refused: %s", m.Text)
+			}
+			return
+		}
+	}
+}
+
+// publish sends ev until the relay settles it (authenticating and waiting
+// out rate limits as needed) and returns the final OK.
+func (c *client) publish(ev *nostr.Event) relayMsg {
+	c.t.Helper()
+	for {
+		c.ws.WriteMessage(websocket.TextMessage, frame("EVENT", eventJSON(ev)))
+		var m relayMsg
+		for m = c.next(); m.Type != msgOK || m.EventID != ev.ID; m = c.next() {
+		}
+		switch prefix(m.Text) {
+		case "auth-required":
+			c.auth()
+		case "rate-limited":
+			time.Sleep(10 * time.Millisecond) // the relay asked; any wait will do
+		default:
 			return m
 		}
 	}
@@ -172,20 +205,21 @@ func (c *client) has(ids [][32]byte) map[[32]byte]bool {
 	c.t.Helper()
 	found := make(map[[32]byte]bool)
 	c.ws.WriteMessage(websocket.TextMessage, frame("REQ", "q", nostr.Filter{IDs: ids}))
-	c.ws.SetReadDeadline(time.Now().Add(30 * time.Second))
 	for {
-		_, data, err := c.ws.ReadMessage()
-		if err != nil {
-			c.t.Fatal(err)
-		}
-		m, err := parseRelayMessage(data)
-		if err != nil || m.SubID != "q" {
+		m := c.next()
+		if m.SubID != "q" {
 			continue
 		}
-		if m.Type == msgEvent {
+		switch m.Type {
+		case msgEvent:
 			found[m.Event.ID] = true
-		}
-		if m.Type == msgEOSE || m.Type == msgClosed {
+		case msgClosed:
+			if prefix(m.Text) != "auth-required" {
+				c.t.Fatalf("REQ closed: %s", m.Text)
+			}
+			c.auth()
+			c.ws.WriteMessage(websocket.TextMessage, frame("REQ", "q", nostr.Filter{IDs: ids}))
+		case msgEOSE:
 			c.ws.WriteMessage(websocket.TextMessage, frame("CLOSE", "q"))
 			return found
 		}
@@ -203,11 +237,20 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestAgainstKhatru carries events both ways through a backend that wants
-// NIP-42 AUTH and speaks NIP-77, across a backend outage, and checks the
-// cursors persisted at the end.
+// TestAgainstKhatru carries events both ways, across a backend outage,
+// through a backend with NIP-77 that wants AUTH for writes and one without
+// NIP-77 that wants AUTH for reads, and checks the cursors persisted.
 func TestAgainstKhatru(t *testing.T) {
-	backend := startKhatru(t, "--negentropy", "--auth-writes")
+	for _, flags := range [][]string{
+		{"--negentropy", "--auth-writes"},
+		{"--auth-reads"},
+	} {
+		t.Run(strings.Join(flags, " "), func(t *testing.T) { carryBothWays(t, flags) })
+	}
+}
+
+func carryBothWays(t *testing.T, flags []string) {
+	backend := startKhatru(t, flags...)
 	g, rl, st := newTestGateway(t)
 	g.s.Backend = backend.url()
 	g.s.RetryMin, g.s.RetryMax = 20*time.Millisecond, 200*time.Millisecond
@@ -248,7 +291,7 @@ func TestAgainstKhatru(t *testing.T) {
 		return true
 	}
 	onBackend := func(evs []*nostr.Event) bool {
-		return len(dialClient(t, backend.url()).has(ids(evs))) == len(evs)
+		return len(dialClient(t, backend.url(), writer).has(ids(evs))) == len(evs)
 	}
 
 	var meshSide, backendSide []*nostr.Event
@@ -261,9 +304,9 @@ func TestAgainstKhatru(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	bc := dialClient(t, backend.url())
+	bc := dialClient(t, backend.url(), writer)
 	for _, ev := range backendSide[:5] {
-		if m := bc.publish(ev, writer, backend.url()); !m.OK {
+		if m := bc.publish(ev); !m.OK {
 			t.Fatalf("backend refused %s: %s", ev.Content, m.Text)
 		}
 	}
@@ -277,9 +320,9 @@ func TestAgainstKhatru(t *testing.T) {
 		}
 	}
 	backend.start(t)
-	bc = dialClient(t, backend.url())
+	bc = dialClient(t, backend.url(), writer)
 	for _, ev := range backendSide[5:] {
-		if m := bc.publish(ev, writer, backend.url()); !m.OK {
+		if m := bc.publish(ev); !m.OK {
 			t.Fatalf("backend refused %s: %s", ev.Content, m.Text)
 		}
 	}
@@ -297,4 +340,69 @@ func TestAgainstKhatru(t *testing.T) {
 	if cur.In < now-60 || cur.Out < now-60 {
 		t.Fatalf("cursors %+v not advanced past the start of the test (%d)", cur, now)
 	}
+}
+
+// TestBackendRefusals publishes to a backend that blocks one kind and
+// rate-limits every event once: the blocked event is counted and not
+// retried, the others are delivered after backing off, and the queue
+// drains.
+func TestBackendRefusals(t *testing.T) {
+	backend := startKhatru(t, "--negentropy", "--block-kind", "7", "--rate-limit-once")
+	g, rl, _ := newTestGateway(t)
+	g.s.Backend = backend.url()
+	g.s.RetryMin, g.s.RetryMax = 10*time.Millisecond, 50*time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- g.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-ran
+	}()
+	waitFor(t, "connected", func() bool { return gaugeValue(t, g.m.connected) == 1 })
+
+	author, _ := nostr.GenerateSecretKey()
+	now := time.Now().Unix()
+	blocked := makeEvent(t, author, now, 7, "+", nil)
+	var notes []*nostr.Event
+	for i := range 5 {
+		notes = append(notes, makeEvent(t, author, now, 1, fmt.Sprintf("note %d", i), nil))
+	}
+	for _, ev := range append([]*nostr.Event{blocked}, notes...) {
+		if _, err := rl.AddEvent(ctx, ev, relay.FromClient); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := make([][32]byte, 0, 6)
+	for _, ev := range append(notes, blocked) {
+		ids = append(ids, ev.ID)
+	}
+	key, _ := nostr.GenerateSecretKey()
+	waitFor(t, "notes delivered despite the rate limit", func() bool {
+		found := dialClient(t, backend.url(), key).has(ids)
+		for _, ev := range notes {
+			if !found[ev.ID] {
+				return false
+			}
+		}
+		return true
+	})
+	waitFor(t, "queue drained", func() bool { return g.queue.len() == 0 })
+	if dialClient(t, backend.url(), key).has(ids)[blocked.ID] {
+		t.Fatal("the backend has the event it blocked")
+	}
+	if got := counterValue(t, g.m.rejected.WithLabelValues("blocked")); got < 1 {
+		t.Fatalf("rejections{blocked} = %v, want the refusal counted", got)
+	}
+	if got := counterValue(t, g.m.carried.WithLabelValues(dirToBackend)); got < float64(len(notes)) {
+		t.Fatalf("carried to_backend = %v, want at least %d", got, len(notes))
+	}
+}
+
+func gaugeValue(t *testing.T, g prometheus.Gauge) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := g.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetGauge().GetValue()
 }

@@ -12,9 +12,12 @@
 // does not) and bytedance/sonic v1.15.5 (needed on Go 1.26).
 //
 // Knobs the tests need and bench/cmd/khatru-relay does not have:
-// --negentropy serves NIP-77 (khatru's own implementation), and
-// --auth-writes answers every EVENT from an unauthenticated connection with
-// "auth-required:" (NIP-42), so the gateway's AUTH path runs against it.
+// --negentropy serves NIP-77 (khatru's own implementation); --auth-writes
+// and --auth-reads answer EVENT, REQ and NEG-OPEN from an unauthenticated
+// connection with "auth-required:" (NIP-42); --block-kind refuses a kind
+// with "blocked:"; --rate-limit-once answers each event's first publication
+// with "rate-limited:". They make the gateway's answers to each OK and
+// CLOSED prefix run against a relay it did not write.
 //
 // On start it prints "relay ws://HOST:PORT" on stdout. SIGTERM and SIGINT
 // stop the listener and close the store, so nothing it acknowledged is lost
@@ -31,6 +34,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -43,22 +47,42 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:0", "address to listen on (port 0 picks a free port)")
 	data := flag.String("data", "", "data directory of the event store (required)")
 	negentropy := flag.Bool("negentropy", false, "serve NIP-77 negentropy sync")
-	authWrites := flag.Bool("auth-writes", false, "require NIP-42 AUTH before accepting any EVENT")
+	var k knobs
+	flag.BoolVar(&k.authWrites, "auth-writes", false, "require NIP-42 AUTH before accepting any EVENT")
+	flag.BoolVar(&k.authReads, "auth-reads", false, "require NIP-42 AUTH before serving any REQ or NEG-OPEN")
+	flag.IntVar(&k.blockKind, "block-kind", -1, "refuse events of this kind with \"blocked:\"")
+	flag.BoolVar(&k.rateLimitOnce, "rate-limit-once", false, "answer the first publication of each event with \"rate-limited:\"")
 	flag.Parse()
-	if err := run(*listen, *data, *negentropy, *authWrites); err != nil {
+	if err := run(*listen, *data, *negentropy, k); err != nil {
 		fmt.Fprintln(os.Stderr, "khatru-backend:", err)
 		os.Exit(1)
 	}
 }
 
-func run(listen, data string, negentropy, authWrites bool) error {
+// knobs are the test switches.
+type knobs struct {
+	authWrites, authReads bool
+	blockKind             int
+	rateLimitOnce         bool
+}
+
+// maxNegentropyRecords bounds the events one NEG-OPEN loads.
+const maxNegentropyRecords = 100000
+
+// maxRateLimited bounds the ids --rate-limit-once remembers.
+const maxRateLimited = 100000
+
+func run(listen, data string, negentropy bool, k knobs) error {
 	if data == "" {
 		return errors.New("--data DIR is required")
 	}
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	store := &badger.BadgerBackend{Path: data}
+	// eventstore's badger backend sizes a NIP-77 query's buffers by its
+	// negentropy limit, 16,777,216 by default, which costs seconds per
+	// NEG-OPEN on a small machine; a khatru operator lowers it the same way.
+	store := &badger.BadgerBackend{Path: data, MaxLimitNegentropy: maxNegentropyRecords}
 	if err := store.Init(); err != nil {
 		return fmt.Errorf("open badger store in %s: %w", data, err)
 	}
@@ -73,12 +97,41 @@ func run(listen, data string, negentropy, authWrites bool) error {
 	relay.CountEvents = append(relay.CountEvents, store.CountEvents)
 	relay.DeleteEvent = append(relay.DeleteEvent, store.DeleteEvent)
 	relay.ReplaceEvent = append(relay.ReplaceEvent, store.ReplaceEvent)
-	if authWrites {
+	if k.authWrites {
 		relay.RejectEvent = append(relay.RejectEvent, func(ctx context.Context, _ *nostr.Event) (bool, string) {
 			if khatru.GetAuthed(ctx) == "" {
 				return true, "auth-required: this backend takes events only from authenticated clients"
 			}
 			return false, ""
+		})
+	}
+	if k.authReads {
+		relay.RejectFilter = append(relay.RejectFilter, func(ctx context.Context, _ nostr.Filter) (bool, string) {
+			if khatru.GetAuthed(ctx) == "" {
+				return true, "auth-required: this backend serves only authenticated clients"
+			}
+			return false, ""
+		})
+	}
+	if k.blockKind >= 0 {
+		relay.RejectEvent = append(relay.RejectEvent, func(_ context.Context, ev *nostr.Event) (bool, string) {
+			if ev.Kind == k.blockKind {
+				return true, fmt.Sprintf("blocked: kind %d is not taken here", ev.Kind)
+			}
+			return false, ""
+		})
+	}
+	if k.rateLimitOnce {
+		var mu sync.Mutex
+		seen := make(map[string]bool)
+		relay.RejectEvent = append(relay.RejectEvent, func(_ context.Context, ev *nostr.Event) (bool, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			if seen[ev.ID] || len(seen) >= maxRateLimited {
+				return false, ""
+			}
+			seen[ev.ID] = true
+			return true, "rate-limited: slow down"
 		})
 	}
 
