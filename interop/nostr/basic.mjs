@@ -78,6 +78,8 @@ test('stored events: newest first, limit, since, until, kinds, tags, several fil
   t.equal(ids(await query(relay, [{ authors: [u.pk], kinds: [7] }])), ids([evs[5], evs[3], evs[1]]), 'kinds');
   t.equal(ids(await query(relay, [{ authors: [u.pk], '#t': ['low'] }])), ids([evs[2], evs[1], evs[0]]), 'tag filter #t');
   t.equal(ids(await query(relay, [{ authors: [u.pk], '#t': ['low'], kinds: [1] }])), ids([evs[2], evs[0]]), 'tag and kind together');
+  t.equal(ids(await query(relay, [{ authors: [u.pk], '#t': ['low', 'high'], kinds: [7] }])), ids([evs[5], evs[3], evs[1]]), 'several tag values: any matches');
+  t.equal(await query(relay, [{ authors: [u.pk], '#t': ['none'] }]), [], 'tag value nobody used');
   const union = await query(relay, [{ ids: [evs[0].id, evs[5].id] }, { authors: [u.pk], kinds: [7] }]);
   t.equal([...new Set(ids(union))].sort(), ids([evs[0], evs[5], evs[3], evs[1]]).sort(), 'several filters: the union');
   t.equal(await query(relay, [{ authors: [newUser().pk] }]), [], 'no match: EOSE with no events');

@@ -61,4 +61,18 @@ test('an a-tag deletion naming someone else\'s address deletes nothing', async (
   relay.close();
 });
 
+test('a-tag deletion of a d tag that contains colons', async (t) => {
+  const relay = await connect();
+  const u = newUser();
+  const base = now() - 100;
+  const v = u.event({ kind: 30023, created_at: base, tags: [['d', 'a:b:c']], content: 'colons in d' });
+  const other = u.event({ kind: 30023, created_at: base, tags: [['d', 'a']], content: 'prefix of the d' });
+  t.ok((await publish(relay, v)).ok, 'publish');
+  t.ok((await publish(relay, other)).ok, 'publish other');
+  t.ok((await publish(relay, u.event({ kind: 5, created_at: base + 10, tags: [['a', `30023:${u.pk}:a:b:c`]] }))).ok, 'publish deletion');
+  t.equal(await query(relay, [{ ids: [v.id] }]), [], 'the event with d "a:b:c" is deleted');
+  t.equal((await query(relay, [{ ids: [other.id] }])).map((e) => e.id), [other.id], 'd "a" is not');
+  relay.close();
+});
+
 await run();

@@ -73,4 +73,25 @@ test('addressable: replaced per (author, kind, d tag)', async (t) => {
   relay.close();
 });
 
+test('kind range boundaries: 9999, 19999, 20000, 29999, 30000, 39999, 40000', async (t) => {
+  const relay = await connect();
+  const u = newUser();
+  const base = now() - 100;
+  const twice = async (kind, tags = []) => {
+    const a = u.event({ kind, created_at: base, tags, content: 'first' });
+    const b = u.event({ kind, created_at: base + 1, tags, content: 'second' });
+    t.ok((await publish(relay, a)).ok, `publish ${kind} first`);
+    t.ok((await publish(relay, b)).ok, `publish ${kind} second`);
+    return (await query(relay, [{ authors: [u.pk], kinds: [kind] }])).map((e) => e.content);
+  };
+  t.equal(await twice(9999), ['second', 'first'], 'kind 9999 is regular: both kept');
+  t.equal(await twice(19999), ['second'], 'kind 19999 is replaceable');
+  t.equal(await twice(20000), [], 'kind 20000 is ephemeral: none stored');
+  t.equal(await twice(29999), [], 'kind 29999 is ephemeral: none stored');
+  t.equal(await twice(30000, [['d', 'x']]), ['second'], 'kind 30000 is addressable');
+  t.equal(await twice(39999, [['d', 'x']]), ['second'], 'kind 39999 is addressable');
+  t.equal(await twice(40000, [['d', 'x']]), ['second', 'first'], 'kind 40000 is regular: both kept');
+  relay.close();
+});
+
 await run();
