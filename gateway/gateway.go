@@ -340,7 +340,7 @@ func (g *Gateway) sync(ctx context.Context, s *session, healthy *atomic.Bool) er
 				return err
 			}
 		}
-		ev, err := g.queue.peek(ctx, nil)
+		ev, err := g.queue.peek(ctx)
 		if err != nil {
 			return err
 		}

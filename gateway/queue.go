@@ -41,8 +41,8 @@ func (q *queue) push(ev *nostr.Event) (queued, full bool) {
 }
 
 // peek returns the oldest queued event without removing it, waiting for
-// one until ctx ends or interrupt fires.
-func (q *queue) peek(ctx context.Context, interrupt <-chan struct{}) (*nostr.Event, error) {
+// one until ctx ends.
+func (q *queue) peek(ctx context.Context) (*nostr.Event, error) {
 	for {
 		q.mu.Lock()
 		if len(q.items) > 0 {
@@ -53,8 +53,6 @@ func (q *queue) peek(ctx context.Context, interrupt <-chan struct{}) (*nostr.Eve
 		q.mu.Unlock()
 		select {
 		case <-q.wake:
-		case <-interrupt:
-			return nil, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}

@@ -100,7 +100,7 @@ func TestQueueBoundAndDedupe(t *testing.T) {
 	if ok, full := q.push(e3); ok || !full {
 		t.Fatal("bound not enforced")
 	}
-	got, err := q.peek(t.Context(), nil)
+	got, err := q.peek(t.Context())
 	if err != nil || got != e1 {
 		t.Fatal("peek is not FIFO")
 	}

@@ -36,8 +36,10 @@ func runGateway(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 
 	// Everything the shared-nothing check needs is read before the node
 	// opens, so a refused gateway never touches the store or a port.
-	if _, _, err := node.Init(h, ""); err != nil {
+	if _, created, err := node.Init(h, ""); err != nil {
 		return err
+	} else if created {
+		fmt.Fprintf(stderr, "fleetmesh: created a new node home in %s\n", dir)
 	}
 	meshKey, err := identity.LoadKey(h.KeyPath())
 	if err != nil {
