@@ -105,52 +105,73 @@ func fetchIDs(ctx context.Context, url string, ids []string, chunk int) (map[str
 	found := make(map[string]bool, len(ids))
 	for start := 0; start < len(ids); start += chunk {
 		part := ids[start:min(start+chunk, len(ids))]
-		subID := fmt.Sprintf("ids-%d", start)
-		req, _ := json.Marshal([]any{"REQ", subID, map[string]any{"ids": part, "limit": len(part)}})
-		if err := c.WriteMessage(websocket.TextMessage, req); err != nil {
+		events, err := storedEvents(c, fmt.Sprintf("ids-%d", start), map[string]any{"ids": part, "limit": len(part)})
+		if err != nil {
 			return nil, err
 		}
 		asked := make(map[string]bool, len(part))
 		for _, id := range part {
 			asked[id] = true
 		}
-		for done := false; !done; {
-			_, data, err := c.ReadMessage()
-			if err != nil {
-				return nil, fmt.Errorf("reading REQ %s: %w", subID, err)
+		for _, e := range events {
+			if !asked[e.ID] {
+				return nil, fmt.Errorf("REQ for ids served an event not asked for: %s", e.ID)
 			}
-			var msg []json.RawMessage
-			if err := json.Unmarshal(data, &msg); err != nil || len(msg) < 2 {
-				return nil, fmt.Errorf("relay sent %q", data)
-			}
-			var typ, sub string
-			json.Unmarshal(msg[0], &typ)
-			json.Unmarshal(msg[1], &sub)
-			if sub != subID {
-				continue
-			}
-			switch typ {
-			case "EVENT":
-				var e event
-				if len(msg) < 3 || json.Unmarshal(msg[2], &e) != nil {
-					return nil, fmt.Errorf("bad EVENT %q", data)
-				}
-				if !asked[e.ID] {
-					return nil, fmt.Errorf("REQ for ids served an event not asked for: %s", e.ID)
-				}
-				found[e.ID] = true
-			case "EOSE":
-				done = true
-			case "CLOSED":
-				return nil, fmt.Errorf("REQ %s closed: %s", subID, data)
-			}
-		}
-		closeMsg := fmt.Sprintf(`["CLOSE",%q]`, subID)
-		if err := c.WriteMessage(websocket.TextMessage, []byte(closeMsg)); err != nil {
-			return nil, err
+			found[e.ID] = true
 		}
 	}
 	return found, nil
+}
+
+// query runs one REQ on a new connection and returns the stored events.
+func query(ctx context.Context, url string, filter map[string]any) ([]event, error) {
+	c, err := dial(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	return storedEvents(c, "q", filter)
+}
+
+// storedEvents sends a REQ on c, collects its events up to EOSE and closes
+// the subscription.
+func storedEvents(c *websocket.Conn, subID string, filter map[string]any) ([]event, error) {
+	req, _ := json.Marshal([]any{"REQ", subID, filter})
+	if err := c.WriteMessage(websocket.TextMessage, req); err != nil {
+		return nil, err
+	}
+	var out []event
+	for {
+		_, data, err := c.ReadMessage()
+		if err != nil {
+			return nil, fmt.Errorf("reading REQ %s: %w", subID, err)
+		}
+		var msg []json.RawMessage
+		if err := json.Unmarshal(data, &msg); err != nil || len(msg) < 2 {
+			return nil, fmt.Errorf("relay sent %q", data)
+		}
+		var typ, sub string
+		json.Unmarshal(msg[0], &typ)
+		json.Unmarshal(msg[1], &sub)
+		if sub != subID {
+			continue
+		}
+		switch typ {
+		case "EVENT":
+			var e event
+			if len(msg) < 3 || json.Unmarshal(msg[2], &e) != nil {
+				return nil, fmt.Errorf("bad EVENT %q", data)
+			}
+			out = append(out, e)
+		case "EOSE":
+			closeMsg := fmt.Sprintf(`["CLOSE",%q]`, subID)
+			return out, c.WriteMessage(websocket.TextMessage, []byte(closeMsg))
+		case "CLOSED":
+			return nil, fmt.Errorf("REQ %s closed: %s", subID, data)
+		}
+	}
 }
 
 // publishOne sends one event on c and waits for its OK.

@@ -132,7 +132,7 @@ func TestCrashSafety(t *testing.T) {
 		n := startNode(t, home)
 		checkAllServed(t, n, acks, iter)
 		ctx, cancel := context.WithTimeout(context.Background(), crashPhaseBudget)
-		wait := publishers(ctx, t, n.url, acks)
+		wait := publishers(ctx, t, n.url, acks, plainNote)
 		// Wait for some acknowledgements, then kill at a random moment.
 		waitForAcks(t, n, acks)
 		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)

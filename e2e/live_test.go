@@ -22,20 +22,9 @@ func TestLiveAndStoredHaveNoGap(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), crashPhaseBudget)
 	defer cancel()
 	pubCtx, stopPublishing := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	for i := 0; i < crashPublishers; i++ {
-		u, err := newUser()
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			publish(pubCtx, n.url, func() (*event, error) {
-				return u.sign(1, randomContent("gap"), [][]string{{"t", tag}})
-			}, acks)
-		}()
-	}
+	waitPublishers := publishers(pubCtx, t, n.url, acks, func(u *user) (*event, error) {
+		return u.sign(1, randomContent("gap"), [][]string{{"t", tag}})
+	})
 	waitForAcks(t, n, acks)
 
 	sub, err := dial(ctx, n.url)
@@ -85,7 +74,7 @@ func TestLiveAndStoredHaveNoGap(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	stopPublishing()
-	wg.Wait()
+	waitPublishers()
 	ids := acks.snapshot()
 	missing := func() int {
 		mu.Lock()

@@ -2,14 +2,11 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/gorilla/websocket"
 )
 
 // replaceIterations bounds the replaceable crash loop.
@@ -128,43 +125,3 @@ func checkSlot(t *testing.T, n *node, u *user, kind int, versions *versionLog, a
 
 // slotName names a writer's replaceable slot.
 func slotName(u *user, kind int) string { return fmt.Sprintf("%s:%d", u.pubHex, kind) }
-
-// query runs one REQ and returns the stored events up to EOSE.
-func query(ctx context.Context, url string, filter map[string]any) ([]event, error) {
-	c, err := dial(ctx, url)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { c.Close() })
-	defer stop()
-	req, _ := json.Marshal([]any{"REQ", "q", filter})
-	if err := c.WriteMessage(websocket.TextMessage, req); err != nil {
-		return nil, err
-	}
-	var out []event
-	for {
-		_, data, err := c.ReadMessage()
-		if err != nil {
-			return nil, err
-		}
-		var msg []json.RawMessage
-		if json.Unmarshal(data, &msg) != nil || len(msg) < 2 {
-			return nil, fmt.Errorf("relay sent %q", data)
-		}
-		var typ string
-		json.Unmarshal(msg[0], &typ)
-		switch typ {
-		case "EVENT":
-			var e event
-			if len(msg) < 3 || json.Unmarshal(msg[2], &e) != nil {
-				return nil, fmt.Errorf("bad EVENT %q", data)
-			}
-			out = append(out, e)
-		case "EOSE":
-			return out, nil
-		case "CLOSED":
-			return nil, fmt.Errorf("REQ closed: %s", data)
-		}
-	}
-}

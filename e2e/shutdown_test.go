@@ -8,9 +8,10 @@ import (
 	"time"
 )
 
-// publishers runs crashPublishers clients publishing to url until ctx ends
-// or their connections break; wait returns when all have stopped.
-func publishers(ctx context.Context, t *testing.T, url string, acks *ackLog) (wait func()) {
+// publishers runs crashPublishers clients, each with a fresh user, that
+// publish the events gen makes for their user to url until ctx ends or
+// their connections break; wait returns when all have stopped.
+func publishers(ctx context.Context, t *testing.T, url string, acks *ackLog, gen func(u *user) (*event, error)) (wait func()) {
 	t.Helper()
 	var wg sync.WaitGroup
 	for i := 0; i < crashPublishers; i++ {
@@ -21,12 +22,15 @@ func publishers(ctx context.Context, t *testing.T, url string, acks *ackLog) (wa
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			publish(ctx, url, func() (*event, error) {
-				return u.sign(1, randomContent("crash"), [][]string{{"t", "crash"}})
-			}, acks)
+			publish(ctx, url, func() (*event, error) { return gen(u) }, acks)
 		}()
 	}
 	return wg.Wait
+}
+
+// plainNote makes a kind 1 note with unique content.
+func plainNote(u *user) (*event, error) {
+	return u.sign(1, randomContent("crash"), [][]string{{"t", "crash"}})
 }
 
 // waitForAcks polls until crashMinAcked new events were acknowledged, and
@@ -53,7 +57,7 @@ func TestGracefulShutdownKeepsAcknowledged(t *testing.T) {
 		n := startNode(t, home)
 		checkAllServed(t, n, acks, iter)
 		ctx, cancel := context.WithTimeout(context.Background(), crashPhaseBudget)
-		wait := publishers(ctx, t, n.url, acks)
+		wait := publishers(ctx, t, n.url, acks, plainNote)
 		waitForAcks(t, n, acks)
 		if err := n.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
@@ -80,13 +84,12 @@ const shutdownSlack = 4
 // acknowledges about that many per publisher after SIGTERM, then closes the
 // connections and exits with status 0.
 func TestShutdownStopsReading(t *testing.T) {
-	t.Skip("relay bug (in about half the runs): after SIGTERM the relay keeps reading and acknowledging new EVENTs from open connections (tens of thousands) until node.Serve's 30 s shutdown deadline, instead of stopping reading and closing connections with 1001")
 	home := newHome(t, nodeConfig(nil))
 	acks := &ackLog{ids: map[string]bool{}, refused: map[string]int{}}
 	n := startNode(t, home)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*stopTimeout)
 	defer cancel()
-	wait := publishers(ctx, t, n.url, acks)
+	wait := publishers(ctx, t, n.url, acks, plainNote)
 	waitForAcks(t, n, acks)
 	before := acks.total()
 	err := n.stop()
