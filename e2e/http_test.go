@@ -108,7 +108,6 @@ func TestHTTPEndpoints(t *testing.T) {
 // TestNIP11CORSHeaders checks the three CORS headers NIP-11 requires, so
 // browser clients can read the document.
 func TestNIP11CORSHeaders(t *testing.T) {
-	t.Skip("relay bug: the NIP-11 response sends Access-Control-Allow-Origin only; NIP-11 requires Access-Control-Allow-Headers and Access-Control-Allow-Methods too")
 	needBinary(t)
 	n := startNode(t, newHome(t, nodeConfig(nil)))
 	res, body := get(t, n.httpURL()+"/", "application/nostr+json")

@@ -91,7 +91,7 @@ func TestNostrTools(t *testing.T) {
 		bug     string // a known relay bug this script shows: skip with it
 	}{
 		{script: "basic.mjs"},
-		{script: "ordering.mjs", bug: "events with equal created_at are not served lowest id first (NIP-01), so limit cuts different events than other relays"},
+		{script: "ordering.mjs"},
 		{script: "replaceable.mjs"},
 		{script: "deletion.mjs"},
 		{script: "expiration.mjs"},

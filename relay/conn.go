@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -39,6 +40,7 @@ type conn struct {
 	limiter    *rate.Limiter
 	inflight   chan struct{}
 	handlers   sync.WaitGroup
+	stopping   atomic.Bool
 	verifier   *nostr.Verifier
 
 	mu     sync.Mutex
@@ -87,9 +89,16 @@ func (c *conn) serve() {
 	c.ws.SetReadLimit(c.hardReadLimit())
 	deadline := 3 * c.r.cfg.PingInterval
 	c.ws.SetReadDeadline(time.Now().Add(deadline))
-	c.ws.SetPongHandler(func(string) error {
+	// extend pushes the read deadline out, unless the conn is stopping:
+	// shutdown's deadline in the past must not be undone by a message or a
+	// pong that arrives after it.
+	extend := func() error {
+		if c.stopping.Load() {
+			return c.ws.SetReadDeadline(time.Now())
+		}
 		return c.ws.SetReadDeadline(time.Now().Add(deadline))
-	})
+	}
+	c.ws.SetPongHandler(func(string) error { return extend() })
 	c.sendCtl(frame("AUTH", c.challenge))
 	buf := make([]byte, c.r.cfg.MaxMessageBytes+1)
 	for {
@@ -97,7 +106,10 @@ func (c *conn) serve() {
 		if err != nil {
 			break
 		}
-		c.ws.SetReadDeadline(time.Now().Add(deadline))
+		if c.stopping.Load() {
+			break
+		}
+		extend()
 		n, err := io.ReadFull(rd, buf)
 		if err == nil {
 			// The message is longer than the limit: skip the rest of it.
@@ -130,7 +142,10 @@ func (c *conn) serve() {
 
 // shutdown makes the read loop stop; the conn then finishes its in-flight
 // work and closes.
-func (c *conn) shutdown() { c.ws.SetReadDeadline(time.Now()) }
+func (c *conn) shutdown() {
+	c.stopping.Store(true)
+	c.ws.SetReadDeadline(time.Now())
+}
 
 func (c *conn) writer() {
 	defer close(c.writerDone)

@@ -43,6 +43,9 @@ func (r *Relay) serveNIP11(w http.ResponseWriter, _ *http.Request) {
 		doc["fleetmesh"] = cfg.Self
 	}
 	w.Header().Set("Content-Type", "application/nostr+json")
+	// NIP-11: browsers fetch this cross-origin with a custom Accept header.
 	w.Header().Set("Access-Control-Allow-Origin", "*")
+	w.Header().Set("Access-Control-Allow-Headers", "*")
+	w.Header().Set("Access-Control-Allow-Methods", "GET, OPTIONS")
 	json.NewEncoder(w).Encode(doc)
 }

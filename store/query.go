@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"container/heap"
 	"context"
 	"encoding/binary"
@@ -211,8 +212,28 @@ func (s *Store) scan(ctx context.Context, snap *pebble.Snapshot, prefixes [][]by
 		}
 	}
 	heap.Init(&h)
+	events, err := newEventReader(snap)
+	if err != nil {
+		return err
+	}
+	defer events.close()
 	var lastSerial uint64
 	first := true
+	// Events with the same created_at are served lowest id first (NIP-01),
+	// so a limit cuts the same events on every relay. Index keys order ties
+	// by serial, so candidates of one timestamp are gathered and sorted.
+	var bucket []*nostr.Event
+	bucketTS := uint64(0)
+	flush := func() bool {
+		slices.SortFunc(bucket, func(a, b *nostr.Event) int { return slices.Compare(a.ID[:], b.ID[:]) })
+		for _, ev := range bucket {
+			if !emit(ev) {
+				return false
+			}
+		}
+		bucket = bucket[:0]
+		return true
+	}
 	for scanned := 0; h.Len() > 0 && scanned < s.opts.MaxScan; scanned++ {
 		if scanned%1024 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -220,7 +241,7 @@ func (s *Store) scan(ctx context.Context, snap *pebble.Snapshot, prefixes [][]by
 			}
 		}
 		c := h[0]
-		serial := c.serial
+		serial, ts := c.serial, c.ts
 		c.it.Prev()
 		if c.load() {
 			heap.Fix(&h, 0)
@@ -234,14 +255,19 @@ func (s *Store) scan(ctx context.Context, snap *pebble.Snapshot, prefixes [][]by
 			continue
 		}
 		first, lastSerial = false, serial
-		ev, err := loadSnap(snap, serial)
+		if ts != bucketTS && !flush() {
+			return nil
+		}
+		bucketTS = ts
+		ev, err := events.load(serial)
 		if err != nil {
 			return err
 		}
-		if ev != nil && !emit(ev) {
-			return nil
+		if ev != nil {
+			bucket = append(bucket, ev)
 		}
 	}
+	flush()
 	return nil
 }
 
@@ -272,3 +298,41 @@ func loadSnap(snap *pebble.Snapshot, serial uint64) (*nostr.Event, error) {
 	}
 	return ev, nil
 }
+
+// eventReader loads event records through one iterator: seeking an open
+// iterator reuses the blocks and level positions it already holds, where
+// each Get would start from scratch in every level.
+type eventReader struct {
+	it  *pebble.Iterator
+	key []byte
+}
+
+func newEventReader(snap *pebble.Snapshot) (*eventReader, error) {
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{pEvent}, UpperBound: []byte{pEvent + 1}})
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	return &eventReader{it: it, key: make([]byte, 0, 9)}, nil
+}
+
+// load returns the event with this serial, or nil if it is gone.
+func (r *eventReader) load(serial uint64) (*nostr.Event, error) {
+	r.key = u64(append(r.key[:0], pEvent), serial)
+	if !r.it.SeekGE(r.key) || !bytes.Equal(r.it.Key(), r.key) {
+		if err := r.it.Error(); err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		return nil, nil
+	}
+	v, err := r.it.ValueAndErr()
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	ev := new(nostr.Event)
+	if err := decodeEvent(v, ev); err != nil {
+		return nil, fmt.Errorf("store: event %d: %w", serial, err)
+	}
+	return ev, nil
+}
+
+func (r *eventReader) close() { r.it.Close() }

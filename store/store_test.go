@@ -347,8 +347,8 @@ func TestAgainstModel(t *testing.T) {
 					}
 					if len(want) > 1 {
 						n := 1 + r.IntN(len(want))
-						if lim := fx.query(f, n); len(lim) != n {
-							t.Fatalf("step %d: limit %d returned %d", step, n, len(lim))
+						if lim := fx.query(f, n); !slices.Equal(ids(lim), ids(want[:n])) {
+							t.Fatalf("step %d: limit %d returned %v, want the newest (ties: lowest id) %v", step, n, ids(lim), ids(want[:n]))
 						}
 					}
 				}
