@@ -609,8 +609,9 @@ func TestGatewayCorpus(t *testing.T) {
 func TestGatewayBackendOff(t *testing.T) {
 	backend := startBackend(t)
 	// A queue smaller than the outage's events: the overflow must be
-	// carried by the catch-up.
-	home := gwHome(t, "queue_size = 8\n")
+	// carried by the catch-up. Pages smaller than the events of one second:
+	// the since-window walk must not lose any of them.
+	home := gwHome(t, "queue_size = 8\npage_size = 5\n")
 	gw := startGateway(t, home, backend)
 	gwWaitMetric(t, gw.url, "fleetmesh_gateway_backend_connected", 1)
 

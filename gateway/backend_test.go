@@ -251,9 +251,15 @@ func TestAgainstKhatru(t *testing.T) {
 
 func carryBothWays(t *testing.T, flags []string) {
 	backend := startKhatru(t, flags...)
-	g, rl, st := newTestGateway(t)
-	g.s.Backend = backend.url()
-	g.s.RetryMin, g.s.RetryMax = 20*time.Millisecond, 200*time.Millisecond
+	// A one-event queue, so events stored during the outage overflow it and
+	// only the catch-up can carry them, and pages smaller than the events
+	// of one second, so the since-window walk has to sweep a second.
+	g, rl, st := newTestGateway(t, func(s *Settings) {
+		s.Backend = backend.url()
+		s.RetryMin, s.RetryMax = 20*time.Millisecond, 200*time.Millisecond
+		s.QueueSize = 1
+		s.PageSize = 3
+	})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
@@ -329,6 +335,9 @@ func carryBothWays(t *testing.T, flags []string) {
 	waitFor(t, "mesh → backend after the outage", func() bool { return onBackend(meshSide) })
 	waitFor(t, "backend → mesh after the outage", func() bool { return onMesh(backendSide) })
 	waitFor(t, "queue drained", func() bool { return g.queue.len() == 0 })
+	if got := counterValue(t, g.m.dropped); got < 1 {
+		t.Fatalf("queue_dropped_total = %v: the outage did not overflow the queue, so the catch-up went untested", got)
+	}
 
 	if err := stop(); err != nil {
 		t.Fatal(err)

@@ -271,41 +271,54 @@ func (g *Gateway) request(ctx context.Context, s *session, id string, f nostr.Fi
 
 // page tracks one page of a since-window walk.
 type page struct {
-	n      int
-	oldest int64
+	n              int
+	oldest, newest int64
 }
 
 func (p *page) add(createdAt int64) {
 	if p.n == 0 || createdAt < p.oldest {
 		p.oldest = createdAt
 	}
+	if p.n == 0 || createdAt > p.newest {
+		p.newest = createdAt
+	}
 	p.n++
 }
 
-// nextUntil returns the until of the page after p, whose until was prev:
-// the oldest created_at seen again (several events may share it; repeats
-// are deduplicated), or one second earlier when a whole page shares one
-// second, so the walk always moves.
-func (p page) nextUntil(prev int64, hadUntil bool) int64 {
-	if hadUntil && p.oldest >= prev {
-		return prev - 1
-	}
-	return p.oldest
-}
+// oneSecond reports whether a full page holds a single created_at, so
+// moving until to its oldest would return the same page again.
+func (p page) oneSecond() bool { return p.n > 0 && p.oldest == p.newest }
+
+// secondSweep is how many times page_size one REQ asks for when a whole
+// page shares one second: the backend's own limit may still hide some of
+// that second's events, which only NIP-77 can enumerate.
+const secondSweep = 10
 
 // pageIn walks the backend newest first in pages of page_size from now
 // back to the window's since: the catch-up for backends without NIP-77.
+// The next page's until is the oldest created_at seen (its repeats are
+// deduplicated); a page of one second is swept with a larger limit and the
+// walk goes on below it.
 func (g *Gateway) pageIn(ctx context.Context, s *session, f nostr.Filter) error {
 	f.Limit, f.HasLimit = g.s.PageSize, true
 	for i := 0; ; i++ {
 		p, err := g.request(ctx, s, "page-"+strconv.Itoa(i), f)
-		if err != nil {
+		if err != nil || p.n < g.s.PageSize {
 			return err
 		}
-		if p.n < g.s.PageSize {
-			return nil
+		f.Until, f.HasUntil = p.oldest, true
+		if p.oneSecond() {
+			sweep := f
+			sweep.Since, sweep.Limit = max(f.Since, p.oldest), g.s.PageSize*secondSweep
+			sp, err := g.request(ctx, s, "second-"+strconv.Itoa(i), sweep)
+			if err != nil {
+				return err
+			}
+			if sp.n >= sweep.Limit {
+				g.log.Warn("gateway: the backend has more events in one second than it serves in one REQ; some may not be caught up without NIP-77", "created_at", p.oldest)
+			}
+			f.Until = p.oldest - 1
 		}
-		f.Until, f.HasUntil = p.nextUntil(f.Until, f.HasUntil), true
 		if f.Until < f.Since {
 			return nil
 		}
@@ -313,32 +326,48 @@ func (g *Gateway) pageIn(ctx context.Context, s *session, f nostr.Filter) error 
 }
 
 // pageOut walks the local store newest first in pages and publishes every
-// event in the window; the backend answers "duplicate:" for what it has.
+// event in the window; the backend answers "duplicate:" for what it has. A
+// page of one second is published whole (the local store has no limit).
 func (g *Gateway) pageOut(ctx context.Context, s *session, f nostr.Filter) error {
 	for {
-		var p page
-		var batch []*nostr.Event
-		err := g.store.Query(ctx, &f, g.s.PageSize, func(ev *nostr.Event) bool {
-			p.add(ev.CreatedAt)
-			batch = append(batch, ev)
-			return true
-		})
-		if err != nil {
-			return fmt.Errorf("gateway: walk local events: %w", err)
+		p, err := g.publishRange(ctx, s, f, g.s.PageSize)
+		if err != nil || p.n < g.s.PageSize {
+			return err
 		}
-		for _, ev := range batch {
-			if err := g.publishChecked(ctx, s, ev); err != nil {
+		f.Until, f.HasUntil = p.oldest, true
+		if p.oneSecond() {
+			second := f
+			second.Since = max(f.Since, p.oldest)
+			if _, err := g.publishRange(ctx, s, second, g.s.MaxSyncRecords); err != nil {
 				return err
 			}
+			f.Until = p.oldest - 1
 		}
-		if p.n < g.s.PageSize {
-			return nil
-		}
-		f.Until, f.HasUntil = p.nextUntil(f.Until, f.HasUntil), true
 		if f.Until < f.Since {
 			return nil
 		}
 	}
+}
+
+// publishRange publishes up to limit local events matching f, newest
+// first.
+func (g *Gateway) publishRange(ctx context.Context, s *session, f nostr.Filter, limit int) (page, error) {
+	var p page
+	var batch []*nostr.Event
+	err := g.store.Query(ctx, &f, limit, func(ev *nostr.Event) bool {
+		p.add(ev.CreatedAt)
+		batch = append(batch, ev)
+		return true
+	})
+	if err != nil {
+		return p, fmt.Errorf("gateway: walk local events: %w", err)
+	}
+	for _, ev := range batch {
+		if err := g.publishChecked(ctx, s, ev); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
 }
 
 // publishLocal publishes the local events the backend lacks.

@@ -16,7 +16,7 @@ import (
 
 // newTestGateway wires a gateway to a real store, relay and policy, with no
 // backend connection: for the mesh-side paths, which need none.
-func newTestGateway(t *testing.T) (*Gateway, *relay.Relay, *store.Store) {
+func newTestGateway(t *testing.T, change ...func(*Settings)) (*Gateway, *relay.Relay, *store.Store) {
 	t.Helper()
 	home := t.TempDir()
 	st, err := store.Open(t.TempDir(), store.Options{})
@@ -35,6 +35,9 @@ func newTestGateway(t *testing.T) (*Gateway, *relay.Relay, *store.Store) {
 	s, err := cfg.Settings(home)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, c := range change {
+		c(&s)
 	}
 	key, err := nostr.GenerateSecretKey()
 	if err != nil {
