@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/btcsuite/btcd/btcec/v2/schnorr"
 	"github.com/gorilla/websocket"
 )
 
@@ -226,24 +224,13 @@ func startGateway(t *testing.T, home string, b *gwBackend) *gwProc {
 	return gwStart(t, "gateway", binary, "gateway", "--home", home, "--backend", b.url(), "--listen", "127.0.0.1:0")
 }
 
-// gwSignAt signs an event with a chosen created_at (the replaceable cases
-// need two versions in order).
+// gwSignAt is signAt for test-authored content, which always signs; it
+// panics otherwise, so publisher goroutines can use it too.
 func gwSignAt(u *user, createdAt int64, kind int, content string, tags [][]string) *event {
-	if tags == nil {
-		tags = [][]string{}
-	}
-	e := &event{PubKey: u.pubHex, CreatedAt: createdAt, Kind: kind, Tags: tags, Content: content}
-	ser, err := json.Marshal([]any{0, e.PubKey, e.CreatedAt, e.Kind, e.Tags, e.Content})
+	e, err := u.signAt(createdAt, kind, content, tags)
 	if err != nil {
 		panic(err)
 	}
-	id := sha256.Sum256(ser)
-	sig, err := schnorr.Sign(u.priv, id[:])
-	if err != nil {
-		panic(err)
-	}
-	e.ID = hex.EncodeToString(id[:])
-	e.Sig = hex.EncodeToString(sig.Serialize())
 	return e
 }
 
