@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"container/heap"
 	"context"
 	"encoding/binary"
@@ -212,11 +211,6 @@ func (s *Store) scan(ctx context.Context, snap *pebble.Snapshot, prefixes [][]by
 		}
 	}
 	heap.Init(&h)
-	events, err := newEventReader(snap)
-	if err != nil {
-		return err
-	}
-	defer events.close()
 	var lastSerial uint64
 	first := true
 	// Events with the same created_at are served lowest id first (NIP-01),
@@ -259,7 +253,7 @@ func (s *Store) scan(ctx context.Context, snap *pebble.Snapshot, prefixes [][]by
 			return nil
 		}
 		bucketTS = ts
-		ev, err := events.load(serial)
+		ev, err := loadSnap(snap, serial)
 		if err != nil {
 			return err
 		}
@@ -298,41 +292,3 @@ func loadSnap(snap *pebble.Snapshot, serial uint64) (*nostr.Event, error) {
 	}
 	return ev, nil
 }
-
-// eventReader loads event records through one iterator: seeking an open
-// iterator reuses the blocks and level positions it already holds, where
-// each Get would start from scratch in every level.
-type eventReader struct {
-	it  *pebble.Iterator
-	key []byte
-}
-
-func newEventReader(snap *pebble.Snapshot) (*eventReader, error) {
-	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{pEvent}, UpperBound: []byte{pEvent + 1}})
-	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
-	}
-	return &eventReader{it: it, key: make([]byte, 0, 9)}, nil
-}
-
-// load returns the event with this serial, or nil if it is gone.
-func (r *eventReader) load(serial uint64) (*nostr.Event, error) {
-	r.key = u64(append(r.key[:0], pEvent), serial)
-	if !r.it.SeekGE(r.key) || !bytes.Equal(r.it.Key(), r.key) {
-		if err := r.it.Error(); err != nil {
-			return nil, fmt.Errorf("store: %w", err)
-		}
-		return nil, nil
-	}
-	v, err := r.it.ValueAndErr()
-	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
-	}
-	ev := new(nostr.Event)
-	if err := decodeEvent(v, ev); err != nil {
-		return nil, fmt.Errorf("store: event %d: %w", serial, err)
-	}
-	return ev, nil
-}
-
-func (r *eventReader) close() { r.it.Close() }
