@@ -161,6 +161,14 @@ func TestMesh50(t *testing.T) {
 	t.Run("propagation", func(t *testing.T) {
 		publishers := []int{rand.IntN(count), rand.IntN(count), rand.IntN(count)}
 		waitMeshes(publishers)
+		// Bytes received by nodes that subscribe to nothing and publish
+		// nothing: the sharding claim is that they see none of the traffic.
+		idle := map[int]uint64{}
+		for i := range nodes {
+			if len(shardsOf(i)) == 0 && !slices.Contains(publishers, i) {
+				idle[i] = nodes[i].m.Stats().RPCBytesReceived
+			}
+		}
 		var events []*nostr.Event
 		publishedBy := map[[32]byte]int{}
 		for k, au := range authors {
@@ -189,6 +197,11 @@ func TestMesh50(t *testing.T) {
 				if !slices.Contains(shardsOf(i), ShardOf(ev.PubKey)) && n.sink.has(ev.ID) {
 					t.Errorf("node %d (shards %v) received an event of shard %d", i, shardsOf(i), ShardOf(ev.PubKey))
 				}
+			}
+		}
+		for i, before := range idle {
+			if got := nodes[i].m.Stats().RPCBytesReceived - before; got >= uint64(len(events[0].AppendJSON(nil))) {
+				t.Errorf("node %d subscribes to nothing yet received %d GossipSub bytes while %d events propagated", i, got, len(events))
 			}
 		}
 	})
