@@ -18,7 +18,10 @@ const (
 	ToBackend    Direction = "to_backend"    // mesh → backend at a gateway
 	ReplicateOut Direction = "replicate_out" // this node → other nodes
 	ReplicateIn  Direction = "replicate_in"  // other nodes → this node
-	ClientStore  Direction = "client_store"  // a client publishing to this node
+	// Replicate is GossipSub propagation, where one validator sees events
+	// both published and forwarded.
+	Replicate   Direction = "replicate"
+	ClientStore Direction = "client_store" // a client publishing to this node
 )
 
 // Policy is a compiled rule set with its counters.

@@ -8,6 +8,7 @@ package config
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"fleetmesh.org/fleetmesh/boundary"
+	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
 )
 
@@ -39,6 +41,44 @@ type Config struct {
 	Log   LogConfig   `toml:"log"`
 	// Boundary extends the default boundary rules (spec/boundary.md).
 	Boundary BoundaryConfig `toml:"boundary"`
+	Mesh     MeshConfig     `toml:"mesh"`
+}
+
+// MeshConfig configures the node's part of the mesh (spec/mesh-*.md).
+type MeshConfig struct {
+	// Listen are libp2p multiaddrs to listen on. Empty: the node only dials
+	// out, as a home node behind NAT does.
+	Listen []string `toml:"listen"`
+	// Bootstrap are peers (multiaddrs ending in /p2p/<PeerID>) to meet the
+	// mesh through. None is built in.
+	Bootstrap []string `toml:"bootstrap"`
+	// MDNS finds peers on the local network by multicast DNS.
+	MDNS bool `toml:"mdns"`
+	// DHT is the Kademlia mode: auto, server, client or off.
+	DHT string `toml:"dht"`
+	// Subscribe are the NIP-01 filters (JSON) of the data this node keeps
+	// and replicates; ["{}"] is everything.
+	Subscribe []string `toml:"subscribe"`
+	// SyncInterval is how often the node reconciles with a connected peer.
+	SyncInterval string `toml:"sync_interval"`
+	// MaintainInterval is how often the node checks its connections, dials
+	// remembered and exchanged peers when it has few, and exchanges
+	// descriptors.
+	MaintainInterval string `toml:"maintain_interval"`
+	// LookupPeers bounds how many peers a REQ asks for events this node
+	// does not hold (0: no lookups).
+	LookupPeers int `toml:"lookup_peers"`
+}
+
+// SubscribeFilters parses Subscribe.
+func (m *MeshConfig) SubscribeFilters() ([]nostr.Filter, error) {
+	out := make([]nostr.Filter, len(m.Subscribe))
+	for i, s := range m.Subscribe {
+		if err := json.Unmarshal([]byte(s), &out[i]); err != nil {
+			return nil, fmt.Errorf("mesh.subscribe[%d] %q: %v (write a NIP-01 filter as JSON, e.g. '{\"kinds\":[1]}')", i, s, err)
+		}
+	}
+	return out, nil
 }
 
 // BoundaryConfig holds rules added to the boundary policy's defaults. The
@@ -119,7 +159,16 @@ func Default() Config {
 			QueryTimeout:      d.QueryTimeout.String(),
 		},
 		Store: StoreConfig{Dir: "data", CacheMB: 64},
-		Log:   LogConfig{Level: "info", Format: "text"},
+		Mesh: MeshConfig{
+			Listen:           []string{},
+			Bootstrap:        []string{},
+			DHT:              "auto",
+			Subscribe:        []string{"{}"},
+			SyncInterval:     "1m",
+			MaintainInterval: "30s",
+			LookupPeers:      16,
+		},
+		Log: LogConfig{Level: "info", Format: "text"},
 	}
 }
 
@@ -166,6 +215,20 @@ func (c *Config) Validate() error {
 		if _, err := time.ParseDuration(c.Relay.QueryTimeout); err != nil {
 			return fmt.Errorf("relay.query_timeout %q: %v (write e.g. \"10s\")", c.Relay.QueryTimeout, err)
 		}
+	}
+	if _, err := c.Mesh.SubscribeFilters(); err != nil {
+		return err
+	}
+	switch c.Mesh.DHT {
+	case "", "auto", "server", "client", "off":
+	default:
+		return fmt.Errorf("mesh.dht %q: must be auto, server, client or off", c.Mesh.DHT)
+	}
+	if d, err := time.ParseDuration(c.Mesh.SyncInterval); c.Mesh.SyncInterval != "" && (err != nil || d <= 0) {
+		return fmt.Errorf("mesh.sync_interval %q: write a positive duration, e.g. \"1m\"", c.Mesh.SyncInterval)
+	}
+	if d, err := time.ParseDuration(c.Mesh.MaintainInterval); c.Mesh.MaintainInterval != "" && (err != nil || d <= 0) {
+		return fmt.Errorf("mesh.maintain_interval %q: write a positive duration, e.g. \"30s\"", c.Mesh.MaintainInterval)
 	}
 	for _, r := range c.Boundary.Rules {
 		if _, err := r.Compile(); err != nil {

@@ -121,9 +121,9 @@ func startNodeOnFreePort(t *testing.T, home string) *node {
 	return n
 }
 
-func tryStartNode(t *testing.T, home string, listen string) (*node, error) {
+func tryStartNode(t *testing.T, home string, listen string, extra ...string) (*node, error) {
 	t.Helper()
-	cmd := exec.Command(binary, "run", "--home", home, "--listen", listen)
+	cmd := exec.Command(binary, append([]string{"run", "--home", home, "--listen", listen}, extra...)...)
 	n := &node{t: t, home: home, cmd: cmd, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = n.stderr
 	pipe, err := cmd.StdoutPipe()

@@ -29,6 +29,7 @@ import (
 	"fleetmesh.org/fleetmesh/config"
 	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/identity"
+	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/relay"
 	"fleetmesh.org/fleetmesh/store"
 )
@@ -107,7 +108,8 @@ type Options struct {
 	Log    *slog.Logger
 	// Pprof mounts net/http/pprof at /debug/pprof/ on the relay port.
 	Pprof bool
-	// Ready, if set, is called once the relay is listening, with its URL.
+	// Ready, if set, is called once the relay is listening, with the
+	// ws:// URL of the address it listens on.
 	Ready func(relayURL string)
 }
 
@@ -118,6 +120,7 @@ type Node struct {
 	store    *store.Store
 	didcomm  *agent.Service
 	relay    *relay.Relay
+	mesh     *meshPart
 	ln       net.Listener
 	srv      *http.Server
 	reg      *prometheus.Registry
@@ -169,6 +172,14 @@ func Open(opts Options) (*Node, error) {
 		st.Close()
 		return nil, err
 	}
+	mp, err := openMesh(opts, st, rl, policy)
+	if err != nil {
+		dc.Close()
+		ln.Close()
+		st.Close()
+		return nil, err
+	}
+	dc.AttachLibp2p(mp.m.Host())
 
 	mux := http.NewServeMux()
 	mux.Handle("/", rl)
@@ -190,11 +201,19 @@ func Open(opts Options) (*Node, error) {
 		store:    st,
 		didcomm:  dc,
 		relay:    rl,
+		mesh:     mp,
 		ln:       ln,
 		srv:      &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
 		reg:      reg,
 	}, nil
 }
+
+// MeshAddrs are the node's libp2p multiaddrs with its PeerID, as another
+// node would give them to --bootstrap.
+func (n *Node) MeshAddrs() []string { return n.mesh.addrs() }
+
+// Mesh is the node's mesh part, for tests and metrics.
+func (n *Node) Mesh() *mesh.Mesh { return n.mesh.m }
 
 // RelayURL is the URL clients connect to.
 func (n *Node) RelayURL() string { return n.relay.Config().URL }
@@ -219,8 +238,9 @@ func (n *Node) Serve(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- n.srv.Serve(n.ln) }()
 	n.opts.Log.Info("relay listening", "url", n.RelayURL(), "did", n.opts.Key.DID())
+	n.mesh.start(n.opts, n.RelayURL())
 	if n.opts.Ready != nil {
-		n.opts.Ready(n.RelayURL())
+		n.opts.Ready("ws://" + n.ln.Addr().String())
 	}
 	var serveErr error
 	select {
@@ -234,6 +254,9 @@ func (n *Node) Serve(ctx context.Context) error {
 		n.opts.Log.Warn("relay shutdown", "err", err)
 	}
 	n.srv.Shutdown(sctx)
+	if err := n.mesh.close(); err != nil {
+		n.opts.Log.Warn("mesh close", "err", err)
+	}
 	if err := n.didcomm.Close(); err != nil {
 		n.opts.Log.Warn("didcomm close", "err", err)
 	}

@@ -54,9 +54,13 @@ func (nf *nodeFlags) openNode(stdout, stderr io.Writer) (*node.Node, node.Option
 	if *nf.listen != "" {
 		cfg.Relay.Listen = *nf.listen
 	}
-	if len(nf.meshListen) > 0 || len(nf.bootstrap) > 0 {
-		return nil, node.Options{}, fmt.Errorf("%w: --mesh-listen and --bootstrap need the mesh, which this build does not include yet", errUsage)
+	if len(nf.meshListen) > 0 {
+		cfg.Mesh.Listen = nf.meshListen
 	}
+	if len(nf.bootstrap) > 0 {
+		cfg.Mesh.Bootstrap = nf.bootstrap
+	}
+	var n *node.Node
 	opts := node.Options{
 		Home:   h,
 		Config: cfg,
@@ -67,9 +71,12 @@ func (nf *nodeFlags) openNode(stdout, stderr io.Writer) (*node.Node, node.Option
 			fmt.Fprintf(stdout, "did %s\n", key.DID())
 			fmt.Fprintf(stdout, "peer_id %s\n", key.PeerID())
 			fmt.Fprintf(stdout, "relay %s\n", url)
+			for _, a := range n.MeshAddrs() {
+				fmt.Fprintf(stdout, "mesh %s\n", a)
+			}
 		},
 	}
-	n, err := node.Open(opts)
+	n, err = node.Open(opts)
 	return n, opts, err
 }
 
