@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"net"
+	"sync"
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -157,8 +158,51 @@ func (m *Mesh) validate(_ context.Context, _ peer.ID, msg *pubsub.Message) pubsu
 	return pubsub.ValidationAccept
 }
 
-// rpcTracer counts GossipSub traffic and drops for Stats.
-type rpcTracer struct{ c *counters }
+// rpcTracer counts GossipSub traffic and drops for Stats, and follows
+// which peers are in this node's mesh of each topic (MeshPeers).
+type rpcTracer struct {
+	c    *counters
+	mesh *meshPeers
+}
+
+// meshPeers is the set of grafted peers per topic, as GossipSub reports
+// them. It is bounded by the joined topics (at most ShardCount) times the
+// connected peers.
+type meshPeers struct {
+	mu     sync.Mutex
+	topics map[string]map[peer.ID]bool
+}
+
+func (m *meshPeers) set(topic string, p peer.ID, in bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if in {
+		if m.topics[topic] == nil {
+			m.topics[topic] = map[peer.ID]bool{}
+		}
+		m.topics[topic][p] = true
+		return
+	}
+	delete(m.topics[topic], p)
+}
+
+func (m *meshPeers) list(topic string) []peer.ID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]peer.ID, 0, len(m.topics[topic]))
+	for p := range m.topics[topic] {
+		out = append(out, p)
+	}
+	return out
+}
+
+func (t rpcTracer) Graft(p peer.ID, topic string) { t.mesh.set(topic, p, true) }
+func (t rpcTracer) Prune(p peer.ID, topic string) { t.mesh.set(topic, p, false) }
+func (t rpcTracer) Leave(topic string) {
+	t.mesh.mu.Lock()
+	delete(t.mesh.topics, topic)
+	t.mesh.mu.Unlock()
+}
 
 var _ pubsub.RawTracer = rpcTracer{}
 
@@ -181,9 +225,6 @@ func (t rpcTracer) UndeliverableMessage(*pubsub.Message) {
 func (rpcTracer) OnNewOutboundStream(peer.ID, protocol.ID) {}
 func (rpcTracer) OnClosedOutboundStream(peer.ID)           {}
 func (rpcTracer) Join(string)                              {}
-func (rpcTracer) Leave(string)                             {}
-func (rpcTracer) Graft(peer.ID, string)                    {}
-func (rpcTracer) Prune(peer.ID, string)                    {}
 func (rpcTracer) ValidateMessage(*pubsub.Message)          {}
 func (rpcTracer) DeliverMessage(*pubsub.Message)           {}
 func (rpcTracer) RejectMessage(*pubsub.Message, string)    {}

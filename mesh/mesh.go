@@ -50,6 +50,7 @@ type Mesh struct {
 	policy   Policy
 	log      *slog.Logger
 	stats    *counters
+	mesh     *meshPeers
 
 	boot []peer.AddrInfo
 	ps   *pubsub.PubSub
@@ -101,6 +102,7 @@ func New(h host.Host, cfg Config, hooks Hooks) (*Mesh, error) {
 		policy: hooks.Policy,
 		log:    hooks.Logger,
 		stats:  newCounters(cfg.MaxReasons),
+		mesh:   &meshPeers{topics: map[string]map[peer.ID]bool{}},
 		topics: make(map[int]*pubsub.Topic),
 		subs:   make(map[int]context.CancelFunc),
 	}
@@ -146,7 +148,7 @@ func (m *Mesh) start(hooks Hooks) error {
 		pubsub.WithMaxMessageSize(max(1<<20, m.cfg.MaxMessageBytes+64<<10)),
 		pubsub.WithPeerScore(peerScoreParams(), peerScoreThresholds()),
 		pubsub.WithDefaultValidator(m.validate),
-		pubsub.WithRawTracer(rpcTracer{m.stats}),
+		pubsub.WithRawTracer(rpcTracer{c: m.stats, mesh: m.mesh}),
 		pubsub.WithSubscriptionFilter(pubsub.WrapLimitSubscriptionFilter(
 			pubsub.NewRegexpSubscriptionFilter(regexp.MustCompile("^"+regexp.QuoteMeta(TopicPrefix)+"(0|[1-9][0-9]{0,2})$")),
 			ShardCount)),
@@ -187,6 +189,14 @@ func (m *Mesh) goroutine(f func(ctx context.Context)) {
 		defer m.wg.Done()
 		f(m.ctx)
 	}()
+}
+
+// MeshPeers returns the peers in this node's GossipSub mesh for shard:
+// the peers it forwards the shard's events to in full (others get only
+// gossip about them). A subscribed shard with no mesh peers receives
+// nothing live.
+func (m *Mesh) MeshPeers(shard int) []peer.ID {
+	return m.mesh.list(Topic(shard))
 }
 
 // Host returns the libp2p host.

@@ -15,9 +15,9 @@ import (
 )
 
 // shardGraphConnected reports whether the subscribers of shard, joined by
-// the topic peers GossipSub knows, form one connected graph, and whether
-// every publisher knows at least one of them: then a published event can
-// reach every subscriber.
+// their GossipSub mesh links (grafted peers), form one connected graph, and
+// whether every publisher knows at least one of them: then a published
+// event reaches every subscriber through the meshes.
 func shardGraphConnected(t testing.TB, nodes []*testNode, subscribers []int, publishers []int, shard int) bool {
 	t.Helper()
 	if len(subscribers) == 0 {
@@ -32,7 +32,7 @@ func shardGraphConnected(t testing.TB, nodes []*testNode, subscribers []int, pub
 	for len(queue) > 0 {
 		i := queue[0]
 		queue = queue[1:]
-		for _, p := range nodes[i].m.ps.ListPeers(Topic(shard)) {
+		for _, p := range nodes[i].m.MeshPeers(shard) {
 			if j, ok := index[string(p)]; ok && !seen[j] {
 				seen[j] = true
 				queue = append(queue, j)
