@@ -66,11 +66,15 @@ func TestPeerExchange(t *testing.T) {
 	if err := nodes[5].m.SetLocalDescriptor(newer); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := nodes[1].m.ExchangeDescriptors(context.Background(), nodes[5].h.ID()); err != nil || n != 1 {
-		t.Fatalf("exchange with the re-signed node learnt %d descriptors (err %v), want 1", n, err)
+	// A background round may bring it over first; then this learns 0.
+	if n, err := nodes[1].m.ExchangeDescriptors(context.Background(), nodes[5].h.ID()); err != nil || n > 1 {
+		t.Fatalf("exchange with the re-signed node learnt %d descriptors (err %v), want at most 1", n, err)
 	}
 	if got, _ := nodes[1].m.Descriptor(nodes[5].h.ID()); string(got) != string(newer) {
 		t.Fatal("the newer descriptor did not replace the older one")
+	}
+	if n, err := nodes[1].m.ExchangeDescriptors(context.Background(), nodes[5].h.ID()); err != nil || n != 0 {
+		t.Fatalf("a repeated exchange learnt %d descriptors (err %v), want 0", n, err)
 	}
 	forged := []byte(string(newer[:len(newer)-4]) + "AAAA")
 	before := nodes[2].m.Stats().DescriptorsRejected
