@@ -54,6 +54,9 @@ type options struct {
 	keep          bool
 	out           string
 	profileSecs   int
+	eoseWait      time.Duration
+	khatruData    string
+	fleetmeshHome string
 	ingestTimeout time.Duration
 	queryTimeout  time.Duration
 	timeout       time.Duration
@@ -69,7 +72,7 @@ func main() {
 	flag.IntVar(&o.queries, "queries", 0, "measured REQs (after the warm-up), spread evenly over the filter shapes (0: events/250, between 200 and 4000)")
 	flag.IntVar(&o.queryClients, "query-clients", 4, "concurrent REQ clients, each sending one REQ at a time")
 	flag.IntVar(&o.warmup, "warmup", -1, "REQs sent first and not measured (-1: a tenth of --queries)")
-	flag.StringVar(&o.candidate, "candidate", "fleetmesh", "relay compared with khatru: fleetmesh, or khatru (a second khatru instance, to prove the harness)")
+	flag.StringVar(&o.candidate, "candidate", "fleetmesh", "relay compared with khatru: fleetmesh, khatru (a second khatru instance, to prove the harness), or none (khatru alone)")
 	flag.StringVar(&o.khatruBin, "khatru-bin", "bin/khatru-relay", "khatru-relay binary")
 	flag.StringVar(&o.khatruBackend, "khatru-backend", "badger", "eventstore backend of khatru-relay: badger or lmdb")
 	flag.StringVar(&o.fleetmeshBin, "fleetmesh-bin", "bin/fleetmesh", "fleetmesh binary")
@@ -82,6 +85,9 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the work dir (data and relay logs) after the run")
 	flag.StringVar(&o.out, "out", "", "JSON results file (default results/relaybench-TIMESTAMP.json)")
 	flag.IntVar(&o.profileSecs, "profile-seconds", 0, "if > 0, take a CPU profile of this many seconds from each relay during ingest and during REQs")
+	flag.StringVar(&o.khatruData, "khatru-data", "", "REQ phase only: start khatru on this data dir filled by an earlier run (needs --fleetmesh-home too, or --candidate khatru)")
+	flag.StringVar(&o.fleetmeshHome, "fleetmesh-home", "", "REQ phase only: start fleetmesh on this node home filled by an earlier run")
+	flag.DurationVar(&o.eoseWait, "eose-wait", 30*time.Second, "time limit of one REQ (until its EOSE); a REQ that takes longer counts as failed")
 	flag.DurationVar(&o.ingestTimeout, "ingest-timeout", 45*time.Minute, "time limit of the ingest phase, per relay")
 	flag.DurationVar(&o.queryTimeout, "query-timeout", 10*time.Minute, "time limit of the REQ phase, per relay")
 	flag.DurationVar(&o.timeout, "timeout", 3*time.Hour, "time limit of the whole run")
@@ -148,19 +154,24 @@ func run(ctx context.Context, o options) error {
 	}
 	started := time.Now().UTC()
 
-	khatru := relaySpec{Name: "khatru", Kind: "khatru", Bin: o.khatruBin, ExtraArgs: []string{"--backend", o.khatruBackend}}
+	khatru := relaySpec{Name: "khatru", Kind: "khatru", Bin: o.khatruBin, ExtraArgs: []string{"--backend", o.khatruBackend}, Existing: o.khatruData}
 	if o.profileSecs > 0 {
 		khatru.ExtraArgs = append(khatru.ExtraArgs, "--pprof")
 	}
 	var cand relaySpec
 	switch o.candidate {
 	case "fleetmesh":
-		cand = relaySpec{Name: "fleetmesh", Kind: "fleetmesh", Bin: o.fleetmeshBin, ExtraArgs: strings.Fields(o.fleetmeshArgs), PprofURL: o.fleetmeshProf}
+		cand = relaySpec{Name: "fleetmesh", Kind: "fleetmesh", Bin: o.fleetmeshBin, ExtraArgs: strings.Fields(o.fleetmeshArgs), PprofURL: o.fleetmeshProf, Existing: o.fleetmeshHome}
 	case "khatru":
 		cand = khatru
 		cand.Name = "khatru-standin"
+	case "none":
 	default:
-		return fmt.Errorf("--candidate must be fleetmesh or khatru, got %q", o.candidate)
+		return fmt.Errorf("--candidate must be fleetmesh, khatru or none, got %q", o.candidate)
+	}
+	specs := []relaySpec{khatru}
+	if o.candidate != "none" {
+		specs = append(specs, cand)
 	}
 
 	if o.build {
@@ -168,7 +179,7 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	for _, s := range []relaySpec{khatru, cand} {
+	for _, s := range specs {
 		if _, err := os.Stat(s.Bin); err != nil {
 			return fmt.Errorf("%s binary: %w (build it, see README.md)", s.Name, err)
 		}
@@ -206,7 +217,7 @@ func run(ctx context.Context, o options) error {
 			"idle": o.idle, "queries": o.queries, "queryClients": o.queryClients, "warmup": o.warmup,
 			"khatruBackend": o.khatruBackend, "candidate": o.candidate, "fleetmeshCommit": gitHead(ctx, o.mainDir), "authors": corpusParams{events: o.events}.authorCount()},
 	}
-	for _, spec := range []relaySpec{khatru, cand} {
+	for _, spec := range specs {
 		logf("=== %s", spec.Name)
 		r := benchRelay(ctx, spec, c, qs, o, workDir, profDir, logf)
 		if r.Error != "" {
@@ -254,7 +265,7 @@ func benchRelay(ctx context.Context, spec relaySpec, c *corpus, qs []query, o op
 		return r
 	}
 
-	if o.idle > 0 {
+	if o.idle > 0 && spec.Existing == "" {
 		t0 := time.Now()
 		ic, err := openIdle(ctx, p.url, o.idle, 2*time.Minute)
 		if err != nil {
@@ -293,15 +304,19 @@ func benchRelay(ctx context.Context, spec relaySpec, c *corpus, qs []query, o op
 		return func() { <-done }
 	}
 
-	logf("%s: publishing %d events from %d clients, pipeline %d", spec.Name, len(c.frames), o.clients, o.pipeline)
-	r.LoadAvg["ingest"] = loadAvg()
-	waitProf := profile("ingest")
-	r.Ingest = ingest(ctx, p.url, c, ingestConfig{clients: o.clients, pipeline: o.pipeline, timeout: o.ingestTimeout, ackWait: 60 * time.Second})
-	waitProf()
-	logf("%s: %d OK true, %d OK false in %.1fs: %.0f events/s %s", spec.Name, r.Ingest.OKTrue, r.Ingest.OKFalse, r.Ingest.Seconds, r.Ingest.EventsPerSec, r.Ingest.Error)
-	if err := p.alive(); err != nil {
-		r.Error = err.Error()
-		return r
+	if spec.Existing == "" {
+		logf("%s: publishing %d events from %d clients, pipeline %d", spec.Name, len(c.frames), o.clients, o.pipeline)
+		r.LoadAvg["ingest"] = loadAvg()
+		waitProf := profile("ingest")
+		r.Ingest = ingest(ctx, p.url, c, ingestConfig{clients: o.clients, pipeline: o.pipeline, timeout: o.ingestTimeout, ackWait: 60 * time.Second})
+		waitProf()
+		logf("%s: %d OK true, %d OK false in %.1fs: %.0f events/s %s", spec.Name, r.Ingest.OKTrue, r.Ingest.OKFalse, r.Ingest.Seconds, r.Ingest.EventsPerSec, r.Ingest.Error)
+		if err := p.alive(); err != nil {
+			r.Error = err.Error()
+			return r
+		}
+	} else {
+		logf("%s: REQ phase only, on the existing store %s", spec.Name, spec.Existing)
 	}
 	if r.MemStored, err = p.settledMem(ctx, 20*time.Second); err != nil {
 		r.Error = err.Error()
@@ -311,8 +326,8 @@ func benchRelay(ctx context.Context, spec relaySpec, c *corpus, qs []query, o op
 
 	logf("%s: %d REQs (+%d warm-up) from %d clients", spec.Name, len(qs)-min(o.warmup, len(qs)), o.warmup, o.queryClients)
 	r.LoadAvg["req"] = loadAvg()
-	waitProf = profile("req")
-	r.Query = runQueries(ctx, p.url, qs, queryConfig{clients: o.queryClients, warmup: o.warmup, timeout: o.queryTimeout, eoseWait: 30 * time.Second})
+	waitProf := profile("req")
+	r.Query = runQueries(ctx, p.url, qs, queryConfig{clients: o.queryClients, warmup: o.warmup, timeout: o.queryTimeout, eoseWait: o.eoseWait})
 	waitProf()
 	logf("%s: REQ p50 %.2f ms p99 %.2f ms, %d failures", spec.Name, r.Query.All.P50ms, r.Query.All.P99ms, r.Query.Failures)
 	r.LoadAvg["end"] = loadAvg()

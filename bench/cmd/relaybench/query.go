@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -121,6 +122,7 @@ type queryConfig struct {
 // shapeStats is latency and result size for one filter shape.
 type shapeStats struct {
 	Count        int     `json:"count"`
+	Timeouts     int     `json:"timeouts"` // REQs with no EOSE within the wait, counted at the wait in the percentiles
 	P50ms        float64 `json:"p50ms"`
 	P99ms        float64 `json:"p99ms"`
 	MeanMs       float64 `json:"meanMs"`
@@ -135,17 +137,20 @@ type queryResult struct {
 	Seconds  float64               `json:"seconds"`
 	QPS      float64               `json:"reqPerSec"`
 	Failures int64                 `json:"failures"`
+	NotRun   int64                 `json:"notRun"` // measured REQs never sent because the phase hit its time limit
 	Errors   []string              `json:"errors,omitempty"`
 	TimedOut bool                  `json:"timedOut"`
 	// Counts holds the number of events returned for every measured query,
-	// in query order, so two relays' answers can be compared.
+	// in query order (-1: not run), so two relays' answers can be compared.
 	Counts []int `json:"-"`
 }
 
 type sample struct {
-	lat    time.Duration
-	events int
-	ok     bool
+	attempted bool
+	lat       time.Duration
+	events    int
+	ok        bool
+	timedOut  bool
 }
 
 // runQueries sends qs (after cfg.warmup warm-up queries taken from the
@@ -163,7 +168,7 @@ func runQueries(ctx context.Context, relayURL string, qs []query, cfg queryConfi
 	var errs []string
 	record := func(err error) {
 		errMu.Lock()
-		if len(errs) < 10 {
+		if len(errs) < 20 {
 			errs = append(errs, err.Error())
 		}
 		errMu.Unlock()
@@ -181,7 +186,11 @@ func runQueries(ctx context.Context, relayURL string, qs []query, cfg queryConfi
 				record(err)
 				return
 			}
-			defer conn.Close()
+			defer func() {
+				if conn != nil {
+					conn.Close()
+				}
+			}()
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(qs) || ctx.Err() != nil {
@@ -191,13 +200,26 @@ func runQueries(ctx context.Context, relayURL string, qs []query, cfg queryConfi
 					startOnce.Do(func() { measuredStart = time.Now() })
 				}
 				s, err := oneREQ(conn, fmt.Sprintf("b%d-%d", ci, i), qs[i].filter, cfg.eoseWait)
-				samples[i] = s
+				s.attempted = true
 				if err != nil {
+					var ne net.Error
+					if errors.As(err, &ne) && ne.Timeout() {
+						s.timedOut, s.lat = true, cfg.eoseWait
+					}
 					record(fmt.Errorf("%s query %d: %w", qs[i].shape, i, err))
 					if errors.Is(err, errConnBroken) {
-						return
+						// The relay may still be working on the REQ; a
+						// fresh connection keeps the next one independent.
+						conn.Close()
+						if conn, err = dial(ctx, relayURL); err != nil {
+							conn = nil
+							record(err)
+							samples[i] = s
+							return
+						}
 					}
 				}
+				samples[i] = s
 			}
 		}()
 	}
@@ -213,8 +235,13 @@ func runQueries(ctx context.Context, relayURL string, qs []query, cfg queryConfi
 	var all []sample
 	for i := warm; i < len(qs); i++ {
 		s := samples[i]
+		if !s.attempted {
+			res.NotRun++
+			res.Counts = append(res.Counts, -1)
+			continue
+		}
 		res.Counts = append(res.Counts, s.events)
-		if !s.ok {
+		if !s.ok && !s.timedOut {
 			res.Failures++
 			continue
 		}
@@ -244,14 +271,14 @@ func oneREQ(conn *websocket.Conn, subID string, f filter, wait time.Duration) (s
 	start := time.Now()
 	conn.SetWriteDeadline(start.Add(wait))
 	if err := conn.WriteMessage(websocket.TextMessage, msg); err != nil {
-		return sample{}, fmt.Errorf("%w: write: %v", errConnBroken, err)
+		return sample{}, fmt.Errorf("%w: write: %w", errConnBroken, err)
 	}
 	var s sample
 	for {
 		conn.SetReadDeadline(start.Add(wait))
 		_, in, err := conn.ReadMessage()
 		if err != nil {
-			return s, fmt.Errorf("%w: read: %v", errConnBroken, err)
+			return s, fmt.Errorf("%w: read: %w", errConnBroken, err)
 		}
 		label, sub, ok := frameHead(in)
 		if !ok {
@@ -284,7 +311,11 @@ func summarize(ss []sample) shapeStats {
 	lats := make([]time.Duration, len(ss))
 	var sum time.Duration
 	var events int64
+	timeouts := 0
 	for i, s := range ss {
+		if s.timedOut {
+			timeouts++
+		}
 		lats[i] = s.lat
 		sum += s.lat
 		events += int64(s.events)
@@ -292,6 +323,7 @@ func summarize(ss []sample) shapeStats {
 	slices.Sort(lats)
 	return shapeStats{
 		Count:        len(ss),
+		Timeouts:     timeouts,
 		P50ms:        ms(percentile(lats, 0.50)),
 		P99ms:        ms(percentile(lats, 0.99)),
 		MeanMs:       ms(sum / time.Duration(len(ss))),

@@ -25,6 +25,10 @@ type relaySpec struct {
 	Bin       string   `json:"bin"`       // path of the binary
 	ExtraArgs []string `json:"extraArgs"` // appended to the run command line
 	PprofURL  string   `json:"-"`         // CPU profile endpoint; empty: derive from the relay URL
+	// Existing, if set, is a data dir (khatru) or node home (fleetmesh)
+	// filled by an earlier run: the relay starts on it as it is, and only
+	// the REQ phase is measured.
+	Existing string `json:"existing,omitempty"`
 }
 
 // relayProc is one running relay process; stop must be called.
@@ -47,7 +51,12 @@ var relayLine = regexp.MustCompile(`relay (ws://\S+)`)
 // under workDir, and waits for its "relay ws://..." line.
 func startRelay(ctx context.Context, spec relaySpec, workDir string) (*relayProc, error) {
 	dataDir := filepath.Join(workDir, spec.Name+"-data")
-	if err := os.RemoveAll(dataDir); err != nil {
+	if spec.Existing != "" {
+		dataDir = spec.Existing
+		if _, err := os.Stat(dataDir); err != nil {
+			return nil, fmt.Errorf("%s: existing data: %w", spec.Name, err)
+		}
+	} else if err := os.RemoveAll(dataDir); err != nil {
 		return nil, fmt.Errorf("%s: clear data dir: %w", spec.Name, err)
 	}
 	var args []string
@@ -55,8 +64,10 @@ func startRelay(ctx context.Context, spec relaySpec, workDir string) (*relayProc
 	case "khatru":
 		args = append([]string{"--listen", "127.0.0.1:0", "--data", dataDir}, spec.ExtraArgs...)
 	case "fleetmesh":
-		if err := initFleetmesh(ctx, spec, dataDir); err != nil {
-			return nil, err
+		if spec.Existing == "" {
+			if err := initFleetmesh(ctx, spec, dataDir); err != nil {
+				return nil, err
+			}
 		}
 		args = append([]string{"run", "--home", dataDir, "--listen", "127.0.0.1:0"}, spec.ExtraArgs...)
 	default:

@@ -32,7 +32,7 @@ func ratios(kh, cand relayResult) map[string]float64 {
 func mismatches(a, b []int, qs []query) map[string]int {
 	m := map[string]int{}
 	for i := range min(len(a), len(b), len(qs)) {
-		if a[i] != b[i] {
+		if a[i] >= 0 && b[i] >= 0 && a[i] != b[i] {
 			m[qs[i].shape]++
 		}
 	}
@@ -82,10 +82,13 @@ func printTable(w io.Writer, rep report) {
 	row("REQ p99 ms (all shapes)", func(r relayResult) float64 { return r.Query.All.P99ms }, "%.2f")
 	row("REQ/s", func(r relayResult) float64 { return r.Query.QPS }, "%.0f")
 	row("REQ failures", func(r relayResult) float64 { return float64(r.Query.Failures) }, "%.0f")
+	row("REQ not run (phase time limit)", func(r relayResult) float64 { return float64(r.Query.NotRun) }, "%.0f")
+	row("REQ timeouts (no EOSE in --eose-wait)", func(r relayResult) float64 { return float64(r.Query.All.Timeouts) }, "%.0f")
 	for _, sh := range shapes {
 		sh := sh
 		row("  "+sh+" p50 ms", func(r relayResult) float64 { return r.Query.Shapes[sh].P50ms }, "%.2f")
 		row("  "+sh+" p99 ms", func(r relayResult) float64 { return r.Query.Shapes[sh].P99ms }, "%.2f")
+		row("  "+sh+" timeouts", func(r relayResult) float64 { return float64(r.Query.Shapes[sh].Timeouts) }, "%.0f")
 		row("  "+sh+" events/REQ", func(r relayResult) float64 { return r.Query.Shapes[sh].EventsPerReq }, "%.1f")
 	}
 	row("VmRSS MiB at start", func(r relayResult) float64 { return mib(r.MemStart.VmRSS) }, "%.1f")
