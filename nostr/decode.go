@@ -1,7 +1,6 @@
 package nostr
 
 import (
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,13 +44,13 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 	case w.Tags == nil:
 		return errors.New(`event has no "tags" array`)
 	}
-	if err := decodeHex(e.ID[:], *w.ID); err != nil {
+	if err := DecodeHex(e.ID[:], *w.ID); err != nil {
 		return fmt.Errorf(`"id" %w`, err)
 	}
-	if err := decodeHex(e.PubKey[:], *w.PubKey); err != nil {
+	if err := DecodeHex(e.PubKey[:], *w.PubKey); err != nil {
 		return fmt.Errorf(`"pubkey" %w`, err)
 	}
-	if err := decodeHex(e.Sig[:], *w.Sig); err != nil {
+	if err := DecodeHex(e.Sig[:], *w.Sig); err != nil {
 		return fmt.Errorf(`"sig" %w`, err)
 	}
 	if *w.CreatedAt < 0 {
@@ -72,19 +71,36 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// decodeHex decodes lowercase hex of exactly len(dst) bytes.
-func decodeHex(dst []byte, s string) error {
+// DecodeHex decodes lowercase hex of exactly len(dst) bytes, the form of
+// ids, pubkeys and signatures on the wire; the error says what is wrong in
+// words a client developer can act on.
+func DecodeHex(dst []byte, s string) error {
 	if len(s) != 2*len(dst) {
 		return fmt.Errorf("must be %d lowercase hex characters, got %d characters", 2*len(dst), len(s))
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return fmt.Errorf("must be lowercase hex, found %q at %d", c, i)
+	for i := range dst {
+		hi, lo := unhexLower(s[2*i]), unhexLower(s[2*i+1])
+		if hi > 15 || lo > 15 {
+			at := 2 * i
+			if hi <= 15 {
+				at++
+			}
+			return fmt.Errorf("must be lowercase hex, found %q at %d", s[at], at)
 		}
+		dst[i] = hi<<4 | lo
 	}
-	_, err := hex.Decode(dst, []byte(s))
-	return err
+	return nil
+}
+
+// unhexLower is the value of a lowercase hex digit, or 255.
+func unhexLower(c byte) byte {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0'
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10
+	}
+	return 255
 }
 
 // plainJSONError strips Go type names from encoding/json errors, which mean

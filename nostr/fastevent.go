@@ -161,27 +161,7 @@ func (p *fastParser) uint() (int64, bool) {
 
 func (p *fastParser) hex(dst []byte) bool {
 	s, ok := p.str()
-	if !ok || len(s) != 2*len(dst) {
-		return false
-	}
-	for i := range dst {
-		hi, lo := unhexLower(s[2*i]), unhexLower(s[2*i+1])
-		if hi > 15 || lo > 15 {
-			return false
-		}
-		dst[i] = hi<<4 | lo
-	}
-	return true
-}
-
-func unhexLower(c byte) byte {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0'
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10
-	}
-	return 255
+	return ok && DecodeHex(dst, s) == nil
 }
 
 // tags decodes an array of non-empty arrays of strings. All the tags'

@@ -155,7 +155,7 @@ func decodeHexList(val json.RawMessage) ([][32]byte, error) {
 	}
 	out := make([][32]byte, len(ss))
 	for i, s := range ss {
-		if err := decodeHex(out[i][:], s); err != nil {
+		if err := DecodeHex(out[i][:], s); err != nil {
 			return nil, fmt.Errorf("item %d %w", i, err)
 		}
 	}

@@ -154,7 +154,7 @@ func peekID(raw json.RawMessage) string {
 		ID string `json:"id"`
 	}
 	var id [32]byte
-	if json.Unmarshal(raw, &w) == nil && decodeHex(id[:], w.ID) == nil {
+	if json.Unmarshal(raw, &w) == nil && DecodeHex(id[:], w.ID) == nil {
 		return w.ID
 	}
 	return ""

@@ -336,7 +336,7 @@ func (s *Store) applyDeletion(b *pebble.Batch, del *nostr.Event) error {
 		switch t[0] {
 		case "e":
 			var id [32]byte
-			if decodeHexID(id[:], t[1]) != nil {
+			if nostr.DecodeHex(id[:], t[1]) != nil {
 				continue
 			}
 			if err := b.Set(deletedIDKey(id), del.PubKey[:], nil); err != nil {
@@ -404,37 +404,13 @@ func parseAddress(a string) (kind int, pub [32]byte, d string, ok bool) {
 		return 0, pub, "", false
 	}
 	k, err := strconv.Atoi(ks)
-	if err != nil || k < 0 || k > nostr.MaxKind || decodeHexID(pub[:], ps) != nil {
+	if err != nil || k < 0 || k > nostr.MaxKind || nostr.DecodeHex(pub[:], ps) != nil {
 		return 0, pub, "", false
 	}
 	if nostr.ClassOf(k) == nostr.Replaceable {
 		d = ""
 	}
 	return k, pub, d, true
-}
-
-func decodeHexID(dst []byte, s string) error {
-	if len(s) != 64 {
-		return errCorrupt
-	}
-	for i := 0; i < 32; i++ {
-		hi, lo := unhex(s[2*i]), unhex(s[2*i+1])
-		if hi > 15 || lo > 15 {
-			return errCorrupt
-		}
-		dst[i] = hi<<4 | lo
-	}
-	return nil
-}
-
-func unhex(c byte) byte {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0'
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10
-	}
-	return 255
 }
 
 // remove deletes an event and every key that points at it.
