@@ -77,7 +77,7 @@ func (c *conn) canRead(ev *nostr.Event) bool {
 	for _, t := range ev.Tags {
 		if len(t) >= 2 && t[0] == "p" {
 			var pk [32]byte
-			if decodeHex32(pk[:], t[1]) {
+			if nostr.DecodeHex(pk[:], t[1]) == nil {
 				if _, ok := c.authed[pk]; ok {
 					return true
 				}
@@ -85,28 +85,4 @@ func (c *conn) canRead(ev *nostr.Event) bool {
 		}
 	}
 	return false
-}
-
-func decodeHex32(dst []byte, s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := range 32 {
-		hi, lo := fromHex(s[2*i]), fromHex(s[2*i+1])
-		if hi > 15 || lo > 15 {
-			return false
-		}
-		dst[i] = hi<<4 | lo
-	}
-	return true
-}
-
-func fromHex(c byte) byte {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0'
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10
-	}
-	return 255
 }
