@@ -77,7 +77,7 @@ func DefaultConfig() Config {
 		MaxFutureSeconds:  900,
 		MaxInFlight:       64,
 		MaxNegRecords:     500_000,
-		SendQueue:         1024,
+		SendQueue:         256,
 		EventsPerSecond:   10,
 		EventsBurst:       40,
 		IPEventsPerSecond: 30,

@@ -100,7 +100,10 @@ func (c *conn) serve() {
 	}
 	c.ws.SetPongHandler(func(string) error { return extend() })
 	c.sendCtl(frame("AUTH", c.challenge))
-	buf := make([]byte, c.r.cfg.MaxMessageBytes+1)
+	// The read buffer grows to the largest message this connection sent
+	// (at most the limit), so an idle connection holds almost nothing.
+	var buf bytes.Buffer
+	limit := int64(c.r.cfg.MaxMessageBytes)
 	for {
 		typ, rd, err := c.ws.NextReader()
 		if err != nil {
@@ -110,22 +113,23 @@ func (c *conn) serve() {
 			break
 		}
 		extend()
-		n, err := io.ReadFull(rd, buf)
-		if err == nil {
+		buf.Reset()
+		n, err := buf.ReadFrom(io.LimitReader(rd, limit+1))
+		if err != nil {
+			break
+		}
+		if n > limit {
 			// The message is longer than the limit: skip the rest of it.
 			rest, _ := io.Copy(io.Discard, rd)
 			c.r.m.rejected.WithLabelValues("message_too_large").Inc()
-			c.notice(fmt.Sprintf("invalid: message of %d bytes is over this relay's limit of %d bytes", int64(n)+rest, c.r.cfg.MaxMessageBytes))
+			c.notice(fmt.Sprintf("invalid: message of %d bytes is over this relay's limit of %d bytes", n+rest, c.r.cfg.MaxMessageBytes))
 			continue
-		}
-		if !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-			break
 		}
 		if typ != websocket.TextMessage {
 			c.notice("invalid: only text messages carry Nostr messages")
 			continue
 		}
-		c.handle(bytes.Clone(buf[:n]))
+		c.handle(bytes.Clone(buf.Bytes()))
 	}
 	c.cancel()
 	c.handlers.Wait()

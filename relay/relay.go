@@ -92,6 +92,9 @@ func New(cfg Config, st Store, log *slog.Logger, reg prometheus.Registerer) *Rel
 	r.upgrader = websocket.Upgrader{
 		ReadBufferSize:  4096,
 		WriteBufferSize: 4096,
+		// Write buffers are taken from a pool only while a message is being
+		// written, so idle connections hold none.
+		WriteBufferPool: &sync.Pool{},
 		// A relay is a public service: any web origin may connect.
 		CheckOrigin: func(*http.Request) bool { return true },
 	}
