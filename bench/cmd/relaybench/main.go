@@ -27,6 +27,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -55,6 +56,7 @@ type options struct {
 	out           string
 	profileSecs   int
 	eoseWait      time.Duration
+	shapes        string
 	khatruData    string
 	fleetmeshHome string
 	ingestTimeout time.Duration
@@ -87,6 +89,7 @@ func main() {
 	flag.IntVar(&o.profileSecs, "profile-seconds", 0, "if > 0, take a CPU profile of this many seconds from each relay during ingest and during REQs")
 	flag.StringVar(&o.khatruData, "khatru-data", "", "REQ phase only: start khatru on this data dir filled by an earlier run (needs --fleetmesh-home too, or --candidate khatru)")
 	flag.StringVar(&o.fleetmeshHome, "fleetmesh-home", "", "REQ phase only: start fleetmesh on this node home filled by an earlier run")
+	flag.StringVar(&o.shapes, "shapes", "", "comma-separated filter shapes to keep in the REQ mix (default: all of "+strings.Join(shapes, ",")+")")
 	flag.DurationVar(&o.eoseWait, "eose-wait", 30*time.Second, "time limit of one REQ (until its EOSE); a REQ that takes longer counts as failed")
 	flag.DurationVar(&o.ingestTimeout, "ingest-timeout", 45*time.Minute, "time limit of the ingest phase, per relay")
 	flag.DurationVar(&o.queryTimeout, "query-timeout", 10*time.Minute, "time limit of the REQ phase, per relay")
@@ -189,7 +192,10 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	qs := buildQueries(c, o.warmup+o.queries, o.seed)
+	qs, err := keepShapes(buildQueries(c, len(shapes)*(o.warmup+o.queries), o.seed), o.shapes, o.warmup+o.queries)
+	if err != nil {
+		return err
+	}
 
 	workDir := o.workDir
 	if workDir == "" {
@@ -419,6 +425,29 @@ func kernel() string {
 		return ""
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// keepShapes returns the first n queries whose shape is in the
+// comma-separated list (all shapes if the list is empty). Filtering a longer
+// list keeps each query identical to the one a full-mix run sends.
+func keepShapes(qs []query, list string, n int) ([]query, error) {
+	if list == "" {
+		return qs[:min(n, len(qs))], nil
+	}
+	keep := map[string]bool{}
+	for _, sh := range strings.Split(list, ",") {
+		if !slices.Contains(shapes, sh) {
+			return nil, fmt.Errorf("--shapes: unknown shape %q (known: %s)", sh, strings.Join(shapes, ","))
+		}
+		keep[sh] = true
+	}
+	var out []query
+	for _, q := range qs {
+		if keep[q.shape] && len(out) < n {
+			out = append(out, q)
+		}
+	}
+	return out, nil
 }
 
 // gitHead names the main module's commit the fleetmesh binary was built
