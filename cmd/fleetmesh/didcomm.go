@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -49,31 +48,6 @@ func runDIDComm(ctx context.Context, args []string, stdin io.Reader, stdout, std
 }
 
 // didcommLoadKey reads DIR/node.key and says how to make one when missing.
-func didcommLoadKey(home string) (*identity.Key, error) {
-	if home == "" {
-		return nil, fmt.Errorf("%w: --home DIR is required", errUsage)
-	}
-	path := filepath.Join(home, "node.key")
-	k, err := identity.LoadKey(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("no node key at %s: run `fleetmesh init --home %s` first", path, home)
-	}
-	return k, err
-}
-
-func didcommParseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
-	}
-	return nil
-}
-
 func didcommPack(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("didcomm pack", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -83,14 +57,14 @@ func didcommPack(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	mode := fs.String("mode", "authcrypt", "authcrypt, anoncrypt, signed or plaintext")
 	enc := fs.String("enc", didcomm.EncA256CBCHS512, "anoncrypt content encryption: A256CBC-HS512, A256GCM or XC20P")
 	sign := fs.Bool("sign", false, "also sign inside the encryption (non-repudiation)")
-	if err := didcommParseFlags(fs, args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	m, err := didcomm.ParseMode(*mode)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	k, err := didcommLoadKey(*home)
+	k, err := loadKey(*home)
 	if err != nil {
 		return err
 	}
@@ -142,10 +116,10 @@ func didcommUnpack(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	fs := flag.NewFlagSet("didcomm unpack", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	home := fs.String("home", "", "node home directory (holds node.key)")
-	if err := didcommParseFlags(fs, args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
-	k, err := didcommLoadKey(*home)
+	k, err := loadKey(*home)
 	if err != nil {
 		return err
 	}
@@ -205,7 +179,7 @@ type didcommPeer struct {
 }
 
 func didcommLoadPeer(home string) (*didcommPeer, error) {
-	k, err := didcommLoadKey(home)
+	k, err := loadKey(home)
 	if err != nil {
 		return nil, err
 	}
@@ -261,18 +235,12 @@ func didcommMediatorClient(ctx context.Context, p *didcommPeer, endpoint string)
 	return &mediator.Client{Packer: p.packer, Unpacker: p.unpacker, Mediator: did, Exchange: didcommHTTPExchange(endpoint)}, nil
 }
 
-func didcommPrintJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
 func didcommPing(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("didcomm ping", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	home := fs.String("home", "", "node home directory (holds node.key)")
 	endpoint := fs.String("endpoint", "", "the peer's DIDComm HTTP endpoint (http://HOST:PORT/didcomm)")
-	if err := didcommParseFlags(fs, args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *endpoint == "" {
@@ -310,7 +278,7 @@ func didcommPing(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	if !trustping.IsResponseTo(got.Message, ping.ID) || !got.Authenticated || got.Message.From != did {
 		return fmt.Errorf("answer is %s from %q, not a ping-response from %s", got.Message.Type, got.Message.From, did)
 	}
-	return didcommPrintJSON(stdout, map[string]any{"did": did, "rtt_ms": rtt.Milliseconds()})
+	return printJSON(stdout, map[string]any{"did": did, "rtt_ms": rtt.Milliseconds()})
 }
 
 func didcommInvite(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -319,13 +287,13 @@ func didcommInvite(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	home := fs.String("home", "", "node home directory (holds node.key)")
 	endpoint := fs.String("endpoint", "", "where this node accepts DIDComm (http://HOST:PORT/didcomm)")
 	qr := fs.Bool("qr", false, "also print the invitation URL as a QR code")
-	if err := didcommParseFlags(fs, args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *endpoint == "" {
 		return fmt.Errorf("%w: --endpoint URL is required", errUsage)
 	}
-	k, err := didcommLoadKey(*home)
+	k, err := loadKey(*home)
 	if err != nil {
 		return err
 	}
@@ -353,7 +321,7 @@ func didcommMediate(ctx context.Context, args []string, stdin io.Reader, stdout,
 	fs.SetOutput(stderr)
 	home := fs.String("home", "", "leaf home directory (holds node.key)")
 	endpoint := fs.String("mediator", "", "the mediator's DIDComm HTTP endpoint (http://HOST:PORT/didcomm)")
-	if err := didcommParseFlags(fs, args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *endpoint == "" {
@@ -380,7 +348,7 @@ func didcommMediate(ctx context.Context, args []string, stdin io.Reader, stdout,
 	if len(res) != 1 || (res[0].Result != "success" && res[0].Result != "no_change") {
 		return fmt.Errorf("mediator did not register %s: %+v", p.key.DID(), res)
 	}
-	return didcommPrintJSON(stdout, map[string]any{"did": p.key.DID(), "mediator": c.Mediator, "routing_did": routingDIDs, "endpoint": *endpoint})
+	return printJSON(stdout, map[string]any{"did": p.key.DID(), "mediator": c.Mediator, "routing_did": routingDIDs, "endpoint": *endpoint})
 }
 
 func didcommSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -389,7 +357,7 @@ func didcommSend(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	home := fs.String("home", "", "sender home directory (holds node.key)")
 	to := fs.String("to", "", "recipient DID")
 	via := fs.String("via", "", "the recipient's mediator endpoint (http://HOST:PORT/didcomm)")
-	if err := didcommParseFlags(fs, args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *to == "" || *via == "" {
@@ -431,7 +399,7 @@ func didcommSend(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	if _, err := transport.PostHTTP(ctx, http.DefaultClient, *via, fwd); err != nil {
 		return err
 	}
-	return didcommPrintJSON(stdout, map[string]any{"id": msg.ID, "to": *to, "via": mediatorDID})
+	return printJSON(stdout, map[string]any{"id": msg.ID, "to": *to, "via": mediatorDID})
 }
 
 func didcommPickup(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -440,7 +408,7 @@ func didcommPickup(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	home := fs.String("home", "", "leaf home directory (holds node.key)")
 	endpoint := fs.String("mediator", "", "the mediator's DIDComm HTTP endpoint (http://HOST:PORT/didcomm)")
 	limit := fs.Int("limit", 10, "messages per delivery")
-	if err := didcommParseFlags(fs, args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *endpoint == "" || *limit < 1 {

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/node"
 )
 
@@ -47,3 +51,22 @@ func parse(fs *flag.FlagSet, args []string) error {
 }
 
 func home(dir string) node.Home { return node.Home{Dir: dir} }
+
+// loadKey loads the node key of a home, telling the user how to make one.
+func loadKey(dir string) (*identity.Key, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("%w: --home DIR is required", errUsage)
+	}
+	key, err := identity.LoadKey(home(dir).KeyPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("no node key in %s: run `fleetmesh init --home %s` first", dir, dir)
+	}
+	return key, err
+}
+
+// printJSON writes v as indented JSON, for output scripts read.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"fleetmesh.org/fleetmesh/config"
 	"fleetmesh.org/fleetmesh/identity"
@@ -62,10 +59,7 @@ func runID(_ context.Context, args []string, _ io.Reader, stdout, stderr io.Writ
 		return err
 	}
 	h := home(*dir)
-	key, err := identity.LoadKey(h.KeyPath())
-	if errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("no node key in %s: run `fleetmesh init --home %s` first", *dir, *dir)
-	}
+	key, err := loadKey(*dir)
 	if err != nil {
 		return err
 	}
@@ -77,9 +71,7 @@ func runID(_ context.Context, args []string, _ io.Reader, stdout, stderr io.Writ
 	if err != nil {
 		return err
 	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(IDInfo{
+	return printJSON(stdout, IDInfo{
 		DID:          key.DID(),
 		PeerID:       key.PeerID().String(),
 		EndpointID:   key.EndpointID(),
