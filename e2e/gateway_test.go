@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -91,38 +90,10 @@ func gwTryStart(t *testing.T, name, bin string, args ...string) (*gwProc, error)
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	p := &gwProc{name: name, cmd: cmd, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, exited: make(chan struct{})}
-	cmd.Stderr = p.stderr
-	pipe, err := cmd.StdoutPipe()
+	ready, err := startWatched(cmd, p.stdout, p.stderr, &p.err, p.exited)
 	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	ready := make(chan string, 1)
-	readDone := make(chan struct{})
-	go func() {
-		// Owned by the process: ends when its stdout closes at exit.
-		defer close(readDone)
-		sc := bufio.NewScanner(pipe)
-		for sc.Scan() {
-			line := sc.Text()
-			p.stdout.Write([]byte(line + "\n"))
-			if u, ok := strings.CutPrefix(line, "relay "); ok {
-				select {
-				case ready <- strings.TrimSpace(u):
-				default:
-				}
-			}
-		}
-		io.Copy(io.Discard, pipe)
-	}()
-	go func() {
-		// Owned by the process: ends when it exits.
-		<-readDone
-		p.err = cmd.Wait()
-		close(p.exited)
-	}()
 	t.Cleanup(p.kill)
 	select {
 	case p.url = <-ready:

@@ -121,17 +121,18 @@ func startNodeOnFreePort(t *testing.T, home string) *node {
 	return n
 }
 
-func tryStartNode(t *testing.T, home string, listen string, extra ...string) (*node, error) {
-	t.Helper()
-	cmd := exec.Command(binary, append([]string{"run", "--home", home, "--listen", listen}, extra...)...)
-	n := &node{t: t, home: home, cmd: cmd, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, exited: make(chan struct{})}
-	cmd.Stderr = n.stderr
+// startWatched starts cmd with its stderr in stderr and its stdout copied
+// line by line into stdout. The returned channel yields the URL of the
+// first `relay URL` line; once the process has exited and its output is
+// read, *errp holds its exit status and exited is closed.
+func startWatched(cmd *exec.Cmd, stdout, stderr *lockedBuffer, errp *error, exited chan struct{}) (<-chan string, error) {
+	cmd.Stderr = stderr
 	pipe, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start fleetmesh run: %w", err)
+		return nil, err
 	}
 	ready := make(chan string, 1)
 	readDone := make(chan struct{})
@@ -141,7 +142,7 @@ func tryStartNode(t *testing.T, home string, listen string, extra ...string) (*n
 		sc := bufio.NewScanner(pipe)
 		for sc.Scan() {
 			line := sc.Text()
-			n.stdout.Write([]byte(line + "\n"))
+			stdout.Write([]byte(line + "\n"))
 			if u, ok := strings.CutPrefix(line, "relay "); ok {
 				select {
 				case ready <- strings.TrimSpace(u):
@@ -155,9 +156,20 @@ func tryStartNode(t *testing.T, home string, listen string, extra ...string) (*n
 		// Owned by the process: ends when it exits. Wait must follow the
 		// last read of stdout.
 		<-readDone
-		n.err = cmd.Wait()
-		close(n.exited)
+		*errp = cmd.Wait()
+		close(exited)
 	}()
+	return ready, nil
+}
+
+func tryStartNode(t *testing.T, home string, listen string, extra ...string) (*node, error) {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"run", "--home", home, "--listen", listen}, extra...)...)
+	n := &node{t: t, home: home, cmd: cmd, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	ready, err := startWatched(cmd, n.stdout, n.stderr, &n.err, n.exited)
+	if err != nil {
+		return nil, fmt.Errorf("start fleetmesh run: %w", err)
+	}
 	t.Cleanup(n.kill)
 	select {
 	case n.url = <-ready:
