@@ -206,3 +206,27 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestNeverSeenPeersSurviveSaving covers peers known only from
+// configuration or peer exchange: they have no last-seen time, and a saved
+// book holding them must load again.
+func TestNeverSeenPeersSurviveSaving(t *testing.T) {
+	dir := t.TempDir()
+	b, err := Open(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	never, seen := newPeerID(t), newPeerID(t)
+	b.Observe(never, []ma.Multiaddr{addr(t, "/ip4/127.0.0.1/tcp/1")}, time.Time{})
+	b.Observe(seen, []ma.Multiaddr{addr(t, "/ip4/127.0.0.1/tcp/2")}, time.Unix(2000, 0))
+	if err := b.Save(); err != nil {
+		t.Fatal(err)
+	}
+	b2, err := Open(Config{Dir: dir})
+	if err != nil {
+		t.Fatalf("a saved book with a never-seen peer does not load: %v", err)
+	}
+	if before, after := fmt.Sprint(b.Recent(0)), fmt.Sprint(b2.Recent(0)); before != after {
+		t.Fatalf("reopened book differs:\n%v\n%v", before, after)
+	}
+}

@@ -32,7 +32,14 @@ type entryJSON struct {
 func Encode(entries []Entry) []byte {
 	f := fileJSON{Version: Version, Peers: make([]entryJSON, 0, len(entries))}
 	for _, e := range entries {
-		j := entryJSON{ID: e.ID.String(), LastSeen: e.LastSeen.Unix(), Addrs: make([]string, 0, len(e.Addrs))}
+		// A peer learnt from configuration or peer exchange but never
+		// connected has no last-seen time; it is written as 0, not as the
+		// zero time's negative Unix seconds, which a load would refuse.
+		var seen int64
+		if !e.LastSeen.IsZero() {
+			seen = e.LastSeen.Unix()
+		}
+		j := entryJSON{ID: e.ID.String(), LastSeen: seen, Addrs: make([]string, 0, len(e.Addrs))}
 		for _, a := range e.Addrs {
 			j.Addrs = append(j.Addrs, a.String())
 		}
@@ -71,7 +78,10 @@ func Decode(data []byte) ([]Entry, error) {
 		if p.LastSeen < 0 {
 			return nil, fmt.Errorf("%w: peer %d: negative last_seen", ErrMalformed, i)
 		}
-		e := Entry{ID: id, LastSeen: time.Unix(p.LastSeen, 0)}
+		e := Entry{ID: id}
+		if p.LastSeen > 0 {
+			e.LastSeen = time.Unix(p.LastSeen, 0)
+		}
 		for _, s := range p.Addrs {
 			a, err := ma.NewMultiaddr(s)
 			if err != nil {
