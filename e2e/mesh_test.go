@@ -2,8 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +63,26 @@ func waitEverywhere(t *testing.T, what string, nodes []*meshNode, ids []string) 
 	}
 }
 
+// waitAddrBook polls a node's saved address book until it lists at least
+// n peers.
+func waitAddrBook(t *testing.T, n *meshNode, want int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var book struct {
+			Peers []json.RawMessage `json:"peers"`
+		}
+		data, err := os.ReadFile(filepath.Join(n.home, "mesh", "addrbook.json"))
+		if err == nil && json.Unmarshal(data, &book) == nil && len(book.Peers) >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the address book of %s lists %d peers, want %d\n%s", n.url, len(book.Peers), want, n.output())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 func publishAt(t *testing.T, n *meshNode, u *user, content string) string {
 	t.Helper()
 	ev, err := u.sign(1, content, nil)
@@ -105,6 +128,9 @@ func TestMeshWithoutBootstrapNodes(t *testing.T) {
 		ids = append(ids, publishAt(t, nodes[r.IntN(len(nodes))], u, fmt.Sprint("before ", i)))
 	}
 	waitEverywhere(t, "with bootstrap nodes", append(nodes, boot...), ids)
+	// The node restarted below must have met peers beyond the bootstrap
+	// nodes, or nothing could bring it back once they are gone.
+	waitAddrBook(t, nodes[0], 3)
 
 	for _, b := range boot {
 		if err := b.stop(); err != nil {

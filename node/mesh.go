@@ -75,8 +75,11 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 		MDNS:        mc.MDNS,
 		DHT:         mesh.DHTMode(mc.DHT),
 		AddrBookDir: opts.Home.Path(MeshDir),
-		// Zero takes the mesh's default.
-		MaintainInterval: maintain,
+		// Zero takes the mesh's default. The address book is saved as often
+		// as connections are maintained, so a node killed without warning
+		// still finds its recent peers on restart.
+		MaintainInterval:     maintain,
+		AddrBookSaveInterval: maintain,
 	}
 	m, err := mesh.Open(opts.Key, mcfg, mesh.Hooks{
 		Sink: local,
@@ -140,6 +143,8 @@ func (mp *meshPart) start(opts Options, relayURL string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	mp.cancel = cancel
 	mp.wg.Add(1)
+	// Peers learn of this node through peer exchange from the start.
+	mp.publishDescriptor(opts, relayURL)
 	go func() {
 		defer mp.wg.Done()
 		t := time.NewTimer(2 * time.Second)
@@ -150,7 +155,6 @@ func (mp *meshPart) start(opts Options, relayURL string) {
 				return
 			case <-t.C:
 			}
-			mp.publishDescriptor(opts, relayURL)
 			for _, p := range mp.syncPeers(1) {
 				for _, f := range mp.filters {
 					st, err := mp.sync.SyncWith(ctx, p, f)
@@ -163,6 +167,7 @@ func (mp *meshPart) start(opts Options, relayURL string) {
 					}
 				}
 			}
+			mp.publishDescriptor(opts, relayURL)
 			t.Reset(mp.every)
 		}
 	}()
