@@ -111,9 +111,11 @@ func topicScoreParams() *pubsub.TopicScoreParams {
 // canonical form, on the wrong shard, ephemeral or badly signed, and ignores
 // (drops without penalty) what the Policy refuses: another node may run a
 // different policy in good faith.
-func (m *Mesh) validate(_ context.Context, _ peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
-	if msg.Local {
-		// Publish checked it and passed the decoded event along.
+func (m *Mesh) validate(_ context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
+	if from == m.h.ID() {
+		// Our own publication: Publish checked it and passed the decoded
+		// event along, so verifying it again would only double the
+		// signature work on every event a client sends.
 		if _, ok := msg.ValidatorData.(*nostr.Event); ok {
 			return pubsub.ValidationAccept
 		}

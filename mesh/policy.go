@@ -73,6 +73,9 @@ var (
 type Stats struct {
 	// Published counts events this node published to the mesh.
 	Published uint64
+	// PublishedAlone counts events Publish accepted while no peer of their
+	// shard was connected; anti-entropy carries them later.
+	PublishedAlone uint64
 	// Delivered counts events handed to the Sink.
 	Delivered uint64
 	// SinkErrors counts Sink.Ingest calls that returned an error.

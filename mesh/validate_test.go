@@ -5,6 +5,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 
@@ -38,6 +40,7 @@ func TestValidator(t *testing.T) {
 	}
 	spaced := bytes.Replace(goodJSON, []byte(`,"kind"`), []byte(`, "kind"`), 1)
 	topic := Topic(au.shard)
+	remote := peer.ID("a remote peer")
 	tests := []struct {
 		name    string
 		topic   string
@@ -59,7 +62,7 @@ func TestValidator(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			before := tc.counter(m.Stats())
 			msg := &pubsub.Message{Message: &pb.Message{Topic: &tc.topic, Data: tc.data}}
-			if got := m.validate(context.Background(), nodes[0].h.ID(), msg); got != tc.want {
+			if got := m.validate(context.Background(), remote, msg); got != tc.want {
 				t.Fatalf("verdict %v, want %v", got, tc.want)
 			}
 			if tc.want == pubsub.ValidationAccept {
@@ -74,8 +77,21 @@ func TestValidator(t *testing.T) {
 			}
 		})
 	}
-	// Publish applies the same rules before anything is sent.
-	for _, ev := range []*nostr.Event{ephemeral, badSig, secret} {
+	// Our own publication carries the event Publish decoded and is not
+	// checked again; without it, it is refused.
+	own := &pubsub.Message{Message: &pb.Message{Topic: &topic, Data: goodJSON}, ValidatorData: good}
+	if got := m.validate(context.Background(), nodes[0].h.ID(), own); got != pubsub.ValidationAccept {
+		t.Errorf("own publication: verdict %v, want accept", got)
+	}
+	bare := &pubsub.Message{Message: &pb.Message{Topic: &topic, Data: goodJSON}}
+	if got := m.validate(context.Background(), nodes[0].h.ID(), bare); got != pubsub.ValidationReject {
+		t.Errorf("own publication without its event: verdict %v, want reject", got)
+	}
+	// Publish applies the rules that its callers' verification does not
+	// cover before anything is sent: the signature is the caller's to check.
+	badID := au.event(t, 1, "altered")
+	badID.Content = "altered after signing"
+	for _, ev := range []*nostr.Event{ephemeral, badID, secret} {
 		if err := m.Publish(context.Background(), ev); err == nil {
 			t.Errorf("Publish accepted event %q", ev.Content)
 		}
