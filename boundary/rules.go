@@ -1,10 +1,12 @@
 package boundary
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"fleetmesh.org/fleetmesh/nostr"
 )
@@ -149,51 +151,59 @@ const (
 // carriesKeyMaterial looks for nsec1…/ncryptsec1… in the event's content
 // and tags. It folds case (bech32 may be written in upper case), drops
 // separators people and scripts use to split a key (white space,
-// zero-width characters, punctuation), and also reads the tags joined in
-// order, so a key split across several tags is still found.
+// zero-width characters, punctuation), and reads the content and every tag
+// value joined in order, so a key split across the content and several tags
+// is still found. A key within the content or within one value is a part of
+// that joined text, so one search over it covers them all.
 func carriesKeyMaterial(ev *nostr.Event) bool {
-	if hasKey(normalize(ev.Content)) {
-		return true
-	}
-	var joined strings.Builder
+	n := len(ev.Content)
 	for _, t := range ev.Tags {
 		for _, v := range t {
-			n := normalize(v)
-			if hasKey(n) {
-				return true
+			n += len(v)
+		}
+	}
+	buf := make([]byte, 0, n)
+	buf = appendNormalized(buf, ev.Content)
+	for _, t := range ev.Tags {
+		for _, v := range t {
+			buf = appendNormalized(buf, v)
+		}
+	}
+	return hasKey(buf)
+}
+
+// appendNormalized appends s lowercased, with only its letters and digits.
+func appendNormalized(dst []byte, s string) []byte {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c >= 'a' && c <= 'z' || c >= '0' && c <= '9':
+				dst = append(dst, c)
+			case c >= 'A' && c <= 'Z':
+				dst = append(dst, c+('a'-'A'))
 			}
-			joined.WriteString(n)
+			i++
+			continue
 		}
-	}
-	return hasKey(joined.String()) || hasKey(normalize(ev.Content)+joined.String())
-}
-
-// normalize lowercases s and keeps only letters and digits.
-func normalize(s string) string {
-	var b strings.Builder
-	b.Grow(len(s))
-	for _, r := range s {
-		switch {
-		case r < 0x80 && (r >= 'a' && r <= 'z' || r >= '0' && r <= '9'):
-			b.WriteRune(r)
-		case r < 0x80 && r >= 'A' && r <= 'Z':
-			b.WriteRune(r + ('a' - 'A'))
-		case r >= 0x80 && unicode.IsLetter(r):
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if unicode.IsLetter(r) {
 			// Non-ASCII letters are not bech32 and break a run.
-			b.WriteByte('|')
+			dst = append(dst, '|')
 		}
+		i += size
 	}
-	return b.String()
+	return dst
 }
 
-func hasKey(s string) bool {
+func hasKey(s []byte) bool {
 	for _, hrp := range []struct {
 		prefix string
 		min    int
 	}{{"nsec1", nsecDataLen}, {"ncryptsec1", ncryptsecDataMin}} {
 		rest := s
 		for {
-			i := strings.Index(rest, hrp.prefix)
+			i := bytes.Index(rest, []byte(hrp.prefix))
 			if i < 0 {
 				break
 			}

@@ -73,7 +73,7 @@ func (c *conn) admit(ctx context.Context, ev *nostr.Event) (bool, string) {
 	case ev.Kind == nostr.KindClientAuth:
 		return reject("auth_as_event", "invalid: NIP-42 auth events (kind 22242) are sent with AUTH, not EVENT, and are never stored")
 	}
-	if err := c.verifier.Verify(ev); err != nil {
+	if err := c.r.verifier.Verify(ev); err != nil {
 		if errors.Is(err, nostr.ErrBadID) {
 			return reject("bad_id", "invalid: event id does not match the sha256 of its serialization")
 		}

@@ -30,6 +30,11 @@ type Config struct {
 	// MaxInFlight bounds how many EVENTs one connection may have being
 	// verified and saved at once; further ones wait for a slot.
 	MaxInFlight int
+	// VerifierKeys bounds how many authors' parsed public keys the relay
+	// keeps for signature checks, shared by every connection and by events
+	// from the mesh: lifting an x-only key onto the curve is a fifth of a
+	// verification, and a relay sees the same authors over and over.
+	VerifierKeys int
 	// SendQueue bounds messages waiting to be written to one connection. A
 	// subscriber that lets its live queue fill is disconnected.
 	SendQueue int
@@ -76,6 +81,7 @@ func DefaultConfig() Config {
 		DefaultLimit:      500,
 		MaxFutureSeconds:  900,
 		MaxInFlight:       64,
+		VerifierKeys:      16384,
 		MaxNegRecords:     500_000,
 		SendQueue:         256,
 		EventsPerSecond:   10,
@@ -107,6 +113,7 @@ func (c *Config) Fill() {
 	setInt(&c.MaxLimit, d.MaxLimit)
 	setInt(&c.DefaultLimit, min(d.DefaultLimit, c.MaxLimit))
 	setInt(&c.MaxInFlight, d.MaxInFlight)
+	setInt(&c.VerifierKeys, d.VerifierKeys)
 	setInt(&c.MaxNegRecords, d.MaxNegRecords)
 	setInt(&c.SendQueue, d.SendQueue)
 	if c.MaxFutureSeconds <= 0 {

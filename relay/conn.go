@@ -19,10 +19,6 @@ import (
 	"fleetmesh.org/fleetmesh/nostr"
 )
 
-// verifierKeysPerConn bounds how many authors' parsed public keys a
-// connection keeps for signature checks; a client publishes as a handful.
-const verifierKeysPerConn = 8
-
 // conn is one client connection. The read loop owns parsing and ordering;
 // EVENT, REQ and COUNT work runs in goroutines the conn waits for before it
 // closes, so an EVENT being saved when the client leaves is still saved.
@@ -41,7 +37,6 @@ type conn struct {
 	inflight   chan struct{}
 	handlers   sync.WaitGroup
 	stopping   atomic.Bool
-	verifier   *nostr.Verifier
 
 	mu     sync.Mutex
 	subs   map[string]*subscription
@@ -69,7 +64,6 @@ func newConn(r *Relay, ws *websocket.Conn, ip, host string) *conn {
 		ctx:        ctx,
 		cancel:     cancel,
 		inflight:   make(chan struct{}, r.cfg.MaxInFlight),
-		verifier:   nostr.NewVerifier(verifierKeysPerConn),
 		subs:       make(map[string]*subscription),
 		negs:       make(map[string]*negentropy.Responder),
 		authed:     make(map[[32]byte]struct{}),

@@ -48,8 +48,10 @@ type Relay struct {
 	cfg   Config
 	store Store
 	log   *slog.Logger
-	m     *metrics
-	now   func() time.Time
+	// verifier checks every event's signature, caching parsed author keys.
+	verifier *nostr.Verifier
+	m        *metrics
+	now      func() time.Time
 
 	// RejectEvent policies run, in order, on every event a client
 	// publishes, after its signature is verified and before it is stored.
@@ -83,6 +85,7 @@ func New(cfg Config, st Store, log *slog.Logger, reg prometheus.Registerer) *Rel
 		cfg:      cfg,
 		store:    st,
 		log:      log,
+		verifier: nostr.NewVerifier(cfg.VerifierKeys),
 		m:        newMetrics(reg),
 		now:      time.Now,
 		ipLimits: newIPLimiter(cfg.IPEventsPerSecond, cfg.IPEventsBurst, cfg.MaxConnsPerIP),
@@ -173,7 +176,7 @@ func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
 // gateway) and delivers it to this relay's live subscribers. The event's
 // signature is verified here too: nothing unverified is stored.
 func (r *Relay) AddEvent(ctx context.Context, ev *nostr.Event, from Origin) (store.Result, error) {
-	if err := ev.Verify(); err != nil {
+	if err := r.verifier.Verify(ev); err != nil {
 		return 0, err
 	}
 	return r.accept(ctx, ev, from)
