@@ -30,6 +30,7 @@ import (
 	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/mesh"
+	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
 	"fleetmesh.org/fleetmesh/store"
 )
@@ -237,7 +238,7 @@ func (n *Node) Registry() *prometheus.Registry { return n.reg }
 func (n *Node) Serve(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- n.srv.Serve(n.ln) }()
-	n.opts.Log.Info("relay listening", "url", n.RelayURL(), "did", n.opts.Key.DID())
+	n.opts.Log.Info("relay listening", "url", n.RelayURL(), "did", n.opts.Key.DID(), "signatures", nostr.Backend)
 	n.mesh.start(n.opts, n.RelayURL())
 	if n.opts.Ready != nil {
 		n.opts.Ready("ws://" + n.ln.Addr().String())

@@ -3,9 +3,6 @@ package nostr
 import (
 	"fmt"
 
-	"github.com/btcsuite/btcd/btcec/v2"
-	"github.com/btcsuite/btcd/btcec/v2/schnorr"
-	"github.com/btcsuite/btcd/chaincfg/chainhash"
 	lru "github.com/hashicorp/golang-lru/v2"
 )
 
@@ -14,25 +11,25 @@ func (e *Event) Verify() error {
 	if !e.CheckID() {
 		return ErrBadID
 	}
-	pk, err := parsePubKey(e.PubKey)
+	pk, err := liftKey(e.PubKey)
 	if err != nil {
 		return err
 	}
-	return verifySig(e, pk)
+	return checkSig(e, pk)
 }
 
 // Verifier checks events exactly as Event.Verify does, but keeps the parsed
 // public keys of the authors it saw last. Lifting an x-only key onto the
-// curve takes a field square root, a fifth of a verification; a client
-// connection mostly publishes as one or a few authors, so the relay keeps
-// one Verifier per connection. It is safe for concurrent use.
+// curve takes a field square root, a fifth of a verification, and a relay
+// sees the same authors again and again, so the relay keeps one Verifier
+// for all its connections. It is safe for concurrent use.
 type Verifier struct {
-	keys *lru.Cache[[32]byte, *btcec.JacobianPoint]
+	keys *lru.Cache[[32]byte, liftedKey]
 }
 
 // NewVerifier makes a Verifier that remembers at most keys public keys.
 func NewVerifier(keys int) *Verifier {
-	c, err := lru.New[[32]byte, *btcec.JacobianPoint](max(keys, 1))
+	c, err := lru.New[[32]byte, liftedKey](max(keys, 1))
 	if err != nil {
 		// lru.New fails only for a size below one, excluded above.
 		panic(fmt.Sprintf("nostr: key cache: %v", err))
@@ -48,56 +45,10 @@ func (v *Verifier) Verify(e *Event) error {
 	pk, ok := v.keys.Get(e.PubKey)
 	if !ok {
 		var err error
-		if pk, err = parsePubKey(e.PubKey); err != nil {
+		if pk, err = liftKey(e.PubKey); err != nil {
 			return err
 		}
 		v.keys.Add(e.PubKey, pk)
 	}
-	return verifySig(e, pk)
-}
-
-// parsePubKey lifts an x-only key to the curve point with even y (BIP-340
-// lift_x).
-func parsePubKey(x [32]byte) (*btcec.JacobianPoint, error) {
-	pub, err := schnorr.ParsePubKey(x[:])
-	if err != nil || !pub.IsOnCurve() {
-		return nil, ErrBadPubKey
-	}
-	p := new(btcec.JacobianPoint)
-	pub.AsJacobian(p)
-	return p, nil
-}
-
-// verifySig is BIP-340 verification of the event's signature over its id
-// (already checked) by the point pk. It is btcec's own algorithm made of
-// btcec's own operations; it is spelled out here only because btcec's
-// Verify takes the key as bytes and lifts it again on every call. It also
-// refuses s >= n, as BIP-340 requires and btcec v2.3.5 does not check.
-func verifySig(e *Event, pk *btcec.JacobianPoint) error {
-	var r btcec.FieldVal
-	if overflow := r.SetByteSlice(e.Sig[:32]); overflow {
-		return ErrBadSignature
-	}
-	var s btcec.ModNScalar
-	if overflow := s.SetByteSlice(e.Sig[32:]); overflow {
-		return ErrBadSignature
-	}
-	// e = tagged_hash("BIP0340/challenge", r || P || m) mod n, negated so
-	// that R = s*G + (-e)*P is one addition.
-	h := chainhash.TaggedHash(chainhash.TagBIP0340Challenge, e.Sig[:32], e.PubKey[:], e.ID[:])
-	var c btcec.ModNScalar
-	c.SetBytes((*[32]byte)(h))
-	c.Negate()
-	var sG, eP, R btcec.JacobianPoint
-	btcec.ScalarBaseMultNonConst(&s, &sG)
-	btcec.ScalarMultNonConst(&c, pk, &eP)
-	btcec.AddNonConst(&sG, &eP, &R)
-	if (R.X.IsZero() && R.Y.IsZero()) || R.Z.IsZero() {
-		return ErrBadSignature
-	}
-	R.ToAffine()
-	if R.Y.IsOdd() || !r.Equals(&R.X) {
-		return ErrBadSignature
-	}
-	return nil
+	return checkSig(e, pk)
 }

@@ -10,8 +10,10 @@ import (
 )
 
 // TestBIP340Vectors runs the verification vectors 0-14 of BIP-340's
-// test-vectors.csv (the final, even-y version) through verifySig, with the
-// message standing in for the event id.
+// test-vectors.csv (the final, even-y version) through verifySig and through
+// the backend this binary was built with (the same code, or libsecp256k1
+// with the libsecp256k1 build tag), with the message standing in for the
+// event id.
 func TestBIP340Vectors(t *testing.T) {
 	const (
 		pk1 = "DFF1D77F2A671C5F36183726DB2341BE58FEAE1DA2DECED843240F7B502BA659"
@@ -53,6 +55,13 @@ func TestBIP340Vectors(t *testing.T) {
 		}
 		if got := err == nil; got != tc.want {
 			t.Errorf("vector %d: verified = %v (%v), want %v", tc.index, got, err, tc.want)
+		}
+		lk, err := liftKey(e.PubKey)
+		if err == nil {
+			err = checkSig(&e, lk)
+		}
+		if got := err == nil; got != tc.want {
+			t.Errorf("vector %d, %s: verified = %v (%v), want %v", tc.index, Backend, got, err, tc.want)
 		}
 	}
 }
@@ -130,6 +139,13 @@ func FuzzVerify(f *testing.F) {
 		pk, err := parsePubKey(ev.PubKey)
 		if err == nil {
 			err = verifySig(&ev, pk)
+		}
+		lk, berr := liftKey(ev.PubKey)
+		if berr == nil {
+			berr = checkSig(&ev, lk)
+		}
+		if (err == nil) != (berr == nil) {
+			t.Fatalf("verifySig: %v, %s: %v", err, Backend, berr)
 		}
 		var s btcec.ModNScalar
 		sTooBig := s.SetByteSlice(ev.Sig[32:])

@@ -5,12 +5,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v node >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1; then
+# Debian packages the tests need: Node.js and npm (interop tests), iproute2
+# and iptables (network-namespace tests), libsecp256k1-dev (the optional
+# libsecp256k1 signature backend, tested against the pure-Go one).
+missing=()
+command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v iptables >/dev/null 2>&1 || missing+=(iptables)
+[ -e /usr/include/secp256k1_schnorrsig.h ] || missing+=(libsecp256k1-dev)
+if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm iproute2 >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   else
-    echo "scripts/test.sh: node and iproute2 are required (apt-get install nodejs npm iproute2)" >&2
+    echo "scripts/test.sh: missing ${missing[*]} (apt-get install ${missing[*]})" >&2
     exit 1
   fi
 fi
@@ -26,3 +34,5 @@ echo "== go vet"
 go vet ./...
 echo "== go test -race"
 go test -race -count=1 -timeout 25m ./...
+echo "== go test -tags libsecp256k1 (the cgo signature backend)"
+go test -race -count=1 -tags libsecp256k1 ./nostr ./relay
