@@ -34,6 +34,10 @@ type ingestResult struct {
 	TimedOut      bool      `json:"timedOut"`
 	PipelineDepth int       `json:"pipeline"`
 	Clients       int       `json:"clients"`
+	// CPUMicrosPerEvent is the relay process's user+system CPU time over
+	// the ingest phase divided by the events acknowledged: unlike events/s,
+	// it hardly depends on what else the shared machine is running.
+	CPUMicrosPerEvent float64 `json:"relayCpuMicrosPerEvent"`
 }
 
 // ingest publishes every frame of c to relayURL from cfg.clients

@@ -49,6 +49,7 @@ type options struct {
 	fleetmeshArgs string
 	fleetmeshProf string
 	build         bool
+	tags          string
 	mainDir       string
 	cacheDir      string
 	workDir       string
@@ -80,6 +81,7 @@ func main() {
 	flag.StringVar(&o.fleetmeshBin, "fleetmesh-bin", "bin/fleetmesh", "fleetmesh binary")
 	flag.StringVar(&o.fleetmeshArgs, "fleetmesh-args", "", "extra arguments for `fleetmesh run`, space separated (e.g. a pprof flag)")
 	flag.StringVar(&o.fleetmeshProf, "fleetmesh-pprof-url", "", "fleetmesh CPU profile URL (default: /debug/pprof/profile on the relay port)")
+	flag.StringVar(&o.tags, "tags", "", "Go build tags for both binaries, e.g. libsecp256k1 (both go-nostr and fleetmesh then verify signatures with libsecp256k1; fleetmesh links the system library, libsecp256k1-dev)")
 	flag.BoolVar(&o.build, "build", true, "build both binaries first (khatru-relay here, fleetmesh from --main-dir)")
 	flag.StringVar(&o.mainDir, "main-dir", "..", "fleetmesh main module directory")
 	flag.StringVar(&o.cacheDir, "cache-dir", ".cache", "where signed events are cached between runs")
@@ -221,7 +223,7 @@ func run(ctx context.Context, o options) error {
 			Note: "shared machine: other engineers' builds and tests run at the same time, so figures are noisy"},
 		Params: map[string]any{"events": o.events, "seed": o.seed, "clients": o.clients, "pipeline": o.pipeline,
 			"idle": o.idle, "queries": o.queries, "queryClients": o.queryClients, "warmup": o.warmup,
-			"khatruBackend": o.khatruBackend, "candidate": o.candidate, "fleetmeshCommit": gitHead(ctx, o.mainDir), "authors": corpusParams{events: o.events}.authorCount()},
+			"khatruBackend": o.khatruBackend, "candidate": o.candidate, "buildTags": o.tags, "fleetmeshCommit": gitHead(ctx, o.mainDir), "authors": corpusParams{events: o.events}.authorCount()},
 	}
 	for _, spec := range specs {
 		logf("=== %s", spec.Name)
@@ -314,7 +316,11 @@ func benchRelay(ctx context.Context, spec relaySpec, c *corpus, qs []query, o op
 		logf("%s: publishing %d events from %d clients, pipeline %d", spec.Name, len(c.frames), o.clients, o.pipeline)
 		r.LoadAvg["ingest"] = loadAvg()
 		waitProf := profile("ingest")
+		cpu0, cpuErr := processCPU(p.cmd.Process.Pid)
 		r.Ingest = ingest(ctx, p.url, c, ingestConfig{clients: o.clients, pipeline: o.pipeline, timeout: o.ingestTimeout, ackWait: 60 * time.Second})
+		if cpu1, err := processCPU(p.cmd.Process.Pid); err == nil && cpuErr == nil && r.Ingest.OKTrue > 0 {
+			r.Ingest.CPUMicrosPerEvent = float64((cpu1 - cpu0).Microseconds()) / float64(r.Ingest.OKTrue)
+		}
 		waitProf()
 		logf("%s: %d OK true, %d OK false in %.1fs: %.0f events/s %s", spec.Name, r.Ingest.OKTrue, r.Ingest.OKFalse, r.Ingest.Seconds, r.Ingest.EventsPerSec, r.Ingest.Error)
 		if err := p.alive(); err != nil {
@@ -356,7 +362,7 @@ func buildBinaries(ctx context.Context, o options, logf func(string, ...any)) er
 		return err
 	}
 	logf("building %s", kb)
-	cmd := exec.CommandContext(bctx, "go", "build", "-o", kb, "./cmd/khatru-relay")
+	cmd := exec.CommandContext(bctx, "go", "build", "-tags", o.tags, "-o", kb, "./cmd/khatru-relay")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("build khatru-relay: %w", err)
@@ -369,7 +375,7 @@ func buildBinaries(ctx context.Context, o options, logf func(string, ...any)) er
 		return err
 	}
 	logf("building %s from %s", fb, o.mainDir)
-	cmd = exec.CommandContext(bctx, "go", "build", "-o", fb, "./cmd/fleetmesh")
+	cmd = exec.CommandContext(bctx, "go", "build", "-tags", o.tags, "-o", fb, "./cmd/fleetmesh")
 	cmd.Dir = o.mainDir
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {

@@ -76,6 +76,7 @@ func printTable(w io.Writer, rep report) {
 		}
 		return 0
 	}, "%.0f")
+	row("  relay CPU µs per event (ingest)", func(r relayResult) float64 { return r.Ingest.CPUMicrosPerEvent }, "%.1f")
 	row("  OK true", func(r relayResult) float64 { return float64(r.Ingest.OKTrue) }, "%.0f")
 	row("  OK false", func(r relayResult) float64 { return float64(r.Ingest.OKFalse) }, "%.0f")
 	row("REQ p50 ms (all shapes)", func(r relayResult) float64 { return r.Query.All.P50ms }, "%.2f")
