@@ -235,23 +235,52 @@ func didcommMediatorClient(ctx context.Context, p *didcommPeer, endpoint string)
 	return &mediator.Client{Packer: p.packer, Unpacker: p.unpacker, Mediator: did, Exchange: didcommHTTPExchange(endpoint)}, nil
 }
 
-func didcommPing(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("didcomm ping", flag.ContinueOnError)
+// peerCommand is what the didcomm subcommands that talk to one peer share:
+// a home holding this side's key, the peer's endpoint under a flag of its
+// own name, and a deadline for the whole exchange.
+type peerCommand struct {
+	fs       *flag.FlagSet
+	home     *string
+	endpoint *string
+	flagName string
+}
+
+func newPeerCommand(name, homeUse, flagName, endpointUse string, stderr io.Writer) *peerCommand {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	home := fs.String("home", "", "node home directory (holds node.key)")
-	endpoint := fs.String("endpoint", "", "the peer's DIDComm HTTP endpoint (http://HOST:PORT/didcomm)")
-	if err := parse(fs, args); err != nil {
-		return err
+	return &peerCommand{
+		fs:       fs,
+		home:     fs.String("home", "", homeUse),
+		endpoint: fs.String(flagName, "", endpointUse),
+		flagName: flagName,
 	}
-	if *endpoint == "" {
-		return fmt.Errorf("%w: --endpoint URL is required", errUsage)
+}
+
+// start parses args, requires the endpoint, loads this side's keys and
+// gives ctx the exchange's deadline.
+func (c *peerCommand) start(ctx context.Context, args []string) (*didcommPeer, context.Context, context.CancelFunc, error) {
+	if err := parse(c.fs, args); err != nil {
+		return nil, nil, nil, err
 	}
-	p, err := didcommLoadPeer(*home)
+	if *c.endpoint == "" {
+		return nil, nil, nil, fmt.Errorf("%w: --%s URL is required", errUsage, c.flagName)
+	}
+	p, err := didcommLoadPeer(*c.home)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, didcommTimeout)
+	return p, ctx, cancel, nil
+}
+
+func didcommPing(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	cmd := newPeerCommand("didcomm ping", "node home directory (holds node.key)", "endpoint", "the peer's DIDComm HTTP endpoint (http://HOST:PORT/didcomm)", stderr)
+	p, ctx, cancel, err := cmd.start(ctx, args)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, didcommTimeout)
 	defer cancel()
+	endpoint := cmd.endpoint
 	did, err := didcommFetchDID(ctx, *endpoint)
 	if err != nil {
 		return err
@@ -317,22 +346,13 @@ func didcommInvite(ctx context.Context, args []string, stdin io.Reader, stdout, 
 }
 
 func didcommMediate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("didcomm mediate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	home := fs.String("home", "", "leaf home directory (holds node.key)")
-	endpoint := fs.String("mediator", "", "the mediator's DIDComm HTTP endpoint (http://HOST:PORT/didcomm)")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if *endpoint == "" {
-		return fmt.Errorf("%w: --mediator URL is required", errUsage)
-	}
-	p, err := didcommLoadPeer(*home)
+	cmd := newPeerCommand("didcomm mediate", "leaf home directory (holds node.key)", "mediator", "the mediator's DIDComm HTTP endpoint (http://HOST:PORT/didcomm)", stderr)
+	p, ctx, cancel, err := cmd.start(ctx, args)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, didcommTimeout)
 	defer cancel()
+	endpoint := cmd.endpoint
 	c, err := didcommMediatorClient(ctx, p, *endpoint)
 	if err != nil {
 		return err
@@ -403,29 +423,22 @@ func didcommSend(ctx context.Context, args []string, stdin io.Reader, stdout, st
 }
 
 func didcommPickup(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("didcomm pickup", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	home := fs.String("home", "", "leaf home directory (holds node.key)")
-	endpoint := fs.String("mediator", "", "the mediator's DIDComm HTTP endpoint (http://HOST:PORT/didcomm)")
-	limit := fs.Int("limit", 10, "messages per delivery")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if *endpoint == "" || *limit < 1 {
-		return fmt.Errorf("%w: --mediator URL is required and --limit must be positive", errUsage)
-	}
-	p, err := didcommLoadPeer(*home)
+	cmd := newPeerCommand("didcomm pickup", "leaf home directory (holds node.key)", "mediator", "the mediator's DIDComm HTTP endpoint (http://HOST:PORT/didcomm)", stderr)
+	limit := cmd.fs.Int("limit", 10, "messages per delivery")
+	p, ctx, cancel, err := cmd.start(ctx, args)
 	if err != nil {
 		return err
 	}
-	seen, err := mediator.OpenSeen(filepath.Join(*home, "didcomm"), mediator.DefaultMaxSeen)
+	defer cancel()
+	if *limit < 1 {
+		return fmt.Errorf("%w: --limit must be positive", errUsage)
+	}
+	seen, err := mediator.OpenSeen(filepath.Join(*cmd.home, "didcomm"), mediator.DefaultMaxSeen)
 	if err != nil {
 		return err
 	}
 	defer seen.Close()
-	ctx, cancel := context.WithTimeout(ctx, didcommTimeout)
-	defer cancel()
-	c, err := didcommMediatorClient(ctx, p, *endpoint)
+	c, err := didcommMediatorClient(ctx, p, *cmd.endpoint)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -50,6 +51,8 @@ type options struct {
 	fleetmeshProf string
 	build         bool
 	tags          string
+	khatruTags    string
+	fleetmeshTags string
 	mainDir       string
 	cacheDir      string
 	workDir       string
@@ -82,6 +85,8 @@ func main() {
 	flag.StringVar(&o.fleetmeshArgs, "fleetmesh-args", "", "extra arguments for `fleetmesh run`, space separated (e.g. a pprof flag)")
 	flag.StringVar(&o.fleetmeshProf, "fleetmesh-pprof-url", "", "fleetmesh CPU profile URL (default: /debug/pprof/profile on the relay port)")
 	flag.StringVar(&o.tags, "tags", "", "Go build tags for both binaries, e.g. libsecp256k1 (both go-nostr and fleetmesh then verify signatures with libsecp256k1; fleetmesh links the system library, libsecp256k1-dev)")
+	flag.StringVar(&o.khatruTags, "khatru-tags", "", "build tags for khatru-relay only (default: --tags)")
+	flag.StringVar(&o.fleetmeshTags, "fleetmesh-tags", "", "build tags for fleetmesh only (default: --tags)")
 	flag.BoolVar(&o.build, "build", true, "build both binaries first (khatru-relay here, fleetmesh from --main-dir)")
 	flag.StringVar(&o.mainDir, "main-dir", "..", "fleetmesh main module directory")
 	flag.StringVar(&o.cacheDir, "cache-dir", ".cache", "where signed events are cached between runs")
@@ -223,7 +228,7 @@ func run(ctx context.Context, o options) error {
 			Note: "shared machine: other engineers' builds and tests run at the same time, so figures are noisy"},
 		Params: map[string]any{"events": o.events, "seed": o.seed, "clients": o.clients, "pipeline": o.pipeline,
 			"idle": o.idle, "queries": o.queries, "queryClients": o.queryClients, "warmup": o.warmup,
-			"khatruBackend": o.khatruBackend, "candidate": o.candidate, "buildTags": o.tags, "fleetmeshCommit": gitHead(ctx, o.mainDir), "authors": corpusParams{events: o.events}.authorCount()},
+			"khatruBackend": o.khatruBackend, "candidate": o.candidate, "khatruBuildTags": cmp.Or(o.khatruTags, o.tags), "fleetmeshBuildTags": cmp.Or(o.fleetmeshTags, o.tags), "fleetmeshCommit": gitHead(ctx, o.mainDir), "authors": corpusParams{events: o.events}.authorCount()},
 	}
 	for _, spec := range specs {
 		logf("=== %s", spec.Name)
@@ -362,7 +367,7 @@ func buildBinaries(ctx context.Context, o options, logf func(string, ...any)) er
 		return err
 	}
 	logf("building %s", kb)
-	cmd := exec.CommandContext(bctx, "go", "build", "-tags", o.tags, "-o", kb, "./cmd/khatru-relay")
+	cmd := exec.CommandContext(bctx, "go", "build", "-tags", cmp.Or(o.khatruTags, o.tags), "-o", kb, "./cmd/khatru-relay")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("build khatru-relay: %w", err)
@@ -375,7 +380,7 @@ func buildBinaries(ctx context.Context, o options, logf func(string, ...any)) er
 		return err
 	}
 	logf("building %s from %s", fb, o.mainDir)
-	cmd = exec.CommandContext(bctx, "go", "build", "-tags", o.tags, "-o", fb, "./cmd/fleetmesh")
+	cmd = exec.CommandContext(bctx, "go", "build", "-tags", cmp.Or(o.fleetmeshTags, o.tags), "-o", fb, "./cmd/fleetmesh")
 	cmd.Dir = o.mainDir
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
