@@ -47,6 +47,15 @@ type conn struct {
 type subscription struct {
 	filters []nostr.Filter
 	cancel  context.CancelFunc
+	release func() // from Relay.Interest; nil if none
+}
+
+// end stops the subscription and tells the Interest hook it is gone.
+func (s *subscription) end() {
+	s.cancel()
+	if s.release != nil {
+		s.release()
+	}
 }
 
 func newConn(r *Relay, ws *websocket.Conn, ip, host string) *conn {
@@ -129,7 +138,7 @@ func (c *conn) serve() {
 	c.handlers.Wait()
 	c.mu.Lock()
 	for id, s := range c.subs {
-		s.cancel()
+		s.end()
 		delete(c.subs, id)
 		c.r.m.subs.Dec()
 	}
@@ -254,7 +263,7 @@ func (c *conn) handle(data []byte) {
 	case nostr.MsgClose:
 		c.mu.Lock()
 		if s, ok := c.subs[m.SubID]; ok {
-			s.cancel()
+			s.end()
 			delete(c.subs, m.SubID)
 			c.r.m.subs.Dec()
 		}

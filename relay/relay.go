@@ -61,6 +61,13 @@ type Relay struct {
 	// newest first, before EOSE. It must return once ctx ends; the relay
 	// gives it Config.LookupTimeout. fn is never called concurrently.
 	Lookup func(ctx context.Context, f *nostr.Filter, limit int, fn func(*nostr.Event))
+	// Interest, if set, is told of every live subscription a client opens,
+	// so that the node can ask the mesh for the events it will want (the
+	// seed's "what its own clients subscribe to"). The release it returns is
+	// called once when the subscription ends: CLOSE, a REQ that reuses its
+	// id, or the connection closing. It runs under the connection's lock,
+	// so it must not block.
+	Interest func(filters []nostr.Filter) (release func())
 	// OnStored hooks run after an event is durably stored (or, for an
 	// ephemeral event, accepted for delivery), with where it came from.
 	OnStored []func(ev *nostr.Event, from Origin)

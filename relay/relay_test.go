@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -358,4 +359,63 @@ func TestLookupMerges(t *testing.T) {
 	if len(got) != 1 {
 		t.Fatalf("REQ by id held only elsewhere: %v", got)
 	}
+}
+
+// TestInterest checks that the Interest hook hears of every live
+// subscription and that each is released exactly once, however it ends.
+func TestInterest(t *testing.T) {
+	tr := newTestRelay(t, nil)
+	var mu sync.Mutex
+	open := map[string]int{} // first filter's JSON -> live count
+	released := 0
+	tr.r.Interest = func(fs []nostr.Filter) func() {
+		raw, _ := fs[0].MarshalJSON()
+		key := string(raw)
+		mu.Lock()
+		open[key]++
+		mu.Unlock()
+		return func() {
+			mu.Lock()
+			open[key]--
+			released++
+			mu.Unlock()
+		}
+	}
+	state := func() (map[string]int, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		cp := map[string]int{}
+		for k, v := range open {
+			if v != 0 {
+				cp[k] = v
+			}
+		}
+		return cp, released
+	}
+	waitFor := func(what string, want map[string]int, wantReleased int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			got, rel := state()
+			if fmt.Sprint(got) == fmt.Sprint(want) && rel == wantReleased {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: open %v released %d, want %v and %d", what, got, rel, want, wantReleased)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	a := `{"authors":["` + strings.Repeat("a", 64) + `"]}`
+	b := `{"authors":["` + strings.Repeat("b", 64) + `"]}`
+	c := tr.dial()
+	c.req("s1", a)
+	c.req("s2", b)
+	waitFor("two REQs", map[string]int{a: 1, b: 1}, 0)
+	c.send("CLOSE", "s1")
+	waitFor("CLOSE", map[string]int{b: 1}, 1)
+	c.req("s2", a) // the same id replaces the subscription
+	waitFor("REQ reusing an id", map[string]int{a: 1}, 2)
+	c.ws.Close()
+	waitFor("connection closed", map[string]int{}, 3)
 }

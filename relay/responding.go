@@ -49,7 +49,7 @@ func (c *conn) handleReq(m *nostr.ClientMessage) {
 	ctx, cancel := context.WithCancel(c.ctx)
 	c.mu.Lock()
 	if old, ok := c.subs[m.SubID]; ok {
-		old.cancel()
+		old.end()
 		c.r.m.subs.Dec()
 	} else if len(c.subs) >= c.r.cfg.MaxSubscriptions {
 		c.mu.Unlock()
@@ -58,7 +58,11 @@ func (c *conn) handleReq(m *nostr.ClientMessage) {
 		c.closed(m.SubID, fmt.Sprintf("blocked: this connection has %d open subscriptions, the relay's limit; CLOSE one first", c.r.cfg.MaxSubscriptions))
 		return
 	}
-	c.subs[m.SubID] = &subscription{filters: m.Filters, cancel: cancel}
+	s := &subscription{filters: m.Filters, cancel: cancel}
+	if c.r.Interest != nil {
+		s.release = c.r.Interest(m.Filters)
+	}
+	c.subs[m.SubID] = s
 	c.mu.Unlock()
 	c.r.m.subs.Inc()
 
