@@ -5,14 +5,26 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v node >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1; then
+if ! command -v node >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1 || ! command -v iptables >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm iproute2 >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm iproute2 iptables >/dev/null
   else
-    echo "scripts/test.sh: node and iproute2 are required (apt-get install nodejs npm iproute2)" >&2
+    echo "scripts/test.sh: node, iproute2 and iptables are required (apt-get install nodejs npm iproute2 iptables)" >&2
     exit 1
   fi
+fi
+
+# The NAT test (e2e/nat_test.go) builds NAT routers with iptables in network
+# namespaces. Debian's default iptables is the nft one; where this kernel
+# refuses it but takes the legacy one, switch. Checked in a scratch
+# namespace, so the machine's own tables are never touched.
+if [ "$(id -u)" = 0 ] && command -v iptables-legacy >/dev/null 2>&1 && ip netns add "fm-iptables-$$" 2>/dev/null; then
+  if ! ip netns exec "fm-iptables-$$" iptables -t nat -L >/dev/null 2>&1 &&
+    ip netns exec "fm-iptables-$$" iptables-legacy -t nat -L >/dev/null 2>&1; then
+    update-alternatives --set iptables "$(command -v iptables-legacy)"
+  fi
+  ip netns del "fm-iptables-$$"
 fi
 
 (cd interop && npm ci --no-audit --no-fund --loglevel=error)
