@@ -44,7 +44,9 @@ const (
 
 // natNodeConfig is a node's config in the lab: class auto (its class
 // follows what AutoNAT finds), TCP and QUIC on fixed ports as a router's
-// port forwarding or hole punching would use, short intervals.
+// port forwarding or hole punching would use, short intervals, and no
+// lookups, so that a REQ at home B finds the event only once it has been
+// replicated to B.
 const natNodeConfig = `class = "auto"
 
 [relay]
@@ -59,6 +61,7 @@ listen = ["/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"]
 maintain_interval = "1s"
 sync_interval = "2s"
 relay_search_interval = "1s"
+lookup_peers = 0
 `
 
 // meshDebug is what a node's /debug/mesh serves (node.MeshDebug).

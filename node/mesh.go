@@ -149,11 +149,16 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 }
 
 // syncPeers lists up to n connected peers that speak the sync protocol, in
-// random order so load spreads.
+// random order so load spreads. A peer reached only through a relay is left
+// out: a stream to it waits for a direct connection that may never come,
+// and would hold up a REQ's lookup until its deadline.
 func (mp *meshPart) syncPeers(n int) []peer.ID {
 	h := mp.m.Host()
 	var out []peer.ID
 	for _, p := range h.Network().Peers() {
+		if h.Network().Connectedness(p) != network.Connected {
+			continue
+		}
 		if ok, err := h.Peerstore().SupportsProtocols(p, protocol.ID(meshsync.ProtocolID)); err == nil && len(ok) > 0 {
 			out = append(out, p)
 		}
@@ -249,12 +254,17 @@ func (mp *meshPart) start(opts Options, relayURL string) {
 	}()
 }
 
-// class is the class the node declares now: the configured one, or with
-// class auto, anchor while it is publicly reachable and relays for others,
-// home otherwise.
+// class is the class the node declares now (declaredClass).
 func (mp *meshPart) class(st mesh.NATStatus) descriptor.Class {
-	if c := mp.cfg.Class; c != config.ClassAuto && c != "" {
-		return descriptor.Class(c)
+	return declaredClass(mp.cfg.Class, st)
+}
+
+// declaredClass is the class a node configured with class declares given
+// its NAT status: the configured one, or with class auto, anchor while it
+// is publicly reachable and relays for others, home otherwise.
+func declaredClass(class string, st mesh.NATStatus) descriptor.Class {
+	if class != config.ClassAuto && class != "" {
+		return descriptor.Class(class)
 	}
 	if st.Reachability == network.ReachabilityPublic && st.RelayService {
 		return descriptor.ClassAnchor
