@@ -12,7 +12,9 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,6 +42,10 @@ type netLab struct {
 // labCmdTimeout bounds one ip/iptables/tc command.
 const labCmdTimeout = 20 * time.Second
 
+// labNSPrefix starts the name of every namespace a lab makes, followed by
+// the test process's PID.
+const labNSPrefix = "fmlab"
+
 // newNetLab checks the kernel lets this process make network namespaces
 // and skips the test, saying why, when it does not: only then.
 func newNetLab(t *testing.T) *netLab {
@@ -52,7 +58,10 @@ func newNetLab(t *testing.T) *netLab {
 	}
 	b := make([]byte, 3)
 	rand.Read(b)
-	l := &netLab{t: t, prefix: "fm" + hex.EncodeToString(b)}
+	// The prefix names this process, so that a later run can tell a lab
+	// left behind by a killed run (no cleanup runs then) from a live one.
+	l := &netLab{t: t, prefix: fmt.Sprintf("%s%d-%s", labNSPrefix, os.Getpid(), hex.EncodeToString(b))}
+	l.sweepStale()
 	t.Cleanup(l.teardown)
 	probe := l.prefix + "-probe"
 	if out, err := l.cmd("ip", "netns", "add", probe); err != nil {
@@ -170,6 +179,41 @@ func (l *netLab) delay(ns, ifname string, d time.Duration) bool {
 		return false
 	}
 	return true
+}
+
+// sweepStale removes the namespaces of labs whose test process is gone (a
+// run killed by a timeout runs no cleanup), first killing the fleetmesh
+// processes that run did start in them.
+func (l *netLab) sweepStale() {
+	out, err := l.cmd("ip", "netns", "list")
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(out, "\n") {
+		name, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+		rest, ok := strings.CutPrefix(name, labNSPrefix)
+		if !ok {
+			continue
+		}
+		pid, _, _ := strings.Cut(rest, "-")
+		if _, err := strconv.Atoi(pid); err != nil {
+			continue
+		}
+		if _, err := os.Stat("/proc/" + pid); err == nil {
+			continue // its run is alive
+		}
+		pids, _ := l.cmd("ip", "netns", "pids", name)
+		for _, p := range strings.Fields(pids) {
+			if n, err := strconv.Atoi(p); err == nil {
+				syscall.Kill(n, syscall.SIGKILL)
+			}
+		}
+		if out, err := l.cmd("ip", "netns", "del", name); err != nil {
+			l.t.Logf("removing stale lab namespace %s: %v: %s", name, err, out)
+		} else {
+			l.t.Logf("removed stale lab namespace %s (its test run, pid %s, is gone)", name, pid)
+		}
+	}
 }
 
 // teardown removes every rule and namespace the lab made and checks none
