@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/multiformats/go-multiaddr"
 	"github.com/pelletier/go-toml/v2"
 
 	"fleetmesh.org/fleetmesh/boundary"
@@ -25,16 +27,20 @@ import (
 // FileName is the config file's name in a node home.
 const FileName = "config.toml"
 
-// Node classes (DESIGN §3).
+// Node classes (DESIGN §3), and ClassAuto: the class follows the node's
+// observed reachability (spec/mesh-nat.md).
 const (
 	ClassAnchor = "anchor"
 	ClassHome   = "home"
 	ClassLeaf   = "leaf"
+	ClassAuto   = "auto"
 )
 
 // Config is the whole file.
 type Config struct {
-	// Class is the node class declared in the descriptor.
+	// Class is the node class declared in the descriptor: anchor, home or
+	// leaf, or auto (the default): anchor while the node is publicly
+	// reachable and relays for others, home otherwise.
 	Class string      `toml:"class"`
 	Relay RelayConfig `toml:"relay"`
 	Store StoreConfig `toml:"store"`
@@ -68,6 +74,46 @@ type MeshConfig struct {
 	// LookupPeers bounds how many peers a REQ asks for events this node
 	// does not hold (0: no lookups).
 	LookupPeers int `toml:"lookup_peers"`
+
+	// NAT traversal (spec/mesh-nat.md).
+
+	// RelayService says when the node relays circuits (circuit relay v2)
+	// for nodes behind NAT: "auto" (while its class is anchor; with class
+	// auto, while it is publicly reachable), "on" or "off".
+	RelayService string `toml:"relay_service"`
+	// RelayLimits bound the relay service.
+	RelayLimits RelayLimitsConfig `toml:"relay_limits"`
+	// StaticRelays are relays (multiaddrs ending in /p2p/<PeerID>) to hold
+	// a reservation with while privately reachable, besides the anchors
+	// the node learns of. None is built in.
+	StaticRelays []string `toml:"static_relays"`
+	// AutoRelay reserves relay slots while privately reachable, so that
+	// peers behind other NATs can reach this node.
+	AutoRelay bool `toml:"auto_relay"`
+	// RelaySearchInterval is how often, at most, the node looks for more
+	// relays while it holds fewer reservations than it wants.
+	RelaySearchInterval string `toml:"relay_search_interval"`
+	// HolePunching turns on DCUtR: direct connections through NATs.
+	HolePunching bool `toml:"hole_punching"`
+	// NATPortMap asks the LAN router for a port mapping (UPnP, NAT-PMP).
+	NATPortMap bool `toml:"nat_port_map"`
+}
+
+// RelayLimitsConfig bounds the circuit relay service (all > 0).
+type RelayLimitsConfig struct {
+	// MaxReservations bounds the reservations held at once.
+	MaxReservations int `toml:"max_reservations"`
+	// MaxReservationsPerIP bounds reservations from one IP address.
+	MaxReservationsPerIP int `toml:"max_reservations_per_ip"`
+	// MaxCircuits bounds the open circuits to or from one peer.
+	MaxCircuits int `toml:"max_circuits"`
+	// ReservationTTL is how long a reservation lasts unless refreshed.
+	ReservationTTL string `toml:"reservation_ttl"`
+	// CircuitDuration is how long one relayed connection may stay open.
+	CircuitDuration string `toml:"circuit_duration"`
+	// CircuitBytes is how much one relayed connection may carry in each
+	// direction.
+	CircuitBytes int64 `toml:"circuit_bytes"`
 }
 
 // SubscribeFilters parses Subscribe.
@@ -136,7 +182,7 @@ const DefaultListen = "127.0.0.1:7447"
 func Default() Config {
 	d := relay.DefaultConfig()
 	return Config{
-		Class: ClassHome,
+		Class: ClassAuto,
 		Relay: RelayConfig{
 			Listen:            DefaultListen,
 			Name:              d.Name,
@@ -167,6 +213,20 @@ func Default() Config {
 			SyncInterval:     "1m",
 			MaintainInterval: "30s",
 			LookupPeers:      16,
+			RelayService:     "auto",
+			RelayLimits: RelayLimitsConfig{
+				MaxReservations:      128,
+				MaxReservationsPerIP: 8,
+				MaxCircuits:          16,
+				ReservationTTL:       "1h",
+				CircuitDuration:      "2m",
+				CircuitBytes:         128 << 10,
+			},
+			StaticRelays:        []string{},
+			AutoRelay:           true,
+			RelaySearchInterval: "30s",
+			HolePunching:        true,
+			NATPortMap:          false,
 		},
 		Log: LogConfig{Level: "info", Format: "text"},
 	}
@@ -204,9 +264,11 @@ func Load(path string) (Config, error) {
 // Validate checks values that would otherwise fail later and obscurely.
 func (c *Config) Validate() error {
 	switch c.Class {
-	case ClassAnchor, ClassHome, ClassLeaf:
+	case ClassAnchor, ClassHome, ClassLeaf, ClassAuto:
+	case "":
+		c.Class = ClassAuto
 	default:
-		return fmt.Errorf("class %q: must be anchor, home or leaf", c.Class)
+		return fmt.Errorf("class %q: must be anchor, home, leaf or auto", c.Class)
 	}
 	if c.Relay.EventsPerSecond < 0 || c.Relay.IPEventsPerSecond < 0 {
 		return errors.New("relay: events_per_second and ip_events_per_second must be >= 0 (0 = unlimited)")
@@ -230,6 +292,9 @@ func (c *Config) Validate() error {
 	if d, err := time.ParseDuration(c.Mesh.MaintainInterval); c.Mesh.MaintainInterval != "" && (err != nil || d <= 0) {
 		return fmt.Errorf("mesh.maintain_interval %q: write a positive duration, e.g. \"30s\"", c.Mesh.MaintainInterval)
 	}
+	if err := c.Mesh.validateNAT(); err != nil {
+		return err
+	}
 	for _, r := range c.Boundary.Rules {
 		if _, err := r.Compile(); err != nil {
 			return err
@@ -244,6 +309,50 @@ func (c *Config) Validate() error {
 	case "", "text", "json":
 	default:
 		return fmt.Errorf("log.format %q: must be text or json", c.Log.Format)
+	}
+	return nil
+}
+
+// validateNAT checks the NAT traversal keys of [mesh].
+func (m *MeshConfig) validateNAT() error {
+	switch m.RelayService {
+	case "", "auto", "on", "off":
+	default:
+		return fmt.Errorf("mesh.relay_service %q: must be auto, on or off", m.RelayService)
+	}
+	for i, s := range m.StaticRelays {
+		a, err := multiaddr.NewMultiaddr(s)
+		if err == nil {
+			_, err = peer.AddrInfoFromP2pAddr(a)
+		}
+		if err != nil {
+			return fmt.Errorf("mesh.static_relays[%d] %q: %v (write a multiaddr ending in /p2p/<PeerID>)", i, s, err)
+		}
+	}
+	durations := []struct{ key, v string }{
+		{"mesh.relay_search_interval", m.RelaySearchInterval},
+		{"mesh.relay_limits.reservation_ttl", m.RelayLimits.ReservationTTL},
+		{"mesh.relay_limits.circuit_duration", m.RelayLimits.CircuitDuration},
+	}
+	for _, d := range durations {
+		if v, err := time.ParseDuration(d.v); d.v != "" && (err != nil || v <= 0) {
+			return fmt.Errorf("%s %q: write a positive duration, e.g. \"2m\"", d.key, d.v)
+		}
+	}
+	l := m.RelayLimits
+	counts := []struct {
+		key string
+		v   int64
+	}{
+		{"mesh.relay_limits.max_reservations", int64(l.MaxReservations)},
+		{"mesh.relay_limits.max_reservations_per_ip", int64(l.MaxReservationsPerIP)},
+		{"mesh.relay_limits.max_circuits", int64(l.MaxCircuits)},
+		{"mesh.relay_limits.circuit_bytes", l.CircuitBytes},
+	}
+	for _, c := range counts {
+		if c.v <= 0 {
+			return fmt.Errorf("%s = %d: must be > 0 (a relay without limits is not offered)", c.key, c.v)
+		}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package descriptor
 
 import (
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"net/netip"
 	"net/url"
@@ -171,6 +172,38 @@ func (d *Descriptor) Validate(lim Limits) error {
 	return d.Offers.validate()
 }
 
+// checkPeerIDs checks the /p2p/ components of a node's multiaddr: each
+// must be the node's own PeerID, except in a circuit relay v2 address
+// (<relay address>/p2p/<relay>/p2p-circuit[/p2p/<node>]), whose part before
+// /p2p-circuit must name the relay, another peer, as the circuit relay spec
+// requires. One /p2p-circuit at most: relays are not chained.
+func checkPeerIDs(a multiaddr.Multiaddr, self string) error {
+	circuits := 0
+	var lastPeer string
+	for _, c := range a {
+		switch c.Protocol().Code {
+		case multiaddr.P_CIRCUIT:
+			circuits++
+			if circuits > 1 {
+				return errors.New("chains relays")
+			}
+			if lastPeer == "" || lastPeer == self {
+				return errors.New("has /p2p-circuit without the relay's /p2p/ before it")
+			}
+			lastPeer = ""
+		case multiaddr.P_P2P:
+			if lastPeer != "" && lastPeer != self {
+				return fmt.Errorf("names peer %s, not this node's %s", lastPeer, self)
+			}
+			lastPeer = c.Value()
+		}
+	}
+	if lastPeer != "" && lastPeer != self {
+		return fmt.Errorf("names peer %s, not this node's %s", lastPeer, self)
+	}
+	return nil
+}
+
 // publicKeyOf returns the key of a descriptor's DID, which must be a bare
 // Ed25519 did:key DID (no fragment).
 func publicKeyOf(did string) (ed25519.PublicKey, error) {
@@ -204,8 +237,8 @@ func (a *Addresses) validate(pub ed25519.PublicKey, lim Limits) error {
 		if ma.String() != s {
 			return fmt.Errorf("descriptor: multiaddr %q is not in canonical form %q: %w", s, ma.String(), ErrBadAddress)
 		}
-		if id, err := ma.ValueForProtocol(multiaddr.P_P2P); err == nil && id != peerID.String() {
-			return fmt.Errorf("descriptor: multiaddr %q names peer %s, not this node's %s: %w", s, id, peerID, ErrBadAddress)
+		if err := checkPeerIDs(ma, peerID.String()); err != nil {
+			return fmt.Errorf("descriptor: multiaddr %q %w: %w", s, err, ErrBadAddress)
 		}
 	}
 	for _, s := range a.Relays {

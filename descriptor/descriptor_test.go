@@ -37,6 +37,8 @@ func sample(k *identity.Key) Descriptor {
 			Libp2p: []string{
 				"/ip4/198.51.100.7/tcp/4001",
 				"/ip6/2001:db8::1/udp/4001/quic-v1/p2p/" + k.PeerID().String(),
+				// Reachable through a circuit relay v2 relay.
+				"/ip4/203.0.113.9/tcp/4001/p2p/12D3KooWGzh9oRGr4PKbYFbXTBnPVHNVKvpu5uhcEyfQ3chVozv2/p2p-circuit/p2p/" + k.PeerID().String(),
 			},
 			Relays: []string{"wss://relay.example.org/", "ws://127.0.0.1:7447"},
 			Iroh: &IrohAddr{
@@ -161,6 +163,18 @@ func TestVerifyRejects(t *testing.T) {
 		{"multiaddr not canonical", with(func(d *Descriptor) { d.Addresses.Libp2p = []string{"/ip4/1.2.3.4/tcp/01"} }), ErrBadAddress},
 		{"multiaddr of another peer", with(func(d *Descriptor) {
 			d.Addresses.Libp2p = []string{"/ip4/1.2.3.4/tcp/1/p2p/" + other.PeerID().String()}
+		}), ErrBadAddress},
+		{"multiaddr through a relay of another peer", with(func(d *Descriptor) {
+			d.Addresses.Libp2p = []string{"/ip4/1.2.3.4/tcp/1/p2p/" + k.PeerID().String() + "/p2p-circuit/p2p/" + other.PeerID().String()}
+		}), ErrBadAddress},
+		{"circuit without its relay", with(func(d *Descriptor) {
+			d.Addresses.Libp2p = []string{"/ip4/1.2.3.4/tcp/1/p2p-circuit/p2p/" + k.PeerID().String()}
+		}), ErrBadAddress},
+		{"circuit through itself", with(func(d *Descriptor) {
+			d.Addresses.Libp2p = []string{"/ip4/1.2.3.4/tcp/1/p2p/" + k.PeerID().String() + "/p2p-circuit"}
+		}), ErrBadAddress},
+		{"chained circuits", with(func(d *Descriptor) {
+			d.Addresses.Libp2p = []string{"/ip4/1.2.3.4/tcp/1/p2p/" + other.PeerID().String() + "/p2p-circuit/p2p/" + other.PeerID().String() + "/p2p-circuit"}
 		}), ErrBadAddress},
 		{"relay not ws", with(func(d *Descriptor) { d.Addresses.Relays = []string{"https://relay.example.org"} }), ErrBadAddress},
 		{"relay with credentials", with(func(d *Descriptor) { d.Addresses.Relays = []string{"wss://u:p@relay.example.org"} }), ErrBadAddress},

@@ -46,6 +46,7 @@ func FuzzPayload(f *testing.F) {
 	f.Add(good)
 	f.Add([]byte(`{"v":1,"did":"` + k.DID() + `","class":"leaf","seq":1,"iat":1,"exp":2,"addrs":{},"offers":{}}`))
 	f.Add([]byte(`{"v":1,"did":"` + k.DID() + `","class":"home","seq":1,"iat":1,"exp":2,"addrs":{"libp2p":["/ip4/1.2.3.4/tcp/1"]},"offers":{"storage":{"max_bytes":1,"retention_seconds":1}}}`))
+	f.Add([]byte(`{"v":1,"did":"` + k.DID() + `","class":"home","seq":1,"iat":1,"exp":2,"addrs":{"libp2p":["/ip4/1.2.3.4/tcp/1/p2p-circuit/p2p/` + k.PeerID().String() + `"]},"offers":{}}`))
 	f.Add([]byte(`null`))
 	f.Add([]byte(`{"v":1,"seq":-1}`))
 	hdr := header(k)

@@ -60,8 +60,8 @@ func TestInitCreatesKeyAndConfig(t *testing.T) {
 	if err := toml.Unmarshal(cfg, &parsed); err != nil {
 		t.Fatalf("config.toml is not TOML: %v\n%s", err, cfg)
 	}
-	if parsed.Class != "home" {
-		t.Errorf("config.toml class %q, want the default home:\n%s", parsed.Class, cfg)
+	if parsed.Class != "auto" {
+		t.Errorf("config.toml class %q, want the default auto:\n%s", parsed.Class, cfg)
 	}
 }
 
@@ -102,7 +102,7 @@ func TestInitIdempotentNeverOverwritesKey(t *testing.T) {
 
 func TestIDJSON(t *testing.T) {
 	needBinary(t)
-	for _, class := range []string{"anchor", "home", "leaf"} {
+	for _, class := range []string{"anchor", "home", "leaf", "auto"} {
 		t.Run(class, func(t *testing.T) {
 			home := filepath.Join(t.TempDir(), "home")
 			if _, errOut, err := cli(t, "init", "--home", home, "--class", class); err != nil {

@@ -164,7 +164,13 @@ func startWatched(cmd *exec.Cmd, stdout, stderr *lockedBuffer, errp *error, exit
 
 func tryStartNode(t *testing.T, home string, listen string, extra ...string) (*node, error) {
 	t.Helper()
-	cmd := exec.Command(binary, append([]string{"run", "--home", home, "--listen", listen}, extra...)...)
+	return startNodeCmd(t, home, exec.Command(binary, append([]string{"run", "--home", home, "--listen", listen}, extra...)...))
+}
+
+// startNodeCmd starts cmd, a `fleetmesh run` of home however it is wrapped,
+// and waits for its `relay URL` line; the node is killed when the test ends.
+func startNodeCmd(t *testing.T, home string, cmd *exec.Cmd) (*node, error) {
+	t.Helper()
 	n := &node{t: t, home: home, cmd: cmd, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, exited: make(chan struct{})}
 	ready, err := startWatched(cmd, n.stdout, n.stderr, &n.err, n.exited)
 	if err != nil {

@@ -97,6 +97,81 @@ type Config struct {
 	PEXTimeout time.Duration
 	// PEXConcurrency bounds exchanges running at once.
 	PEXConcurrency int
+
+	// NAT traversal (spec/mesh-nat.md). AutoNAT (v1 and v2, client and
+	// service) always runs; it only ever dials back peers that asked.
+
+	// RelayService says when this node relays circuits (circuit relay v2)
+	// for others. RelayAuto, the default, relays while the node is
+	// publicly reachable.
+	RelayService RelayMode
+	// RelayLimits bound the relay service.
+	RelayLimits RelayLimits
+	// StaticRelays are relays (multiaddrs ending in /p2p/<peer id>) to
+	// reserve a slot with while privately reachable, tried before the
+	// relays the mesh learns of from descriptors.
+	StaticRelays []string
+	// DisableAutoRelay stops the node from reserving relay slots while
+	// privately reachable, leaving it unreachable for peers behind NATs.
+	DisableAutoRelay bool
+	// RelaySearchInterval is how often, at most, AutoRelay asks the mesh
+	// for more relay candidates while it holds fewer reservations than it
+	// wants.
+	RelaySearchInterval time.Duration
+	// RelayBackoff is how long a relay that refused or failed a
+	// reservation is left alone.
+	RelayBackoff time.Duration
+	// DisableHolePunching turns off DCUtR.
+	DisableHolePunching bool
+	// NATPortMap asks the LAN's router for a port mapping with UPnP or
+	// NAT-PMP. Off by default: it sends traffic to the router that the
+	// operator did not ask for.
+	NATPortMap bool
+}
+
+// RelayMode says when a node runs the circuit relay v2 service.
+type RelayMode string
+
+// The relay modes.
+const (
+	// RelayAuto relays while AutoNAT finds the node publicly reachable.
+	RelayAuto RelayMode = "auto"
+	// RelayOn always relays.
+	RelayOn RelayMode = "on"
+	// RelayOff never relays.
+	RelayOff RelayMode = "off"
+)
+
+// RelayLimits bound a node's circuit relay v2 service: how many peers may
+// hold a reservation, how many circuits each may have, and how long and how
+// much data one circuit may carry before the relay resets it. Relayed
+// connections are for reaching a node behind NAT and upgrading to a direct
+// connection (DCUtR), not for bulk traffic, so the defaults are go-libp2p's.
+type RelayLimits struct {
+	// MaxReservations bounds the reservations held at once.
+	MaxReservations int
+	// MaxReservationsPerIP bounds reservations from one IP address.
+	MaxReservationsPerIP int
+	// MaxCircuits bounds the open circuits to or from one peer.
+	MaxCircuits int
+	// ReservationTTL is how long a reservation lasts unless refreshed.
+	ReservationTTL time.Duration
+	// CircuitDuration is how long one circuit may stay open.
+	CircuitDuration time.Duration
+	// CircuitBytes is how much one circuit may carry in each direction.
+	CircuitBytes int64
+}
+
+// DefaultRelayLimits are go-libp2p's relay defaults.
+func DefaultRelayLimits() RelayLimits {
+	return RelayLimits{
+		MaxReservations:      128,
+		MaxReservationsPerIP: 8,
+		MaxCircuits:          16,
+		ReservationTTL:       time.Hour,
+		CircuitDuration:      2 * time.Minute,
+		CircuitBytes:         128 << 10,
+	}
 }
 
 // DefaultConfig returns the defaults: listen on all interfaces on port 4001
@@ -130,6 +205,10 @@ func DefaultConfig() Config {
 		PEXKnownMax:           1024,
 		PEXTimeout:            10 * time.Second,
 		PEXConcurrency:        4,
+		RelayService:          RelayAuto,
+		RelayLimits:           DefaultRelayLimits(),
+		RelaySearchInterval:   30 * time.Second,
+		RelayBackoff:          5 * time.Minute,
 	}
 }
 
@@ -159,6 +238,20 @@ func (c Config) withDefaults() Config {
 	setInt(&c.PEXKnownMax, d.PEXKnownMax)
 	setDur(&c.PEXTimeout, d.PEXTimeout)
 	setInt(&c.PEXConcurrency, d.PEXConcurrency)
+	if c.RelayService == "" {
+		c.RelayService = d.RelayService
+	}
+	l, dl := &c.RelayLimits, d.RelayLimits
+	setInt(&l.MaxReservations, dl.MaxReservations)
+	setInt(&l.MaxReservationsPerIP, dl.MaxReservationsPerIP)
+	setInt(&l.MaxCircuits, dl.MaxCircuits)
+	setDur(&l.ReservationTTL, dl.ReservationTTL)
+	setDur(&l.CircuitDuration, dl.CircuitDuration)
+	if l.CircuitBytes == 0 {
+		l.CircuitBytes = dl.CircuitBytes
+	}
+	setDur(&c.RelaySearchInterval, d.RelaySearchInterval)
+	setDur(&c.RelayBackoff, d.RelayBackoff)
 	return c
 }
 
@@ -190,6 +283,14 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("mesh: DHT mode %q: want auto, server, client or off", c.DHT)
 	}
+	switch c.RelayService {
+	case RelayAuto, RelayOn, RelayOff:
+	default:
+		return fmt.Errorf("mesh: relay service mode %q: want auto, on or off", c.RelayService)
+	}
+	if _, err := parseP2PAddrs("static relay", c.StaticRelays); err != nil {
+		return err
+	}
 	positive := []struct {
 		name string
 		v    int64
@@ -211,6 +312,14 @@ func (c Config) Validate() error {
 		{"PEXKnownMax", int64(c.PEXKnownMax)},
 		{"PEXTimeout", int64(c.PEXTimeout)},
 		{"PEXConcurrency", int64(c.PEXConcurrency)},
+		{"RelayLimits.MaxReservations", int64(c.RelayLimits.MaxReservations)},
+		{"RelayLimits.MaxReservationsPerIP", int64(c.RelayLimits.MaxReservationsPerIP)},
+		{"RelayLimits.MaxCircuits", int64(c.RelayLimits.MaxCircuits)},
+		{"RelayLimits.ReservationTTL", int64(c.RelayLimits.ReservationTTL)},
+		{"RelayLimits.CircuitDuration", int64(c.RelayLimits.CircuitDuration)},
+		{"RelayLimits.CircuitBytes", c.RelayLimits.CircuitBytes},
+		{"RelaySearchInterval", int64(c.RelaySearchInterval)},
+		{"RelayBackoff", int64(c.RelayBackoff)},
 	}
 	for _, p := range positive {
 		if p.v < 0 {
@@ -231,17 +340,23 @@ func (c Config) Validate() error {
 
 // bootstrapPeers parses Bootstrap, merging addresses of the same peer.
 func (c Config) bootstrapPeers() ([]peer.AddrInfo, error) {
+	return parseP2PAddrs("bootstrap", c.Bootstrap)
+}
+
+// parseP2PAddrs parses multiaddrs ending in /p2p/<peer id>, merging
+// addresses of the same peer; what names them in errors.
+func parseP2PAddrs(what string, list []string) ([]peer.AddrInfo, error) {
 	var addrs []ma.Multiaddr
-	for _, s := range c.Bootstrap {
+	for _, s := range list {
 		a, err := ma.NewMultiaddr(s)
 		if err != nil {
-			return nil, fmt.Errorf("mesh: bootstrap address %q: %w", s, err)
+			return nil, fmt.Errorf("mesh: %s address %q: %w", what, s, err)
 		}
 		addrs = append(addrs, a)
 	}
 	infos, err := peer.AddrInfosFromP2pAddrs(addrs...)
 	if err != nil {
-		return nil, fmt.Errorf("mesh: bootstrap addresses must end in /p2p/<peer id>: %w", err)
+		return nil, fmt.Errorf("mesh: %s addresses must end in /p2p/<peer id>: %w", what, err)
 	}
 	return infos, nil
 }

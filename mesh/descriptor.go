@@ -25,7 +25,12 @@ func VerifyWith(v *descriptor.Verifier) DescriptorVerifier {
 		if err != nil {
 			return DescriptorInfo{}, fmt.Errorf("mesh: descriptor of %s: %w", d.DID, err)
 		}
-		info := DescriptorInfo{ID: id, Seq: d.Seq, Expires: time.Unix(d.Expires, 0)}
+		info := DescriptorInfo{
+			ID:      id,
+			Seq:     d.Seq,
+			Expires: time.Unix(d.Expires, 0),
+			Relay:   d.Class == descriptor.ClassAnchor || d.Offers.CircuitRelay != nil,
+		}
 		for _, s := range d.Addresses.Libp2p {
 			a, err := ma.NewMultiaddr(s)
 			if err != nil {

@@ -33,14 +33,20 @@ type discovery struct {
 	failed map[peer.ID]time.Time
 }
 
-func newDiscovery(m *Mesh) (*discovery, error) {
-	d := &discovery{m: m, wake: make(chan struct{}, 1), failed: make(map[peer.ID]time.Time)}
+// newDiscovery makes the discovery part; start runs it. The two are apart
+// so that the mesh's other parts can refer to it before anything runs.
+func newDiscovery(m *Mesh) *discovery {
+	return &discovery{m: m, wake: make(chan struct{}, 1), failed: make(map[peer.ID]time.Time)}
+}
+
+func (d *discovery) start() error {
+	m := d.m
 	for _, b := range m.boot {
 		m.h.Peerstore().AddAddrs(b.ID, b.Addrs, peerstore.PermanentAddrTTL)
 	}
 	sub, err := m.h.EventBus().Subscribe(new(event.EvtPeerIdentificationCompleted))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	d.sub = sub
 	m.goroutine(d.identified)
@@ -51,10 +57,10 @@ func newDiscovery(m *Mesh) (*discovery, error) {
 	if m.cfg.MDNS {
 		d.mdns = mdns.NewMdnsService(m.h, MDNSServiceName, d)
 		if err := d.mdns.Start(); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return d, nil
+	return nil
 }
 
 // HandlePeerFound is mDNS's callback for a peer on the LAN.
@@ -88,6 +94,14 @@ func (d *discovery) identified(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// forgetFailure lets the maintainer dial id again before its redial
+// backoff ends.
+func (d *discovery) forgetFailure(id peer.ID) {
+	d.mu.Lock()
+	delete(d.failed, id)
+	d.mu.Unlock()
 }
 
 // wakeMaintainer asks the maintainer for a round now rather than at its
@@ -151,7 +165,12 @@ func (d *discovery) candidates(n int) []peer.AddrInfo {
 	}
 	var out []peer.AddrInfo
 	take := func(pi peer.AddrInfo) {
-		if len(out) >= n || pi.ID == h.ID() || h.Network().Connectedness(pi.ID) == network.Connected {
+		if len(out) >= n || pi.ID == h.ID() {
+			return
+		}
+		// A relayed (limited) connection counts: DCUtR, not a redial,
+		// upgrades it to a direct one.
+		if c := h.Network().Connectedness(pi.ID); c == network.Connected || c == network.Limited {
 			return
 		}
 		if _, bad := d.failed[pi.ID]; bad {
@@ -183,7 +202,10 @@ func (d *discovery) dial(ctx context.Context, peers []peer.AddrInfo) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			dctx, cancel := context.WithTimeout(ctx, d.m.cfg.DialTimeout)
+			// A peer behind NAT may be reachable only through its relay
+			// (a /p2p-circuit address from its descriptor): such a
+			// limited connection is what hole punching starts from.
+			dctx, cancel := context.WithTimeout(network.WithAllowLimitedConn(ctx, "fleetmesh: reach a peer behind NAT"), d.m.cfg.DialTimeout)
 			defer cancel()
 			if err := d.m.h.Connect(dctx, pi); err != nil {
 				if ctx.Err() == nil {
@@ -237,7 +259,9 @@ func (m *Mesh) knownPeers() []peer.AddrInfo {
 func (d *discovery) close() error {
 	d.touchConnected()
 	var errs []error
-	errs = append(errs, d.sub.Close())
+	if d.sub != nil {
+		errs = append(errs, d.sub.Close())
+	}
 	if d.mdns != nil {
 		errs = append(errs, d.mdns.Close())
 	}

@@ -11,6 +11,14 @@
 // restarted node reconnects with no bootstrap at all. spec/mesh-discovery.md
 // specifies peer exchange and the address book.
 //
+// NAT traversal (spec/mesh-nat.md): go-libp2p's AutoNAT v1 and v2, circuit
+// relay v2, AutoRelay and DCUtR, with fleetmesh's rules on top: one
+// reachability from both AutoNATs (Mesh.Reachability, Hooks.OnNATChange),
+// a relay service with limits that follows it (Config.RelayService,
+// Config.RelayLimits), and relay candidates taken from configured static
+// relays and from verified descriptors of anchors and relay offers, never a
+// built-in host. UPnP/NAT-PMP port mapping is off unless configured.
+//
 // Replication: events travel on GossipSub topics sharded by author
 // (spec/mesh-topics.md), so a node's traffic grows with the shards it
 // subscribes to, not with all traffic in the mesh. Every message is one
@@ -25,11 +33,15 @@
 // peer exchange protocol is new because libp2p has no standard one that
 // carries signed application descriptors (GossipSub's PX carries only
 // signed peer records, and only on PRUNE); the address book because
-// go-libp2p's peerstore is not persisted. Transport, security, muxing,
-// resource limits, the DHT, mDNS and GossipSub itself are go-libp2p's.
+// go-libp2p's peerstore is not persisted; the NAT rules because go-libp2p
+// decides reachability, relaying and relay candidates only for a whole
+// host, without knowing fleetmesh's descriptors. Transport, security,
+// muxing, resource limits, the DHT, mDNS, GossipSub, AutoNAT, the relay and
+// hole punching themselves are go-libp2p's.
 //
 // It is not the event store, the relay, or anti-entropy: it does not keep
 // events, answer REQs or reconcile sets. Those build on it (the store is the
 // Sink; anti-entropy will run per shard over its own stream protocol on this
-// host). It does not decide what may cross the boundary: the Policy does.
+// host). It does not decide what may cross the boundary: the Policy does,
+// nor which class a node declares: the node does, from NATStatus.
 package mesh

@@ -2,12 +2,15 @@ package mesh
 
 import (
 	"fmt"
+	"log/slog"
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/p2p/host/autorelay"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+	"github.com/libp2p/go-libp2p/p2p/protocol/holepunch"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
@@ -23,13 +26,27 @@ const UserAgent = "fleetmesh"
 // PeerID and the node's DID name the same Ed25519 key: TCP, QUIC and
 // WebSocket transports listening on cfg.ListenAddrs, Noise, yamux, the
 // resource manager scaled by cfg.ResourceMaxMemory and cfg.ResourceMaxFDs,
-// and a connection manager with cfg's water marks. The caller owns the host
-// and closes it.
+// a connection manager with cfg's water marks, and NAT traversal as
+// spec/mesh-nat.md says: AutoNAT v1 and v2 (client and service), the relay
+// client, AutoRelay with cfg.StaticRelays as its only candidates (a mesh
+// made by Open adds those its descriptors name), DCUtR hole punching and,
+// only if cfg.NATPortMap, UPnP/NAT-PMP. The caller owns the host and
+// closes it.
 func NewHost(key *identity.Key, cfg Config) (host.Host, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	n, err := newNAT(cfg, slog.New(slog.DiscardHandler), newCounters(cfg.MaxReasons))
+	if err != nil {
+		return nil, err
+	}
+	return newHost(key, cfg, n)
+}
+
+// newHost is NewHost for a validated cfg with defaults, with n as
+// AutoRelay's peer source and the hole punch tracer.
+func newHost(key *identity.Key, cfg Config, n *nat) (host.Host, error) {
 	cm, err := connmgr.NewConnManager(cfg.ConnLowWater, cfg.ConnHighWater, connmgr.WithGracePeriod(cfg.ConnGracePeriod))
 	if err != nil {
 		return nil, fmt.Errorf("mesh: connection manager: %w", err)
@@ -45,7 +62,7 @@ func NewHost(key *identity.Key, cfg Config) (host.Host, error) {
 		cm.Close()
 		return nil, fmt.Errorf("mesh: resource manager: %w", err)
 	}
-	h, err := libp2p.New(
+	opts := []libp2p.Option{
 		libp2p.Identity(key.Libp2pKey()),
 		libp2p.ListenAddrStrings(cfg.ListenAddrs...),
 		libp2p.Transport(tcp.NewTCPTransport),
@@ -59,7 +76,30 @@ func NewHost(key *identity.Key, cfg Config) (host.Host, error) {
 		// Metrics would go to the process-wide Prometheus registry; the
 		// node exports the mesh's own counters instead (Mesh.Stats).
 		libp2p.DisableMetrics(),
-	)
+		// AutoNAT v1 answers "can you dial me back?" by dialling the
+		// asker's observed address, which is how a node behind NAT with
+		// too few peers to confirm an observed address of its own still
+		// learns it is private. v2 confirms each of a node's own public
+		// addresses. Both only dial back the peer that asked.
+		libp2p.EnableNATService(),
+		libp2p.EnableAutoNATv2(),
+	}
+	if !cfg.DisableAutoRelay {
+		opts = append(opts, libp2p.EnableAutoRelayWithPeerSource(n.relayCandidates,
+			// A small mesh may know one relay: use it rather than wait
+			// for go-libp2p's default of four candidates.
+			autorelay.WithMinCandidates(1),
+			autorelay.WithMinInterval(cfg.RelaySearchInterval),
+			autorelay.WithBackoff(cfg.RelayBackoff),
+		))
+	}
+	if !cfg.DisableHolePunching {
+		opts = append(opts, libp2p.EnableHolePunching(holepunch.WithTracer(n)))
+	}
+	if cfg.NATPortMap {
+		opts = append(opts, libp2p.NATPortMap())
+	}
+	h, err := libp2p.New(opts...)
 	if err != nil {
 		rm.Close()
 		cm.Close()

@@ -12,6 +12,7 @@ import (
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	drouting "github.com/libp2p/go-libp2p/p2p/discovery/routing"
@@ -37,6 +38,10 @@ type Hooks struct {
 	VerifyDescriptor DescriptorVerifier
 	// Logger receives debug and warning logs; nil discards them.
 	Logger *slog.Logger
+	// OnNATChange, if set, is called whenever the node's NATStatus or its
+	// own addresses change, one call at a time and in order, so that the
+	// node can re-sign what it declares. It must not block for long.
+	OnNATChange func(NATStatus)
 }
 
 // Mesh is one node's part of the fleetmesh mesh: discovery and connection
@@ -58,6 +63,7 @@ type Mesh struct {
 	book *addrbook.Book
 	pex  *pex
 	disc *discovery
+	nat  *nat
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -70,24 +76,44 @@ type Mesh struct {
 }
 
 // Open builds the node's libp2p host from key and cfg (see NewHost) and
-// starts the mesh on it. Close stops both.
+// starts the mesh on it. Close stops both. Only a host made here gets
+// relay candidates from peer exchange and counts hole punches.
 func Open(key *identity.Key, cfg Config, hooks Hooks) (*Mesh, error) {
-	h, err := NewHost(key, cfg)
+	m, err := newMesh(cfg, hooks)
 	if err != nil {
 		return nil, err
 	}
-	m, err := New(h, cfg, hooks)
+	h, err := newHost(key, m.cfg, m.nat)
 	if err != nil {
-		h.Close()
+		m.cancel()
 		return nil, err
 	}
+	m.h = h
 	m.ownsHost = true
+	if err := m.start(hooks); err != nil {
+		m.Close()
+		return nil, err
+	}
 	return m, nil
 }
 
 // New starts the mesh on an existing host (tests use mocknet hosts). The
 // caller keeps owning h: Close stops the mesh but leaves h open.
 func New(h host.Host, cfg Config, hooks Hooks) (*Mesh, error) {
+	m, err := newMesh(cfg, hooks)
+	if err != nil {
+		return nil, err
+	}
+	m.h = h
+	if err := m.start(hooks); err != nil {
+		m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// newMesh checks cfg and hooks and makes a mesh with no host yet.
+func newMesh(cfg Config, hooks Hooks) (*Mesh, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -96,7 +122,6 @@ func New(h host.Host, cfg Config, hooks Hooks) (*Mesh, error) {
 	}
 	cfg = cfg.withDefaults()
 	m := &Mesh{
-		h:      h,
 		cfg:    cfg,
 		sink:   hooks.Sink,
 		policy: hooks.Policy,
@@ -112,11 +137,11 @@ func New(h host.Host, cfg Config, hooks Hooks) (*Mesh, error) {
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
-	m.ctx, m.cancel = context.WithCancel(context.Background())
-	if err := m.start(hooks); err != nil {
-		m.Close()
+	var err error
+	if m.nat, err = newNAT(cfg, m.log, m.stats); err != nil {
 		return nil, err
 	}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
 	return m, nil
 }
 
@@ -160,12 +185,15 @@ func (m *Mesh) start(hooks Hooks) error {
 	if err != nil {
 		return fmt.Errorf("mesh: GossipSub: %w", err)
 	}
+	m.disc = newDiscovery(m)
 	if hooks.VerifyDescriptor != nil {
 		m.pex = newPEX(m, hooks.VerifyDescriptor)
 		m.h.SetStreamHandler(PEXProtocol, m.pex.handle)
 	}
-	m.disc, err = newDiscovery(m)
-	if err != nil {
+	if err := m.disc.start(); err != nil {
+		return err
+	}
+	if err := m.nat.start(m, hooks.OnNATChange); err != nil {
 		return err
 	}
 	if m.dht != nil {
@@ -201,6 +229,17 @@ func (m *Mesh) MeshPeers(shard int) []peer.ID {
 
 // Host returns the libp2p host.
 func (m *Mesh) Host() host.Host { return m.h }
+
+// NATStatus returns the node's reachability and relaying now.
+func (m *Mesh) NATStatus() NATStatus { return m.nat.snapshot() }
+
+// Reachability is what AutoNAT observed of this node: public, private or
+// unknown (NATStatus.Reachability).
+func (m *Mesh) Reachability() network.Reachability { return m.nat.snapshot().Reachability }
+
+// RelayLimits are the limits the node's relay service applies when it
+// runs, after defaults.
+func (m *Mesh) RelayLimits() RelayLimits { return m.cfg.RelayLimits }
 
 // Stats returns a snapshot of the mesh's counters.
 func (m *Mesh) Stats() Stats { return m.stats.snapshot() }
@@ -403,6 +442,9 @@ func (m *Mesh) Close() error {
 		errs = append(errs, m.disc.close())
 	}
 	m.wg.Wait()
+	if m.nat != nil {
+		errs = append(errs, m.nat.close())
+	}
 	for _, t := range m.topics {
 		// Subscriptions were cancelled above; a topic whose cancellation
 		// has not reached GossipSub yet reports it, which is harmless.

@@ -21,13 +21,16 @@ import (
 const PEXProtocol protocol.ID = "/fleetmesh/pex/1.0.0"
 
 // DescriptorInfo is what the mesh needs from a verified node descriptor:
-// whose it is, where that node can be reached, its sequence number and when
-// it stops being valid.
+// whose it is, where that node can be reached, its sequence number, when
+// it stops being valid and whether it relays circuits for others.
 type DescriptorInfo struct {
 	ID      peer.ID
 	Addrs   []ma.Multiaddr
 	Seq     uint64
 	Expires time.Time
+	// Relay is set when the node declares class anchor or offers circuit
+	// relay: a candidate for AutoRelay while this node is behind NAT.
+	Relay bool
 }
 
 // DescriptorVerifier checks a signed node descriptor (opaque to the mesh)
@@ -209,6 +212,9 @@ func (p *pex) accept(raws [][]byte) int {
 		}
 		kept++
 		p.m.stats.add(func(s *Stats) { s.DescriptorsAccepted++ })
+		// New addresses (a relay address, say) are a new chance to reach
+		// a peer that failed before.
+		p.m.disc.forgetFailure(info.ID)
 		p.m.h.Peerstore().AddAddrs(info.ID, info.Addrs, info.Expires.Sub(time.Now()))
 		if p.m.book != nil {
 			// Not seen by us yet: a zero last-seen time ranks the peer
@@ -256,6 +262,31 @@ func (p *pex) descriptor(id peer.ID) ([]byte, bool) {
 		return nil, false
 	}
 	return bytes.Clone(k.raw), true
+}
+
+// relays returns up to n peers whose unexpired descriptor makes them relay
+// candidates, in random order, with their direct (not relayed) addresses.
+func (p *pex) relays(n int) []peer.AddrInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	var out []peer.AddrInfo
+	for id, k := range p.known {
+		if !k.info.Relay || !now.Before(k.info.Expires) {
+			continue
+		}
+		var direct []ma.Multiaddr
+		for _, a := range k.info.Addrs {
+			if _, err := a.ValueForProtocol(ma.P_CIRCUIT); err != nil {
+				direct = append(direct, a)
+			}
+		}
+		if len(direct) > 0 {
+			out = append(out, peer.AddrInfo{ID: id, Addrs: direct})
+		}
+	}
+	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out[:min(n, len(out))]
 }
 
 // errNoPEX is returned by calls that need peer exchange when the mesh has

@@ -95,6 +95,30 @@ type Stats struct {
 	// descriptors that verified and that did not.
 	DescriptorsAccepted uint64
 	DescriptorsRejected uint64
+
+	// NAT traversal (spec/mesh-nat.md).
+
+	// ReachabilityChanges counts changes of the node's observed
+	// reachability (Mesh.Reachability).
+	ReachabilityChanges uint64
+	// RelayReservations counts reservations this node obtained from
+	// relays while privately reachable.
+	RelayReservations uint64
+	// RelayReservationsServed and RelayReservationsRefused count new
+	// reservations this node's relay service granted and refused (a
+	// renewal is not counted again).
+	RelayReservationsServed  uint64
+	RelayReservationsRefused uint64
+	// RelayCircuits and RelayCircuitsRefused count circuits this node's
+	// relay service opened and refused; RelayBytes the bytes it relayed.
+	RelayCircuits        uint64
+	RelayCircuitsRefused uint64
+	RelayBytes           uint64
+	// HolePunchSuccesses and HolePunchFailures count DCUtR hole punch
+	// attempts, on either side, that did and did not end in a direct
+	// connection.
+	HolePunchSuccesses uint64
+	HolePunchFailures  uint64
 }
 
 // counters holds Stats behind a mutex; the maps of reasons are bounded.

@@ -2,15 +2,22 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
+	ma "github.com/multiformats/go-multiaddr"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"fleetmesh.org/fleetmesh/boundary"
+	"fleetmesh.org/fleetmesh/config"
 	"fleetmesh.org/fleetmesh/descriptor"
 	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/meshsync"
@@ -27,13 +34,22 @@ const MeshDir = "mesh"
 const descriptorTTL = 24 * time.Hour
 
 // meshPart is the node's mesh side: live replication, anti-entropy and
-// lookups, and the hooks that connect them to the relay.
+// lookups, the hooks that connect them to the relay, and the node's signed
+// descriptor, whose class and offers follow its NAT status.
 type meshPart struct {
 	m       *mesh.Mesh
 	sync    *meshsync.Service
 	filters []nostr.Filter
 	every   time.Duration
 	lookups int
+	// natChanged is signalled by the mesh when the node's reachability,
+	// relaying or addresses change: the descriptor is re-signed.
+	natChanged chan struct{}
+	cfg        config.Config
+
+	// Owned by the descriptor goroutine once start has run.
+	lastSeq   uint64
+	lastClass descriptor.Class
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -81,6 +97,8 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 		MaintainInterval:     maintain,
 		AddrBookSaveInterval: maintain,
 	}
+	applyNATConfig(&mcfg, opts.Config)
+	natChanged := make(chan struct{}, 1)
 	m, err := mesh.Open(opts.Key, mcfg, mesh.Hooks{
 		Sink: local,
 		Policy: func(ev *nostr.Event) (bool, string) {
@@ -91,6 +109,12 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 		},
 		VerifyDescriptor: mesh.VerifyWith(descriptor.NewVerifier(descriptor.VerifierConfig{})),
 		Logger:           opts.Log,
+		OnNATChange: func(mesh.NATStatus) {
+			select {
+			case natChanged <- struct{}{}:
+			default: // a re-sign is already due
+			}
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: mesh: %w", err)
@@ -100,11 +124,13 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 		return nil, fmt.Errorf("node: mesh: %w", err)
 	}
 	mp := &meshPart{
-		m:       m,
-		sync:    meshsync.New(m.Host(), local, policy, meshsync.Config{}, opts.Log),
-		filters: filters,
-		every:   every,
-		lookups: mc.LookupPeers,
+		m:          m,
+		sync:       meshsync.New(m.Host(), local, policy, meshsync.Config{}, opts.Log),
+		filters:    filters,
+		every:      every,
+		lookups:    mc.LookupPeers,
+		natChanged: natChanged,
+		cfg:        opts.Config,
 	}
 	rl.OnStored = append(rl.OnStored, func(ev *nostr.Event, from relay.Origin) {
 		if from == relay.FromMesh {
@@ -123,11 +149,16 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 }
 
 // syncPeers lists up to n connected peers that speak the sync protocol, in
-// random order so load spreads.
+// random order so load spreads. A peer reached only through a relay is left
+// out: a stream to it waits for a direct connection that may never come,
+// and would hold up a REQ's lookup until its deadline.
 func (mp *meshPart) syncPeers(n int) []peer.ID {
 	h := mp.m.Host()
 	var out []peer.ID
 	for _, p := range h.Network().Peers() {
+		if h.Network().Connectedness(p) != network.Connected {
+			continue
+		}
 		if ok, err := h.Peerstore().SupportsProtocols(p, protocol.ID(meshsync.ProtocolID)); err == nil && len(ok) > 0 {
 			out = append(out, p)
 		}
@@ -136,15 +167,66 @@ func (mp *meshPart) syncPeers(n int) []peer.ID {
 	return out[:min(len(out), n)]
 }
 
-// start signs the node's descriptor and runs anti-entropy: soon after
-// start, then every interval, with a random connected peer, for each
-// subscribed filter.
+// applyNATConfig sets the mesh's NAT traversal from the [mesh] keys and
+// the class: with relay_service "auto", an explicit anchor always relays,
+// an explicit home or leaf never does, and class auto relays while the node
+// is publicly reachable.
+func applyNATConfig(mcfg *mesh.Config, cfg config.Config) {
+	mc := cfg.Mesh
+	mode := mesh.RelayMode(mc.RelayService)
+	if mode == "" || mode == mesh.RelayAuto {
+		switch cfg.Class {
+		case config.ClassAnchor:
+			mode = mesh.RelayOn
+		case config.ClassHome, config.ClassLeaf:
+			mode = mesh.RelayOff
+		default:
+			mode = mesh.RelayAuto
+		}
+	}
+	mcfg.RelayService = mode
+	l := mc.RelayLimits
+	ttl, _ := time.ParseDuration(l.ReservationTTL)
+	dur, _ := time.ParseDuration(l.CircuitDuration)
+	mcfg.RelayLimits = mesh.RelayLimits{
+		MaxReservations:      l.MaxReservations,
+		MaxReservationsPerIP: l.MaxReservationsPerIP,
+		MaxCircuits:          l.MaxCircuits,
+		ReservationTTL:       ttl,
+		CircuitDuration:      dur,
+		CircuitBytes:         l.CircuitBytes,
+	}
+	mcfg.StaticRelays = mc.StaticRelays
+	mcfg.DisableAutoRelay = !mc.AutoRelay
+	mcfg.RelaySearchInterval, _ = time.ParseDuration(mc.RelaySearchInterval)
+	mcfg.DisableHolePunching = !mc.HolePunching
+	mcfg.NATPortMap = mc.NATPortMap
+}
+
+// start signs the node's descriptor, re-signs it whenever the node's NAT
+// status or addresses change (and every sync interval, so it never nears
+// expiry), and runs anti-entropy: soon after start, then every interval,
+// with a random connected peer, for each subscribed filter.
 func (mp *meshPart) start(opts Options, relayURL string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	mp.cancel = cancel
-	mp.wg.Add(1)
 	// Peers learn of this node through peer exchange from the start.
 	mp.publishDescriptor(opts, relayURL)
+	mp.wg.Add(2)
+	go func() {
+		defer mp.wg.Done()
+		t := time.NewTicker(mp.every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			case <-mp.natChanged:
+			}
+			mp.publishDescriptor(opts, relayURL)
+		}
+	}()
 	go func() {
 		defer mp.wg.Done()
 		t := time.NewTimer(2 * time.Second)
@@ -167,27 +249,59 @@ func (mp *meshPart) start(opts Options, relayURL string) {
 					}
 				}
 			}
-			mp.publishDescriptor(opts, relayURL)
 			t.Reset(mp.every)
 		}
 	}()
 }
 
-func (mp *meshPart) publishDescriptor(opts Options, relayURL string) {
-	h := mp.m.Host()
-	var addrs []string
-	for _, a := range h.Addrs() {
-		addrs = append(addrs, a.String()+"/p2p/"+h.ID().String())
+// class is the class the node declares now (declaredClass).
+func (mp *meshPart) class(st mesh.NATStatus) descriptor.Class {
+	return declaredClass(mp.cfg.Class, st)
+}
+
+// declaredClass is the class a node configured with class declares given
+// its NAT status: the configured one, or with class auto, anchor while it
+// is publicly reachable and relays for others, home otherwise.
+func declaredClass(class string, st mesh.NATStatus) descriptor.Class {
+	if class != config.ClassAuto && class != "" {
+		return descriptor.Class(class)
 	}
+	if st.Reachability == network.ReachabilityPublic && st.RelayService {
+		return descriptor.ClassAnchor
+	}
+	return descriptor.ClassHome
+}
+
+// publishDescriptor signs the node's descriptor as things stand and hands
+// it to peer exchange. Only start and the descriptor goroutine call it,
+// never at once.
+func (mp *meshPart) publishDescriptor(opts Options, relayURL string) {
+	st := mp.m.NATStatus()
+	class := mp.class(st)
+	if mp.lastClass != "" && class != mp.lastClass {
+		opts.Log.Info("mesh: class changed", "from", mp.lastClass, "to", class, "reachability", st.Reachability.String(), "relay_service", st.RelayService)
+	}
+	mp.lastClass = class
 	now := time.Now()
+	// Strictly increasing, so a re-sign within the same millisecond still
+	// supersedes the last descriptor.
+	mp.lastSeq = max(uint64(now.UnixMilli()), mp.lastSeq+1)
 	d := descriptor.Descriptor{
 		DID:       opts.Key.DID(),
-		Class:     descriptor.Class(opts.Config.Class),
-		Seq:       uint64(now.UnixMilli()),
+		Class:     class,
+		Seq:       mp.lastSeq,
 		IssuedAt:  now.Unix(),
 		Expires:   now.Add(descriptorTTL).Unix(),
-		Addresses: descriptor.Addresses{Libp2p: addrs, Relays: []string{relayURL}},
+		Addresses: descriptor.Addresses{Libp2p: mp.addrs(), Relays: []string{relayURL}},
 		Protocols: []string{meshsync.ProtocolID},
+	}
+	if st.RelayService {
+		l := mp.m.RelayLimits()
+		d.Offers.CircuitRelay = &descriptor.CircuitRelayOffer{
+			MaxReservations:   uint64(l.MaxReservations),
+			MaxCircuitSeconds: uint64(max(l.CircuitDuration/time.Second, 1)),
+			MaxCircuitBytes:   uint64(l.CircuitBytes),
+		}
 	}
 	signed, err := descriptor.Sign(opts.Key, d, descriptor.DefaultLimits())
 	if err != nil {
@@ -217,4 +331,114 @@ func (mp *meshPart) close() error {
 	mp.wg.Wait()
 	mp.sync.Close()
 	return mp.m.Close()
+}
+
+// MeshDebug is what /debug/mesh serves: the node's NAT status and its
+// connections, so an operator (or a test) can see whether a peer is
+// reached directly or through a relay.
+type MeshDebug struct {
+	PeerID       string            `json:"peer_id"`
+	Class        string            `json:"class"`
+	ClassConfig  string            `json:"class_config"`
+	Reachability string            `json:"reachability"`
+	RelayService bool              `json:"relay_service"`
+	Relays       []string          `json:"relays"`
+	Addrs        []string          `json:"addrs"`
+	Connections  []MeshConnection  `json:"connections"`
+	Stats        map[string]uint64 `json:"stats"`
+}
+
+// MeshConnection is one open libp2p connection.
+type MeshConnection struct {
+	Peer      string `json:"peer"`
+	Addr      string `json:"addr"`
+	Direction string `json:"direction"`
+	// Relayed is set for a connection through a circuit relay
+	// (/p2p-circuit); a hole-punched or dialled connection is direct.
+	Relayed bool `json:"relayed"`
+	// Limited is set when the relay limits the connection's duration and
+	// data (circuit relay v2 limits).
+	Limited bool `json:"limited"`
+}
+
+func (mp *meshPart) debug() MeshDebug {
+	h := mp.m.Host()
+	st := mp.m.NATStatus()
+	stats := mp.m.Stats()
+	d := MeshDebug{
+		PeerID:       h.ID().String(),
+		Class:        string(mp.class(st)),
+		ClassConfig:  mp.cfg.Class,
+		Reachability: strings.ToLower(st.Reachability.String()),
+		RelayService: st.RelayService,
+		Relays:       []string{},
+		Addrs:        mp.addrs(),
+		Connections:  []MeshConnection{},
+		Stats: map[string]uint64{
+			"reachability_changes":       stats.ReachabilityChanges,
+			"relay_reservations":         stats.RelayReservations,
+			"relay_reservations_served":  stats.RelayReservationsServed,
+			"relay_reservations_refused": stats.RelayReservationsRefused,
+			"relay_circuits":             stats.RelayCircuits,
+			"relay_circuits_refused":     stats.RelayCircuitsRefused,
+			"relay_bytes":                stats.RelayBytes,
+			"hole_punch_successes":       stats.HolePunchSuccesses,
+			"hole_punch_failures":        stats.HolePunchFailures,
+		},
+	}
+	for _, r := range st.Relays {
+		d.Relays = append(d.Relays, r.String())
+	}
+	for _, c := range h.Network().Conns() {
+		_, circuitErr := c.RemoteMultiaddr().ValueForProtocol(ma.P_CIRCUIT)
+		d.Connections = append(d.Connections, MeshConnection{
+			Peer:      c.RemotePeer().String(),
+			Addr:      c.RemoteMultiaddr().String(),
+			Direction: strings.ToLower(c.Stat().Direction.String()),
+			Relayed:   circuitErr == nil,
+			Limited:   c.Stat().Limited,
+		})
+	}
+	return d
+}
+
+func (mp *meshPart) serveDebug(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(mp.debug())
+}
+
+// registerMetrics exports the mesh's NAT traversal state and counters.
+func (mp *meshPart) registerMetrics(reg prometheus.Registerer) {
+	m := mp.m
+	counter := func(name, help string, f func(mesh.Stats) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "fleetmesh", Subsystem: "mesh", Name: name, Help: help},
+			func() float64 { return float64(f(m.Stats())) })
+	}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "fleetmesh", Subsystem: "mesh", Name: "reachability",
+			Help: "Observed reachability: 0 unknown, 1 public, 2 private."},
+			func() float64 { return float64(m.Reachability()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "fleetmesh", Subsystem: "mesh", Name: "relay_service",
+			Help: "1 while this node relays circuits for others."},
+			func() float64 {
+				if m.NATStatus().RelayService {
+					return 1
+				}
+				return 0
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "fleetmesh", Subsystem: "mesh", Name: "relay_reservations_held",
+			Help: "Relays this node holds a reservation with."},
+			func() float64 { return float64(len(m.NATStatus().Relays)) }),
+		counter("reachability_changes_total", "Changes of the observed reachability.", func(s mesh.Stats) uint64 { return s.ReachabilityChanges }),
+		counter("relay_reservations_total", "Reservations obtained from relays.", func(s mesh.Stats) uint64 { return s.RelayReservations }),
+		counter("relay_reservations_served_total", "Reservations this node's relay service granted.", func(s mesh.Stats) uint64 { return s.RelayReservationsServed }),
+		counter("relay_reservations_refused_total", "Reservations this node's relay service refused.", func(s mesh.Stats) uint64 { return s.RelayReservationsRefused }),
+		counter("relay_circuits_total", "Circuits this node's relay service opened.", func(s mesh.Stats) uint64 { return s.RelayCircuits }),
+		counter("relay_circuits_refused_total", "Circuits this node's relay service refused.", func(s mesh.Stats) uint64 { return s.RelayCircuitsRefused }),
+		counter("relay_bytes_total", "Bytes this node's relay service relayed.", func(s mesh.Stats) uint64 { return s.RelayBytes }),
+		counter("hole_punch_successes_total", "DCUtR hole punches that ended in a direct connection.", func(s mesh.Stats) uint64 { return s.HolePunchSuccesses }),
+		counter("hole_punch_failures_total", "DCUtR hole punches that failed.", func(s mesh.Stats) uint64 { return s.HolePunchFailures }),
+	)
 }

@@ -1,6 +1,9 @@
 // Package node assembles a fleetmesh node from its parts: the identity key,
-// the embedded store, the client relay, the DIDComm agent and the HTTP
-// endpoints beside them (/didcomm, /healthz, /metrics), and it owns their start and orderly shutdown.
+// the embedded store, the client relay, the DIDComm agent, the mesh and the
+// HTTP endpoints beside them (/didcomm, /healthz, /metrics, and on request
+// /debug/mesh and /debug/pprof/), and it owns their start and orderly
+// shutdown. It decides the class a node declares when its config says auto
+// (spec/mesh-nat.md).
 //
 // It is not where protocol logic lives: each part is its own package, and
 // this one only connects them and decides the order in which they start
@@ -109,6 +112,9 @@ type Options struct {
 	Log    *slog.Logger
 	// Pprof mounts net/http/pprof at /debug/pprof/ on the relay port.
 	Pprof bool
+	// DebugMesh serves /debug/mesh on the relay port: the node's NAT
+	// status and its libp2p connections, with peers' addresses.
+	DebugMesh bool
 	// Ready, if set, is called once the relay is listening, with the
 	// ws:// URL of the address it listens on.
 	Ready func(relayURL string)
@@ -181,6 +187,7 @@ func Open(opts Options) (*Node, error) {
 		return nil, err
 	}
 	dc.AttachLibp2p(mp.m.Host())
+	mp.registerMetrics(reg)
 
 	mux := http.NewServeMux()
 	mux.Handle("/", rl)
@@ -190,6 +197,9 @@ func Open(opts Options) (*Node, error) {
 		w.Header().Set("Content-Type", "text/plain")
 		w.Write([]byte("ok\n"))
 	})
+	if opts.DebugMesh {
+		mux.HandleFunc("/debug/mesh", mp.serveDebug)
+	}
 	if opts.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -23,6 +23,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
+# The NAT test (e2e/nat_test.go) builds NAT routers with iptables in network
+# namespaces. Debian's default iptables is the nft one; where this kernel
+# refuses it but takes the legacy one, switch. Checked in a scratch
+# namespace, so the machine's own tables are never touched.
+if [ "$(id -u)" = 0 ] && command -v iptables-legacy >/dev/null 2>&1 && ip netns add "fm-iptables-$$" 2>/dev/null; then
+  if ! ip netns exec "fm-iptables-$$" iptables -t nat -L >/dev/null 2>&1 &&
+    ip netns exec "fm-iptables-$$" iptables-legacy -t nat -L >/dev/null 2>&1; then
+    update-alternatives --set iptables "$(command -v iptables-legacy)"
+  fi
+  ip netns del "fm-iptables-$$"
+fi
+
 (cd interop && npm ci --no-audit --no-fund --loglevel=error)
 
 echo "== gofmt"

@@ -20,14 +20,14 @@ func runInit(_ context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 	fs := flag.NewFlagSet("init", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dir := homeFlag(fs)
-	class := fs.String("class", "", "node class: anchor, home or leaf (default home)")
+	class := fs.String("class", "", "node class: anchor, home, leaf, or auto (the default: anchor while publicly reachable, else home)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	switch *class {
-	case "", config.ClassAnchor, config.ClassHome, config.ClassLeaf:
+	case "", config.ClassAnchor, config.ClassHome, config.ClassLeaf, config.ClassAuto:
 	default:
-		return fmt.Errorf("%w: --class %q: must be anchor, home or leaf", errUsage, *class)
+		return fmt.Errorf("%w: --class %q: must be anchor, home, leaf or auto", errUsage, *class)
 	}
 	key, created, err := node.Init(home(*dir), *class)
 	if err != nil {

@@ -23,6 +23,7 @@ type nodeFlags struct {
 	meshListen stringList
 	bootstrap  stringList
 	pprof      *bool
+	debugMesh  *bool
 }
 
 func addNodeFlags(fs *flag.FlagSet) *nodeFlags {
@@ -30,6 +31,8 @@ func addNodeFlags(fs *flag.FlagSet) *nodeFlags {
 		home:   homeFlag(fs),
 		listen: fs.String("listen", "", "relay `HOST:PORT` (overrides relay.listen; port 0 picks a free one)"),
 		pprof:  fs.Bool("pprof", false, "serve /debug/pprof/ on the relay port"),
+		debugMesh: fs.Bool("debug-mesh", false,
+			"serve /debug/mesh on the relay port: reachability, relaying and libp2p connections (with peer addresses)"),
 	}
 	fs.Var(&nf.meshListen, "mesh-listen", "mesh listen `MULTIADDR` (repeatable)")
 	fs.Var(&nf.bootstrap, "bootstrap", "bootstrap peer `MULTIADDR` (repeatable; none is built in)")
@@ -62,11 +65,12 @@ func (nf *nodeFlags) openNode(stdout, stderr io.Writer) (*node.Node, node.Option
 	}
 	var n *node.Node
 	opts := node.Options{
-		Home:   h,
-		Config: cfg,
-		Key:    key,
-		Log:    newLogger(cfg.Log, stderr),
-		Pprof:  *nf.pprof,
+		Home:      h,
+		Config:    cfg,
+		Key:       key,
+		Log:       newLogger(cfg.Log, stderr),
+		Pprof:     *nf.pprof,
+		DebugMesh: *nf.debugMesh,
 		Ready: func(url string) {
 			fmt.Fprintf(stdout, "did %s\n", key.DID())
 			fmt.Fprintf(stdout, "peer_id %s\n", key.PeerID())
