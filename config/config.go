@@ -68,6 +68,26 @@ type MeshConfig struct {
 	// LookupPeers bounds how many peers a REQ asks for events this node
 	// does not hold (0: no lookups).
 	LookupPeers int `toml:"lookup_peers"`
+
+	// Durability (spec/mesh-placement.md).
+
+	// Replication is R, how many storage nodes hold each author shard.
+	Replication int `toml:"replication"`
+	// OfferStorage puts a storage offer in the node's descriptor, so that
+	// it holds its share of the mesh's shards. Leaf nodes never do.
+	OfferStorage bool `toml:"offer_storage"`
+	// StorageMaxBytes and StorageRetention are the bounds the storage
+	// offer declares (spec/descriptor.md).
+	StorageMaxBytes  uint64 `toml:"storage_max_bytes"`
+	StorageRetention string `toml:"storage_retention"`
+	// DurableSyncPeers bounds the co-holders one anti-entropy round syncs
+	// the durably held shards with.
+	DurableSyncPeers int `toml:"durable_sync_peers"`
+	// LookupProviders bounds the providers asked for each id a REQ
+	// misses, found by content routing on the event's CID (0: no content
+	// routing); LookupDHTIDs bounds the ids of one filter looked up so.
+	LookupProviders int `toml:"lookup_providers"`
+	LookupDHTIDs    int `toml:"lookup_dht_ids"`
 }
 
 // SubscribeFilters parses Subscribe.
@@ -167,6 +187,13 @@ func Default() Config {
 			SyncInterval:     "1m",
 			MaintainInterval: "30s",
 			LookupPeers:      16,
+			Replication:      3,
+			OfferStorage:     true,
+			StorageMaxBytes:  10 << 30,
+			StorageRetention: "2160h",
+			DurableSyncPeers: 8,
+			LookupProviders:  3,
+			LookupDHTIDs:     16,
 		},
 		Log: LogConfig{Level: "info", Format: "text"},
 	}
@@ -229,6 +256,9 @@ func (c *Config) Validate() error {
 	}
 	if d, err := time.ParseDuration(c.Mesh.MaintainInterval); c.Mesh.MaintainInterval != "" && (err != nil || d <= 0) {
 		return fmt.Errorf("mesh.maintain_interval %q: write a positive duration, e.g. \"30s\"", c.Mesh.MaintainInterval)
+	}
+	if err := c.Mesh.validateDurability(); err != nil {
+		return err
 	}
 	for _, r := range c.Boundary.Rules {
 		if _, err := r.Compile(); err != nil {

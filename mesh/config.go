@@ -97,6 +97,10 @@ type Config struct {
 	PEXTimeout time.Duration
 	// PEXConcurrency bounds exchanges running at once.
 	PEXConcurrency int
+
+	// Durability places the shards this node holds for durability and
+	// bounds the announcement of their events (spec/mesh-placement.md).
+	Durability DurabilityConfig
 }
 
 // DefaultConfig returns the defaults: listen on all interfaces on port 4001
@@ -130,6 +134,7 @@ func DefaultConfig() Config {
 		PEXKnownMax:           1024,
 		PEXTimeout:            10 * time.Second,
 		PEXConcurrency:        4,
+		Durability:            DefaultDurabilityConfig(),
 	}
 }
 
@@ -159,6 +164,7 @@ func (c Config) withDefaults() Config {
 	setInt(&c.PEXKnownMax, d.PEXKnownMax)
 	setDur(&c.PEXTimeout, d.PEXTimeout)
 	setInt(&c.PEXConcurrency, d.PEXConcurrency)
+	c.Durability = c.Durability.withDefaults()
 	return c
 }
 
@@ -216,6 +222,9 @@ func (c Config) Validate() error {
 		if p.v < 0 {
 			return fmt.Errorf("mesh: %s is negative", p.name)
 		}
+	}
+	if err := c.Durability.validate(); err != nil {
+		return err
 	}
 	if c.ConnLowWater > c.ConnHighWater {
 		return fmt.Errorf("mesh: ConnLowWater %d is above ConnHighWater %d", c.ConnLowWater, c.ConnHighWater)

@@ -21,13 +21,15 @@ import (
 const PEXProtocol protocol.ID = "/fleetmesh/pex/1.0.0"
 
 // DescriptorInfo is what the mesh needs from a verified node descriptor:
-// whose it is, where that node can be reached, its sequence number and when
-// it stops being valid.
+// whose it is, where that node can be reached, its sequence number, when
+// it stops being valid and whether the node counts as a storage node for
+// placement (spec/mesh-placement.md).
 type DescriptorInfo struct {
 	ID      peer.ID
 	Addrs   []ma.Multiaddr
 	Seq     uint64
 	Expires time.Time
+	Storage bool
 }
 
 // DescriptorVerifier checks a signed node descriptor (opaque to the mesh)
@@ -50,10 +52,11 @@ type pex struct {
 	verify DescriptorVerifier
 	sem    chan struct{}
 
-	mu    sync.Mutex
-	self  []byte
-	known map[peer.ID]*knownDescriptor
-	sums  map[[32]byte]bool
+	mu       sync.Mutex
+	self     []byte
+	selfInfo DescriptorInfo
+	known    map[peer.ID]*knownDescriptor
+	sums     map[[32]byte]bool
 }
 
 func newPEX(m *Mesh, verify DescriptorVerifier) *pex {
@@ -81,7 +84,9 @@ func (p *pex) setSelf(raw []byte) error {
 	}
 	p.mu.Lock()
 	p.self = bytes.Clone(raw)
+	p.selfInfo = info
 	p.mu.Unlock()
+	p.m.placer.poke()
 	return nil
 }
 
@@ -229,6 +234,9 @@ func (p *pex) store(k *knownDescriptor) bool {
 			return false
 		}
 		delete(p.sums, old.sum)
+		if old.info.Storage != k.info.Storage {
+			p.m.placer.poke()
+		}
 	} else if len(p.known) >= p.m.cfg.PEXKnownMax {
 		var victim *knownDescriptor
 		for _, o := range p.known {
@@ -238,10 +246,30 @@ func (p *pex) store(k *knownDescriptor) bool {
 		}
 		delete(p.known, victim.info.ID)
 		delete(p.sums, victim.sum)
+		p.m.placer.poke()
+	} else if k.info.Storage {
+		p.m.placer.poke()
 	}
 	p.known[k.info.ID] = k
 	p.sums[k.sum] = true
 	return true
+}
+
+// storageNodes returns the nodes that count for placement at now: those
+// whose unexpired descriptor offers storage, this node's own included.
+func (p *pex) storageNodes(now time.Time) []peer.ID {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []peer.ID
+	if p.self != nil && p.selfInfo.Storage && now.Before(p.selfInfo.Expires) {
+		out = append(out, p.selfInfo.ID)
+	}
+	for id, k := range p.known {
+		if k.info.Storage && now.Before(k.info.Expires) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // descriptor returns the newest verified descriptor known for id.

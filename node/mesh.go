@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -34,6 +35,9 @@ type meshPart struct {
 	filters []nostr.Filter
 	every   time.Duration
 	lookups int
+	// Durability and content routing bounds (node/durability.go,
+	// node/lookup.go).
+	durablePeers, providers, dhtIDs int
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -80,6 +84,7 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 		// still finds its recent peers on restart.
 		MaintainInterval:     maintain,
 		AddrBookSaveInterval: maintain,
+		Durability:           mesh.DurabilityConfig{Replication: mc.Replication},
 	}
 	m, err := mesh.Open(opts.Key, mcfg, mesh.Hooks{
 		Sink: local,
@@ -105,21 +110,33 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 		filters: filters,
 		every:   every,
 		lookups: mc.LookupPeers,
+
+		durablePeers: mc.DurableSyncPeers,
+		providers:    mc.LookupProviders,
+		dhtIDs:       mc.LookupDHTIDs,
 	}
+	mp.wire(rl, opts.Log)
+	return mp, nil
+}
+
+// wire hooks the mesh part into the relay: what the relay stores is
+// published and, in durably held shards, announced; REQs look up what the
+// node lacks.
+func (mp *meshPart) wire(rl *relay.Relay, log *slog.Logger) {
 	rl.OnStored = append(rl.OnStored, func(ev *nostr.Event, from relay.Origin) {
 		if from == relay.FromMesh {
 			return // GossipSub forwards what it delivered; publishing again would echo it
 		}
-		if err := m.Publish(context.Background(), ev); err != nil {
-			opts.Log.Debug("mesh: publish", "id", ev.IDHex(), "err", err)
+		if err := mp.m.Publish(context.Background(), ev); err != nil {
+			log.Debug("mesh: publish", "id", ev.IDHex(), "err", err)
 		}
 	})
+	mp.provideStored(rl)
 	if mp.lookups > 0 {
 		rl.Lookup = func(ctx context.Context, f *nostr.Filter, limit int, fn func(*nostr.Event)) {
-			mp.sync.Lookup(ctx, mp.syncPeers(mp.lookups), *f, limit, fn)
+			mp.lookup(ctx, f, limit, fn)
 		}
 	}
-	return mp, nil
 }
 
 // syncPeers lists up to n connected peers that speak the sync protocol, in
@@ -145,6 +162,11 @@ func (mp *meshPart) start(opts Options, relayURL string) {
 	mp.wg.Add(1)
 	// Peers learn of this node through peer exchange from the start.
 	mp.publishDescriptor(opts, relayURL)
+	mp.wg.Add(1)
+	go func() {
+		defer mp.wg.Done()
+		mp.runDurable(ctx, opts.Log)
+	}()
 	go func() {
 		defer mp.wg.Done()
 		t := time.NewTimer(2 * time.Second)
@@ -188,6 +210,7 @@ func (mp *meshPart) publishDescriptor(opts Options, relayURL string) {
 		Expires:   now.Add(descriptorTTL).Unix(),
 		Addresses: descriptor.Addresses{Libp2p: addrs, Relays: []string{relayURL}},
 		Protocols: []string{meshsync.ProtocolID},
+		Offers:    descriptor.Offers{Storage: storageOffer(opts.Config)},
 	}
 	signed, err := descriptor.Sign(opts.Key, d, descriptor.DefaultLimits())
 	if err != nil {
