@@ -57,6 +57,9 @@ type pex struct {
 	selfInfo DescriptorInfo
 	known    map[peer.ID]*knownDescriptor
 	sums     map[[32]byte]bool
+
+	// met is set once an exchange with a peer has completed, either way.
+	met bool
 }
 
 func newPEX(m *Mesh, verify DescriptorVerifier) *pex {
@@ -105,6 +108,7 @@ func (p *pex) handle(s network.Stream) {
 		return
 	}
 	p.accept(got)
+	p.setMet()
 	if _, err := s.Write(appendPEXMessage(nil, p.offer(remote))); err != nil {
 		s.Reset()
 	}
@@ -138,7 +142,9 @@ func (p *pex) exchange(ctx context.Context, id peer.ID) (int, error) {
 		s.Reset()
 		return 0, fmt.Errorf("mesh: peer exchange with %s: %w", id, err)
 	}
-	return p.accept(got), nil
+	n := p.accept(got)
+	p.setMet()
+	return n, nil
 }
 
 // tryExchange runs an exchange with id in the background unless
@@ -253,6 +259,19 @@ func (p *pex) store(k *knownDescriptor) bool {
 	p.known[k.info.ID] = k
 	p.sums[k.sum] = true
 	return true
+}
+
+func (p *pex) setMet() {
+	p.mu.Lock()
+	p.met = true
+	p.mu.Unlock()
+}
+
+// hasMet reports whether an exchange with a peer has completed.
+func (p *pex) hasMet() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.met
 }
 
 // storageNodes returns the nodes that count for placement at now: those

@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -259,8 +260,13 @@ const placementMaxWait = 10
 // quiet for Durability.PlacementDebounce (and at most placementMaxWait
 // debounce intervals after the first change), so that a node learning
 // the mesh's descriptors in a burst, as a starting node does, places
-// once, over what it learnt, instead of over each partial view.
+// once, over what it learnt, instead of over each partial view. Nor does
+// it place before its first descriptor exchange with a peer, unless
+// placementMaxWait debounce intervals pass without one (it may be the
+// first node of a mesh): alone, a node would hold every shard and start
+// syncing them all.
 func (p *placer) run(ctx context.Context) {
+	started := time.Now()
 	// Descriptors expire without any message announcing it: look again
 	// every maintenance interval.
 	tick := time.NewTicker(p.m.cfg.MaintainInterval)
@@ -285,8 +291,13 @@ func (p *placer) run(ctx context.Context) {
 		case <-tick.C:
 			arm()
 		case <-debounce.C:
+			d := p.m.cfg.Durability.PlacementDebounce
+			if !p.m.pex.hasMet() && time.Since(started) < placementMaxWait*d {
+				debounce.Reset(d)
+				continue
+			}
 			since = time.Time{}
-			if err := p.recompute(); err != nil {
+			if err := p.recompute(); err != nil && ctx.Err() == nil {
 				p.m.log.Warn("placement", "err", err)
 			}
 		}
@@ -350,12 +361,7 @@ func (m *Mesh) Placement() Placement {
 func (m *Mesh) Durable() []int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]int, 0, len(m.durable))
-	for s := range m.durable {
-		out = append(out, s)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(m.durable))
 }
 
 // HoldsDurable reports whether this node holds shard for durability.

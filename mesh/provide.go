@@ -145,6 +145,10 @@ func (p *provider) announce(ctx context.Context, batch [][32]byte) {
 	wg.Wait()
 }
 
+// ContentRouting reports whether the node runs a DHT, and so can announce
+// and find event CIDs.
+func (m *Mesh) ContentRouting() bool { return m.dht != nil }
+
 // FindProviders searches the DHT for at most max nodes, other than this
 // one, that announced the CID of event id, and adds their addresses to the
 // peerstore so that they can be dialled. It returns what it found when

@@ -61,8 +61,13 @@ func (mp *meshPart) runDurable(ctx context.Context, log *slog.Logger) {
 
 // syncDurable runs one round: sessions with co-holders chosen so that
 // every held shard is reconciled with at least one other holder, at most
-// durablePeers sessions.
+// durablePeers sessions. A node whose own filters take every event (the
+// default, "{}") reconciles everything in its filter sessions already and
+// runs none.
 func (mp *meshPart) syncDurable(ctx context.Context, log *slog.Logger) {
+	if slices.ContainsFunc(mp.filters, takesAll) {
+		return
+	}
 	pl := mp.m.Placement()
 	for _, s := range planDurableSync(pl, mp.m.Host().ID(), mp.m.Durable(), mp.durablePeers) {
 		st, err := mp.sync.SyncShards(ctx, s.peer, s.shards)
@@ -77,6 +82,12 @@ func (mp *meshPart) syncDurable(ctx context.Context, log *slog.Logger) {
 			log.Info("mesh: durable sync", "peer", s.peer, "shards", len(s.shards), "fetched", st.Fetched, "pushed", st.Pushed, "rounds", st.Rounds)
 		}
 	}
+}
+
+// takesAll reports whether f matches every event.
+func takesAll(f nostr.Filter) bool {
+	return f.IDs == nil && f.Authors == nil && f.Kinds == nil && len(f.Tags) == 0 &&
+		f.Since == 0 && !f.HasUntil && !f.HasLimit && f.Search == ""
 }
 
 // durableSession is one anti-entropy session: the shards both this node

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"fleetmesh.org/fleetmesh/config"
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/mesh"
+	"fleetmesh.org/fleetmesh/nostr"
 )
 
 // TestDurableStorage runs six storage nodes that subscribe to nothing but
@@ -33,15 +35,7 @@ func TestDurableStorage(t *testing.T) {
 		all = append(all, p.h.ID())
 	}
 	agreeOn(t, parts, all)
-	pl := parts[0].mp.m.Placement()
-	idx := indexOf(parts)
-	holders := func(shard int) []int {
-		var out []int
-		for _, p := range pl.Holders(shard) {
-			out = append(out, idx[p])
-		}
-		return out
-	}
+	holders := holderIndexes(parts)
 
 	// Published at node 0, on a shard node 0 does not hold.
 	k := authorOn(t, func(s int) bool { return !slices.Contains(holders(s), 0) })
@@ -190,4 +184,28 @@ func peerID(t *testing.T) peer.ID {
 		t.Fatal(err)
 	}
 	return k.PeerID()
+}
+
+// TestTakesAll checks which filters make durable sessions redundant.
+func TestTakesAll(t *testing.T) {
+	cases := []struct {
+		json string
+		want bool
+	}{
+		{`{}`, true},
+		{`{"kinds":[1]}`, false},
+		{`{"authors":[]}`, false},
+		{`{"since":1}`, false},
+		{`{"limit":10}`, false},
+		{`{"#t":["x"]}`, false},
+	}
+	for _, c := range cases {
+		var f nostr.Filter
+		if err := json.Unmarshal([]byte(c.json), &f); err != nil {
+			t.Fatal(err)
+		}
+		if got := takesAll(f); got != c.want {
+			t.Errorf("takesAll(%s) = %v, want %v", c.json, got, c.want)
+		}
+	}
 }

@@ -199,13 +199,21 @@ func agreeOn(t *testing.T, parts []*testPart, want []peer.ID) {
 	}
 }
 
-// indexOf maps the parts' PeerIDs to their index.
-func indexOf(parts []*testPart) map[peer.ID]int {
-	out := map[peer.ID]int{}
+// holderIndexes returns a function giving the indexes in parts of the
+// holders of a shard, by the placement node 0 computed.
+func holderIndexes(parts []*testPart) func(shard int) []int {
+	idx := map[peer.ID]int{}
 	for i, p := range parts {
-		out[p.h.ID()] = i
+		idx[p.h.ID()] = i
 	}
-	return out
+	pl := parts[0].mp.m.Placement()
+	return func(shard int) []int {
+		var out []int
+		for _, p := range pl.Holders(shard) {
+			out = append(out, idx[p])
+		}
+		return out
+	}
 }
 
 // authorOn returns a Nostr key whose shard satisfies ok.

@@ -48,7 +48,7 @@ func (mp *meshPart) lookup(ctx context.Context, f *nostr.Filter, limit int, fn f
 		found[ev.ID] = true
 		fn(ev)
 	}
-	routing := f.IDs != nil && mp.providers > 0 && mp.dhtIDs > 0
+	routing := f.IDs != nil && mp.providers > 0 && mp.dhtIDs > 0 && mp.m.ContentRouting()
 	rep.Asked = mp.lookupPeers(f)
 	first := ctx
 	if dl, ok := ctx.Deadline(); ok && routing {

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"fleetmesh.org/fleetmesh/mesh"
@@ -59,15 +58,7 @@ func TestLookupByContentRouting(t *testing.T) {
 	t0 := time.Now()
 	agreeOn(t, parts, storage)
 	t.Logf("agreed in %v", time.Since(t0))
-	idx := indexOf(parts)
-	pl := parts[0].mp.m.Placement()
-	holders := func(shard int) []int {
-		var out []int
-		for _, p := range pl.Holders(shard) {
-			out = append(out, idx[p])
-		}
-		return out
-	}
+	holders := holderIndexes(parts)
 	// Node 0 is the asker's bootstrap peer and stays connected to it, so
 	// the event's shard must not be one of node 0's.
 	k := authorOn(t, func(s int) bool { return !slices.Contains(holders(s), 0) })
@@ -95,27 +86,22 @@ func TestLookupByContentRouting(t *testing.T) {
 	var rep lookupReport
 	var got []*nostr.Event
 	// Disconnecting cannot be made atomic with the lookup's choice of
-	// peers: should a holder be connected again in between (the DHT's own
-	// traffic may dial it), the first stage would find the event and prove
-	// nothing, so try again, a bounded number of times.
-	for attempt := 0; ; attempt++ {
+	// peers: the DHT's own upkeep may dial the holder again in between,
+	// and then the first stage finds the event and proves nothing. So a
+	// lookup counts only if its first stage did not ask the holder; try
+	// again, a bounded number of times, if it did.
+	for attempt := 1; ; attempt++ {
 		for _, h := range hs {
 			if err := a.h.Network().ClosePeer(parts[h].h.ID()); err != nil {
 				t.Fatal(err)
 			}
 		}
-		eventually(t, 10*time.Second, "the asker is connected to none of the holders", func() bool {
-			for _, h := range hs {
-				if a.h.Network().Connectedness(parts[h].h.ID()) == network.Connected {
-					return false
-				}
-			}
-			return true
-		})
 		got = nil
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		rep = a.mp.lookup(ctx, f, 1, func(e *nostr.Event) { got = append(got, e) })
 		cancel()
+		t.Logf("attempt %d, after %v: asked %d peers first, then %d providers of %d ids, found %d so",
+			attempt, time.Since(t0), len(rep.Asked), rep.Providers, rep.Routed, rep.FoundRouted)
 		askedHolder := false
 		for _, h := range hs {
 			askedHolder = askedHolder || slices.Contains(rep.Asked, parts[h].h.ID())
@@ -123,10 +109,9 @@ func TestLookupByContentRouting(t *testing.T) {
 		if !askedHolder {
 			break
 		}
-		if attempt == 3 {
-			t.Fatalf("a holder was connected to the asker again before every one of %d lookups", attempt+1)
+		if attempt == 5 {
+			t.Fatalf("the holder was connected to the asker again before each of %d lookups", attempt)
 		}
-		t.Logf("attempt %d: a holder was connected again before the lookup; retrying", attempt)
 	}
 	if len(got) != 1 || got[0].ID != ev.ID {
 		t.Fatalf("lookup by id found %d events (report %+v)", len(got), rep)
