@@ -31,10 +31,11 @@ type lookupReport struct {
 // connected peers. Then, for a filter naming ids, the ids still missing
 // (at most dhtIDs of them) are searched for by content routing: the
 // providers of each id's CID in the DHT (at most providers per id, peers
-// already asked left out) are asked for that id. When content routing may
-// follow, the first stage gets half of the time left, so a slow peer
-// cannot use up the whole budget. fn is never called concurrently, and
-// never after lookup returns.
+// already asked left out) are asked for that id. The second stage starts
+// when the first has finished or half the time has passed, whichever is
+// first, so a slow peer cannot use up the whole budget; the first goes on
+// meanwhile. fn is never called concurrently, and never after lookup
+// returns.
 func (mp *meshPart) lookup(ctx context.Context, f *nostr.Filter, limit int, fn func(*nostr.Event)) lookupReport {
 	var rep lookupReport
 	var mu sync.Mutex
@@ -48,16 +49,26 @@ func (mp *meshPart) lookup(ctx context.Context, f *nostr.Filter, limit int, fn f
 		found[ev.ID] = true
 		fn(ev)
 	}
-	routing := f.IDs != nil && mp.providers > 0 && mp.dhtIDs > 0 && mp.m.ContentRouting()
 	rep.Asked = mp.lookupPeers(f)
-	first := ctx
-	if dl, ok := ctx.Deadline(); ok && routing {
-		var cancel context.CancelFunc
-		first, cancel = context.WithDeadline(ctx, time.Now().Add(time.Until(dl)/2))
-		defer cancel()
+	first := make(chan struct{})
+	go func() {
+		defer close(first)
+		mp.sync.Lookup(ctx, rep.Asked, *f, limit, keep)
+	}()
+	defer func() { <-first }()
+	if f.IDs == nil || mp.providers <= 0 || mp.dhtIDs <= 0 || !mp.m.ContentRouting() {
+		return rep
 	}
-	mp.sync.Lookup(first, rep.Asked, *f, limit, keep)
-	if !routing || ctx.Err() != nil {
+	var half <-chan time.Time
+	if dl, ok := ctx.Deadline(); ok {
+		t := time.NewTimer(time.Until(dl) / 2)
+		defer t.Stop()
+		half = t.C
+	}
+	select {
+	case <-first:
+	case <-half:
+	case <-ctx.Done():
 		return rep
 	}
 	mu.Lock()
