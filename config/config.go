@@ -75,6 +75,26 @@ type MeshConfig struct {
 	// does not hold (0: no lookups).
 	LookupPeers int `toml:"lookup_peers"`
 
+	// Durability (spec/mesh-placement.md).
+
+	// Replication is R, how many storage nodes hold each author shard.
+	Replication int `toml:"replication"`
+	// OfferStorage puts a storage offer in the node's descriptor, so that
+	// it holds its share of the mesh's shards. Leaf nodes never do.
+	OfferStorage bool `toml:"offer_storage"`
+	// StorageMaxBytes and StorageRetention are the bounds the storage
+	// offer declares (spec/descriptor.md).
+	StorageMaxBytes  uint64 `toml:"storage_max_bytes"`
+	StorageRetention string `toml:"storage_retention"`
+	// DurableSyncPeers bounds the co-holders one anti-entropy round syncs
+	// the durably held shards with.
+	DurableSyncPeers int `toml:"durable_sync_peers"`
+	// LookupProviders bounds the providers asked for each id a REQ
+	// misses, found by content routing on the event's CID (0: no content
+	// routing); LookupDHTIDs bounds the ids of one filter looked up so.
+	LookupProviders int `toml:"lookup_providers"`
+	LookupDHTIDs    int `toml:"lookup_dht_ids"`
+
 	// NAT traversal (spec/mesh-nat.md).
 
 	// RelayService says when the node relays circuits (circuit relay v2)
@@ -227,6 +247,13 @@ func Default() Config {
 			RelaySearchInterval: "30s",
 			HolePunching:        true,
 			NATPortMap:          false,
+			Replication:         3,
+			OfferStorage:        true,
+			StorageMaxBytes:     10 << 30,
+			StorageRetention:    "2160h",
+			DurableSyncPeers:    8,
+			LookupProviders:     3,
+			LookupDHTIDs:        16,
 		},
 		Log: LogConfig{Level: "info", Format: "text"},
 	}
@@ -293,6 +320,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("mesh.maintain_interval %q: write a positive duration, e.g. \"30s\"", c.Mesh.MaintainInterval)
 	}
 	if err := c.Mesh.validateNAT(); err != nil {
+		return err
+	}
+	if err := c.Mesh.validateDurability(); err != nil {
 		return err
 	}
 	for _, r := range c.Boundary.Rules {

@@ -98,6 +98,10 @@ type Config struct {
 	// PEXConcurrency bounds exchanges running at once.
 	PEXConcurrency int
 
+	// Durability places the shards this node holds for durability and
+	// bounds the announcement of their events (spec/mesh-placement.md).
+	Durability DurabilityConfig
+
 	// NAT traversal (spec/mesh-nat.md). AutoNAT (v1 and v2, client and
 	// service) always runs; it only ever dials back peers that asked.
 
@@ -209,6 +213,7 @@ func DefaultConfig() Config {
 		RelayLimits:           DefaultRelayLimits(),
 		RelaySearchInterval:   30 * time.Second,
 		RelayBackoff:          5 * time.Minute,
+		Durability:            DefaultDurabilityConfig(),
 	}
 }
 
@@ -252,6 +257,7 @@ func (c Config) withDefaults() Config {
 	}
 	setDur(&c.RelaySearchInterval, d.RelaySearchInterval)
 	setDur(&c.RelayBackoff, d.RelayBackoff)
+	c.Durability = c.Durability.withDefaults()
 	return c
 }
 
@@ -325,6 +331,9 @@ func (c Config) Validate() error {
 		if p.v < 0 {
 			return fmt.Errorf("mesh: %s is negative", p.name)
 		}
+	}
+	if err := c.Durability.validate(); err != nil {
+		return err
 	}
 	if c.ConnLowWater > c.ConnHighWater {
 		return fmt.Errorf("mesh: ConnLowWater %d is above ConnHighWater %d", c.ConnLowWater, c.ConnHighWater)

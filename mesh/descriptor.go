@@ -25,11 +25,15 @@ func VerifyWith(v *descriptor.Verifier) DescriptorVerifier {
 		if err != nil {
 			return DescriptorInfo{}, fmt.Errorf("mesh: descriptor of %s: %w", d.DID, err)
 		}
+		// A leaf sleeps and wakes: it never counts as a storage node,
+		// whatever it offers (spec/mesh-placement.md).
+		storage := d.Offers.Storage != nil && d.Class != descriptor.ClassLeaf
 		info := DescriptorInfo{
 			ID:      id,
 			Seq:     d.Seq,
 			Expires: time.Unix(d.Expires, 0),
 			Relay:   d.Class == descriptor.ClassAnchor || d.Offers.CircuitRelay != nil,
+			Storage: storage,
 		}
 		for _, s := range d.Addresses.Libp2p {
 			a, err := ma.NewMultiaddr(s)

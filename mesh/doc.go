@@ -28,6 +28,14 @@
 // same Policy first. Refusals are counted (Stats). Received events go to the
 // node's Sink.
 //
+// Durability (spec/mesh-placement.md): from the verified descriptors of
+// storage nodes, the mesh places every shard on R of them by rendezvous
+// hashing (Placement), subscribes to the shards it holds besides those the
+// node asked for, and announces in the DHT the CIDs of the events the
+// node stores in them (ProvideEvent, through a bounded, rate-limited
+// queue); FindProviders finds the holders of an event by its id. The
+// placement rule is fleetmesh's own; provider records are the DHT's.
+//
 // What is hand-written here and why: the topic scheme, the validator and the
 // score parameters are fleetmesh's own rules on top of go-libp2p-pubsub; the
 // peer exchange protocol is new because libp2p has no standard one that
@@ -41,7 +49,8 @@
 //
 // It is not the event store, the relay, or anti-entropy: it does not keep
 // events, answer REQs or reconcile sets. Those build on it (the store is the
-// Sink; anti-entropy will run per shard over its own stream protocol on this
-// host). It does not decide what may cross the boundary: the Policy does,
-// nor which class a node declares: the node does, from NATStatus.
+// Sink; anti-entropy runs over its own stream protocol on this host, and
+// the node decides with whom, from the Placement). It does not decide what
+// may cross the boundary: the Policy does, nor which class a node declares:
+// the node does, from NATStatus.
 package mesh

@@ -26,6 +26,14 @@ func messageID(m *pb.Message) string {
 	return string(h[:])
 }
 
+// peerOutboundQueue bounds the RPCs queued for one peer. GossipSub
+// announces each subscription change in an RPC of its own and, when the
+// queue is full, drops the announcement and retries it up to a second
+// later; a node that joins or leaves every shard at once (a filter with no
+// authors, or its durability share moving) must fit, or its subscriptions
+// trickle out over many seconds of retries. Its default is 32.
+const peerOutboundQueue = 2*ShardCount + 64
+
 // Peer score thresholds (spec/mesh-topics.md, "Peer scoring"). A peer whose
 // score falls below gossipThreshold gets no gossip from us, below
 // publishThreshold none of our own messages, below graylistThreshold we

@@ -64,6 +64,9 @@ type Mesh struct {
 	pex  *pex
 	disc *discovery
 	nat  *nat
+	// placer and prov are nil without peer exchange and without a DHT.
+	placer *placer
+	prov   *provider
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -73,6 +76,10 @@ type Mesh struct {
 	closed bool
 	topics map[int]*pubsub.Topic
 	subs   map[int]context.CancelFunc
+	// A shard is subscribed while the node's own filters need it (own)
+	// or it holds the shard for durability (durable), or both.
+	own     map[int]bool
+	durable map[int]bool
 }
 
 // Open builds the node's libp2p host from key and cfg (see NewHost) and
@@ -131,6 +138,7 @@ func newMesh(cfg Config, hooks Hooks) (*Mesh, error) {
 		topics: make(map[int]*pubsub.Topic),
 		subs:   make(map[int]context.CancelFunc),
 	}
+	m.own, m.durable = make(map[int]bool), make(map[int]bool)
 	if m.policy == nil {
 		m.policy = func(*nostr.Event) (bool, string) { return true, "" }
 	}
@@ -174,6 +182,7 @@ func (m *Mesh) start(hooks Hooks) error {
 		pubsub.WithPeerScore(peerScoreParams(), peerScoreThresholds()),
 		pubsub.WithDefaultValidator(m.validate),
 		pubsub.WithRawTracer(rpcTracer{c: m.stats, mesh: m.mesh}),
+		pubsub.WithPeerOutboundQueueSize(peerOutboundQueue),
 		pubsub.WithSubscriptionFilter(pubsub.WrapLimitSubscriptionFilter(
 			pubsub.NewRegexpSubscriptionFilter(regexp.MustCompile("^"+regexp.QuoteMeta(TopicPrefix)+"(0|[1-9][0-9]{0,2})$")),
 			ShardCount)),
@@ -188,7 +197,13 @@ func (m *Mesh) start(hooks Hooks) error {
 	m.disc = newDiscovery(m)
 	if hooks.VerifyDescriptor != nil {
 		m.pex = newPEX(m, hooks.VerifyDescriptor)
+		m.placer = newPlacer(m)
 		m.h.SetStreamHandler(PEXProtocol, m.pex.handle)
+		m.goroutine(m.placer.run)
+	}
+	if m.dht != nil {
+		m.prov = newProvider(m)
+		m.goroutine(m.prov.run)
 	}
 	if err := m.disc.start(); err != nil {
 		return err
@@ -320,42 +335,59 @@ func (m *Mesh) Subscribe(shards ...int) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, s := range shards {
-		if _, ok := m.subs[s]; ok {
-			continue
-		}
-		t, err := m.topicLocked(s)
-		if err != nil {
+		if err := m.subscribeLocked(s); err != nil {
 			return err
 		}
-		sub, err := t.Subscribe(pubsub.WithBufferSize(m.cfg.SubscriptionBuffer))
-		if err != nil {
-			return fmt.Errorf("mesh: subscribe %s: %w", Topic(s), err)
-		}
-		ctx, cancel := context.WithCancel(m.ctx)
-		m.subs[s] = cancel
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			defer sub.Cancel()
-			m.deliver(ctx, sub)
-		}()
+		m.own[s] = true
 	}
 	return nil
 }
 
-// Unsubscribe stops receiving the events of shards.
+func (m *Mesh) subscribeLocked(s int) error {
+	if _, ok := m.subs[s]; ok {
+		return nil
+	}
+	t, err := m.topicLocked(s)
+	if err != nil {
+		return err
+	}
+	sub, err := t.Subscribe(pubsub.WithBufferSize(m.cfg.SubscriptionBuffer))
+	if err != nil {
+		return fmt.Errorf("mesh: subscribe %s: %w", Topic(s), err)
+	}
+	ctx, cancel := context.WithCancel(m.ctx)
+	m.subs[s] = cancel
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer sub.Cancel()
+		m.deliver(ctx, sub)
+	}()
+	return nil
+}
+
+// Unsubscribe stops receiving the events of shards, except those the node
+// holds for durability.
 func (m *Mesh) Unsubscribe(shards ...int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, s := range shards {
-		if cancel, ok := m.subs[s]; ok {
-			cancel()
-			delete(m.subs, s)
+		delete(m.own, s)
+		if !m.durable[s] {
+			m.unsubscribeLocked(s)
 		}
 	}
 }
 
-// Subscribed returns the subscribed shards in increasing order.
+func (m *Mesh) unsubscribeLocked(s int) {
+	if cancel, ok := m.subs[s]; ok {
+		cancel()
+		delete(m.subs, s)
+	}
+}
+
+// Subscribed returns the subscribed shards in increasing order, for the
+// node's own filters and for durability.
 func (m *Mesh) Subscribed() []int {
 	m.mu.Lock()
 	defer m.mu.Unlock()

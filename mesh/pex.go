@@ -22,7 +22,8 @@ const PEXProtocol protocol.ID = "/fleetmesh/pex/1.0.0"
 
 // DescriptorInfo is what the mesh needs from a verified node descriptor:
 // whose it is, where that node can be reached, its sequence number, when
-// it stops being valid and whether it relays circuits for others.
+// it stops being valid, whether it relays circuits for others and whether
+// the node counts as a storage node for placement (spec/mesh-placement.md).
 type DescriptorInfo struct {
 	ID      peer.ID
 	Addrs   []ma.Multiaddr
@@ -31,6 +32,8 @@ type DescriptorInfo struct {
 	// Relay is set when the node declares class anchor or offers circuit
 	// relay: a candidate for AutoRelay while this node is behind NAT.
 	Relay bool
+	// Storage is set when the node offers storage and is not a leaf.
+	Storage bool
 }
 
 // DescriptorVerifier checks a signed node descriptor (opaque to the mesh)
@@ -53,10 +56,14 @@ type pex struct {
 	verify DescriptorVerifier
 	sem    chan struct{}
 
-	mu    sync.Mutex
-	self  []byte
-	known map[peer.ID]*knownDescriptor
-	sums  map[[32]byte]bool
+	mu       sync.Mutex
+	self     []byte
+	selfInfo DescriptorInfo
+	known    map[peer.ID]*knownDescriptor
+	sums     map[[32]byte]bool
+
+	// met is set once an exchange with a peer has completed, either way.
+	met bool
 }
 
 func newPEX(m *Mesh, verify DescriptorVerifier) *pex {
@@ -84,7 +91,9 @@ func (p *pex) setSelf(raw []byte) error {
 	}
 	p.mu.Lock()
 	p.self = bytes.Clone(raw)
+	p.selfInfo = info
 	p.mu.Unlock()
+	p.m.placer.poke()
 	return nil
 }
 
@@ -103,6 +112,7 @@ func (p *pex) handle(s network.Stream) {
 		return
 	}
 	p.accept(got)
+	p.setMet()
 	if _, err := s.Write(appendPEXMessage(nil, p.offer(remote))); err != nil {
 		s.Reset()
 	}
@@ -136,7 +146,9 @@ func (p *pex) exchange(ctx context.Context, id peer.ID) (int, error) {
 		s.Reset()
 		return 0, fmt.Errorf("mesh: peer exchange with %s: %w", id, err)
 	}
-	return p.accept(got), nil
+	n := p.accept(got)
+	p.setMet()
+	return n, nil
 }
 
 // tryExchange runs an exchange with id in the background unless
@@ -235,6 +247,9 @@ func (p *pex) store(k *knownDescriptor) bool {
 			return false
 		}
 		delete(p.sums, old.sum)
+		if old.info.Storage != k.info.Storage {
+			p.m.placer.poke()
+		}
 	} else if len(p.known) >= p.m.cfg.PEXKnownMax {
 		var victim *knownDescriptor
 		for _, o := range p.known {
@@ -244,10 +259,43 @@ func (p *pex) store(k *knownDescriptor) bool {
 		}
 		delete(p.known, victim.info.ID)
 		delete(p.sums, victim.sum)
+		p.m.placer.poke()
+	} else if k.info.Storage {
+		p.m.placer.poke()
 	}
 	p.known[k.info.ID] = k
 	p.sums[k.sum] = true
 	return true
+}
+
+func (p *pex) setMet() {
+	p.mu.Lock()
+	p.met = true
+	p.mu.Unlock()
+}
+
+// hasMet reports whether an exchange with a peer has completed.
+func (p *pex) hasMet() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.met
+}
+
+// storageNodes returns the nodes that count for placement at now: those
+// whose unexpired descriptor offers storage, this node's own included.
+func (p *pex) storageNodes(now time.Time) []peer.ID {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []peer.ID
+	if p.self != nil && p.selfInfo.Storage && now.Before(p.selfInfo.Expires) {
+		out = append(out, p.selfInfo.ID)
+	}
+	for id, k := range p.known {
+		if k.info.Storage && now.Before(k.info.Expires) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // descriptor returns the newest verified descriptor known for id.

@@ -3,6 +3,7 @@ package mesh
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -119,6 +120,27 @@ type Stats struct {
 	// connection.
 	HolePunchSuccesses uint64
 	HolePunchFailures  uint64
+
+	// DurableShards are the shards this node holds for durability, in
+	// increasing order (spec/mesh-placement.md).
+	DurableShards []int
+	// StorageNodes is how many storage nodes the placement is computed
+	// over, this node included if it offers storage.
+	StorageNodes int
+	// PlacementChanges counts recomputations that changed the placement.
+	PlacementChanges uint64
+
+	// ProvideQueued counts event CIDs queued for a DHT announcement;
+	// ProvideDropped those refused because the queue was full. Provided
+	// and ProvideFailed count announcements that completed and failed.
+	ProvideQueued  uint64
+	ProvideDropped uint64
+	Provided       uint64
+	ProvideFailed  uint64
+	// ProviderLookups counts DHT searches for the providers of an event
+	// CID; ProvidersFound the providers they returned.
+	ProviderLookups uint64
+	ProvidersFound  uint64
 }
 
 // counters holds Stats behind a mutex; the maps of reasons are bounded.
@@ -167,6 +189,7 @@ func (c *counters) snapshot() Stats {
 			out.Refused[d][k] = v
 		}
 	}
+	out.DurableShards = slices.Clone(c.s.DurableShards)
 	out.Invalid = make(map[string]uint64, len(c.s.Invalid))
 	for k, v := range c.s.Invalid {
 		out.Invalid[k] = v

@@ -14,7 +14,12 @@
 // boundary policy (directions replicate_out and replicate_in) and is
 // verified before it is stored.
 //
+// A session may be restricted to author shards (SyncShards, the NEG-OPEN
+// shard option, which is new): the anti-entropy of the shards a node holds
+// for durability (spec/mesh-placement.md), whose authors no filter can
+// list.
+//
 // It is not live propagation (GossipSub, package mesh) and it does not
-// decide when to sync or with whom: the node calls SyncWith on a new
-// connection and on a timer.
+// decide when to sync or with whom: the node calls SyncWith and
+// SyncShards on a timer, with peers it picks.
 package meshsync

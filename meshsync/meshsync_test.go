@@ -2,6 +2,7 @@ package meshsync
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 
 	"fleetmesh.org/fleetmesh/boundary"
+	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
 	"fleetmesh.org/fleetmesh/store"
@@ -198,4 +200,129 @@ func TestLookup(t *testing.T) {
 	if len(got) != 1 || got[0].ID != held.ID {
 		t.Fatalf("lookup by id: %d events", len(got))
 	}
+}
+
+// TestSyncShards gives two nodes events of authors on three shards and
+// checks that a session restricted to two of them moves exactly those
+// shards' events, both ways, and leaves the third alone.
+func TestSyncShards(t *testing.T) {
+	mn, nodes := newMesh(t, 2)
+	a, b := nodes[0], nodes[1]
+	keys := map[int]nostr.SecretKey{}
+	for len(keys) < 3 {
+		k, _ := nostr.GenerateSecretKey()
+		keys[mesh.ShardOf(k.PubKey())] = k
+	}
+	var shards []int
+	for s := range keys {
+		shards = append(shards, s)
+	}
+	synced, left := shards[:2], shards[2]
+	want := map[[32]byte]bool{}
+	other := map[[32]byte]bool{}
+	for i := range 30 {
+		s := shards[i%3]
+		ev := signed(t, keys[s], 1_700_000_000+int64(i), 1, fmt.Sprint("note ", i))
+		if i%2 == 0 {
+			a.add(t, ev)
+		} else {
+			b.add(t, ev)
+		}
+		if s == left {
+			other[ev.ID] = true
+		} else {
+			want[ev.ID] = true
+		}
+	}
+	st, err := a.svc.SyncShards(context.Background(), mn.Peers()[1], synced)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each event starts on one side only, so every one of the synced
+	// shards is a difference and none of the other shard's is.
+	if st.Need+st.Have != len(want) {
+		t.Fatalf("reconciled %d differences (%+v), want the %d events of the synced shards", st.Need+st.Have, st, len(want))
+	}
+	for name, n := range map[string]*testNode{"a": a, "b": b} {
+		ids := n.ids(t)
+		for id := range want {
+			if !ids[id] {
+				t.Fatalf("node %s lacks an event of a synced shard", name)
+			}
+		}
+		moved := 0
+		for id := range other {
+			if ids[id] {
+				moved++
+			}
+		}
+		if moved != len(other)/2 {
+			t.Fatalf("node %s holds %d events of the shard left out, want its own %d", name, moved, len(other)/2)
+		}
+	}
+	if _, err := a.svc.SyncShards(context.Background(), mn.Peers()[1], []int{1, 1}); err == nil {
+		t.Fatal("a repeated shard was accepted")
+	}
+}
+
+// TestShardOptionRefused checks that a responder refuses malformed shard
+// options with NEG-ERR rather than reconciling some other set.
+func TestShardOptionRefused(t *testing.T) {
+	cases := []struct {
+		name string
+		raw  string
+	}{
+		{"out of range", `{"shards":[256]}`},
+		{"negative", `{"shards":[-1]}`},
+		{"repeated", `{"shards":[3,3]}`},
+		{"empty", `{"shards":[]}`},
+		{"missing", `{}`},
+		{"unknown member", `{"shards":[1],"kinds":[1]}`},
+		{"not an object", `[1,2]`},
+		{"trailing data", `{"shards":[1]} {}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := parseOpenOptions(json.RawMessage(c.raw)); err == nil || !strings.HasPrefix(err.Error(), "invalid: ") {
+				t.Fatalf("parseOpenOptions(%s) = %v, want an invalid: error", c.raw, err)
+			}
+		})
+	}
+	set, err := parseOpenOptions(json.RawMessage(`{"shards":[0,255,17]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := range mesh.ShardCount {
+		if set[s] != (s == 0 || s == 255 || s == 17) {
+			t.Fatalf("shard %d: in set = %v", s, set[s])
+		}
+	}
+}
+
+// FuzzParseOpenOptions feeds NEG-OPEN options: the parser must never
+// panic, and what it accepts is a set of 1 to 256 shards in range that
+// round-trips.
+func FuzzParseOpenOptions(f *testing.F) {
+	for _, s := range []string{`{"shards":[0]}`, `{"shards":[0,1,255]}`, `{"shards":[256]}`, `{}`, `null`, `{"shards":null}`, `{"shards":[1.5]}`, `{"shards":[1],"x":1}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		set, err := parseOpenOptions(raw)
+		if err != nil {
+			return
+		}
+		var shards []int
+		for s, in := range set {
+			if in {
+				shards = append(shards, s)
+			}
+		}
+		if len(shards) == 0 {
+			t.Fatalf("accepted %q as an empty set", raw)
+		}
+		again, err := newShardSet(shards)
+		if err != nil || *again != *set {
+			t.Fatalf("accepted %q, which does not round-trip: %v", raw, err)
+		}
+	})
 }

@@ -92,13 +92,20 @@ func (s *Service) Close() { s.h.RemoveStreamHandler(protocol.ID(ProtocolID)) }
 // items loads the (created_at, id) pairs of the events matching f that may
 // be replicated at all; others are left out so that the peer is never told
 // of an event it could not fetch.
-func (s *Service) items(ctx context.Context, f *nostr.Filter) ([]negentropy.Item, error) {
+func (s *Service) items(ctx context.Context, f *nostr.Filter, shards shardSet) ([]negentropy.Item, error) {
 	var items []negentropy.Item
-	err := s.local.Query(ctx, f, s.cfg.MaxRecords+1, func(ev *nostr.Event) bool {
-		if s.policy == nil || s.policy.Match(ev) == nil {
+	limit := s.cfg.MaxRecords + 1
+	if shards != nil {
+		// The store cannot select by shard: scan the filter and count
+		// only the shards' events against the bound (the store's own scan
+		// bound still applies).
+		limit = maxShardScan
+	}
+	err := s.local.Query(ctx, f, limit, func(ev *nostr.Event) bool {
+		if inShards(shards, ev) && (s.policy == nil || s.policy.Match(ev) == nil) {
 			items = append(items, negentropy.Item{Timestamp: uint64(ev.CreatedAt), ID: ev.ID})
 		}
-		return true
+		return len(items) <= s.cfg.MaxRecords
 	})
 	if err != nil {
 		return nil, err
@@ -116,6 +123,16 @@ func (s *Service) allowed(ev *nostr.Event, d boundary.Direction) bool {
 // SyncWith reconciles this node's events matching f with peer p, fetches
 // what it lacks and pushes what the peer lacks.
 func (s *Service) SyncWith(ctx context.Context, p peer.ID, f nostr.Filter) (Stats, error) {
+	return s.sync(ctx, p, f, nil, nil)
+}
+
+// maxShardScan bounds the events a shard-restricted session reads from
+// the store; the store's own scan bound is lower by default.
+const maxShardScan = 1 << 30
+
+// sync runs one session for f, restricted to shards (listed as given, for
+// the wire) when set is not nil.
+func (s *Service) sync(ctx context.Context, p peer.ID, f nostr.Filter, set shardSet, shards []int) (Stats, error) {
 	var st Stats
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.SessionTimeout)
 	defer cancel()
@@ -129,7 +146,7 @@ func (s *Service) SyncWith(ctx context.Context, p peer.ID, f nostr.Filter) (Stat
 	}
 	r, w := msgio.NewVarintReaderSize(str, MaxFrameBytes), msgio.NewVarintWriter(str)
 
-	items, err := s.items(ctx, &f)
+	items, err := s.items(ctx, &f, set)
 	if err != nil {
 		return st, fmt.Errorf("meshsync: %w", err)
 	}
@@ -145,7 +162,11 @@ func (s *Service) SyncWith(ctx context.Context, p peer.ID, f nostr.Filter) (Stat
 	if err != nil {
 		return st, err
 	}
-	if err := writeFrame(w, "NEG-OPEN", "sync", f, hex.EncodeToString(msg)); err != nil {
+	open := []any{"NEG-OPEN", "sync", f, hex.EncodeToString(msg)}
+	if set != nil {
+		open = append(open, openOptions{Shards: shards})
+	}
+	if err := writeFrame(w, open...); err != nil {
 		return st, err
 	}
 	var have, need []negentropy.ID
@@ -339,11 +360,18 @@ func (s *Service) serve(str network.Stream) {
 		switch typ {
 		case "NEG-OPEN":
 			var f nostr.Filter
-			if len(parts) < 4 || json.Unmarshal(parts[2], &f) != nil {
-				werr = writeFrame(w, "NEG-ERR", "sync", "invalid: NEG-OPEN needs a subscription id, a filter and a message")
+			if len(parts) < 4 || len(parts) > 5 || json.Unmarshal(parts[2], &f) != nil {
+				werr = writeFrame(w, "NEG-ERR", "sync", "invalid: NEG-OPEN needs a subscription id, a filter, a message and optionally options")
 				break
 			}
-			items, err := s.items(ctx, &f)
+			var shards shardSet
+			if len(parts) == 5 {
+				if shards, err = parseOpenOptions(parts[4]); err != nil {
+					werr = writeFrame(w, "NEG-ERR", "sync", err.Error())
+					break
+				}
+			}
+			items, err := s.items(ctx, &f, shards)
 			if err != nil {
 				werr = writeFrame(w, "NEG-ERR", "sync", err.Error())
 				break

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -51,6 +52,10 @@ type meshPart struct {
 	lastSeq   uint64
 	lastClass descriptor.Class
 
+	// Durability and content routing bounds (node/durability.go,
+	// node/lookup.go).
+	durablePeers, providers, dhtIDs int
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -96,6 +101,7 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 		// still finds its recent peers on restart.
 		MaintainInterval:     maintain,
 		AddrBookSaveInterval: maintain,
+		Durability:           mesh.DurabilityConfig{Replication: mc.Replication},
 	}
 	applyNATConfig(&mcfg, opts.Config)
 	natChanged := make(chan struct{}, 1)
@@ -131,21 +137,33 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 		lookups:    mc.LookupPeers,
 		natChanged: natChanged,
 		cfg:        opts.Config,
+
+		durablePeers: mc.DurableSyncPeers,
+		providers:    mc.LookupProviders,
+		dhtIDs:       mc.LookupDHTIDs,
 	}
+	mp.wire(rl, opts.Log)
+	return mp, nil
+}
+
+// wire hooks the mesh part into the relay: what the relay stores is
+// published and, in durably held shards, announced; REQs look up what the
+// node lacks.
+func (mp *meshPart) wire(rl *relay.Relay, log *slog.Logger) {
 	rl.OnStored = append(rl.OnStored, func(ev *nostr.Event, from relay.Origin) {
 		if from == relay.FromMesh {
 			return // GossipSub forwards what it delivered; publishing again would echo it
 		}
-		if err := m.Publish(context.Background(), ev); err != nil {
-			opts.Log.Debug("mesh: publish", "id", ev.IDHex(), "err", err)
+		if err := mp.m.Publish(context.Background(), ev); err != nil {
+			log.Debug("mesh: publish", "id", ev.IDHex(), "err", err)
 		}
 	})
+	mp.provideStored(rl)
 	if mp.lookups > 0 {
 		rl.Lookup = func(ctx context.Context, f *nostr.Filter, limit int, fn func(*nostr.Event)) {
-			mp.sync.Lookup(ctx, mp.syncPeers(mp.lookups), *f, limit, fn)
+			mp.lookup(ctx, f, limit, fn)
 		}
 	}
-	return mp, nil
 }
 
 // syncPeers lists up to n connected peers that speak the sync protocol, in
@@ -212,7 +230,7 @@ func (mp *meshPart) start(opts Options, relayURL string) {
 	mp.cancel = cancel
 	// Peers learn of this node through peer exchange from the start.
 	mp.publishDescriptor(opts, relayURL)
-	mp.wg.Add(2)
+	mp.wg.Add(3)
 	go func() {
 		defer mp.wg.Done()
 		t := time.NewTicker(mp.every)
@@ -226,6 +244,10 @@ func (mp *meshPart) start(opts Options, relayURL string) {
 			}
 			mp.publishDescriptor(opts, relayURL)
 		}
+	}()
+	go func() {
+		defer mp.wg.Done()
+		mp.runDurable(ctx, opts.Log)
 	}()
 	go func() {
 		defer mp.wg.Done()
@@ -294,6 +316,7 @@ func (mp *meshPart) publishDescriptor(opts Options, relayURL string) {
 		Expires:   now.Add(descriptorTTL).Unix(),
 		Addresses: descriptor.Addresses{Libp2p: mp.addrs(), Relays: []string{relayURL}},
 		Protocols: []string{meshsync.ProtocolID},
+		Offers:    descriptor.Offers{Storage: storageOffer(opts.Config)},
 	}
 	if st.RelayService {
 		l := mp.m.RelayLimits()

@@ -7,7 +7,9 @@
 //
 // It is not where protocol logic lives: each part is its own package, and
 // this one only connects them and decides the order in which they start
-// and stop. cmd/fleetmesh turns flags and the config file into a node.Home
+// and stop, and when the mesh's parts run and with whom: anti-entropy
+// rounds (mesh.go, durability.go) and the stages of a lookup (lookup.go),
+// as spec/mesh-placement.md says. cmd/fleetmesh turns flags and the config file into a node.Home
 // and calls Run.
 package node
 
@@ -188,6 +190,7 @@ func Open(opts Options) (*Node, error) {
 	}
 	dc.AttachLibp2p(mp.m.Host())
 	mp.registerMetrics(reg)
+	reg.MustRegister(newMeshCollector(mp.m))
 
 	mux := http.NewServeMux()
 	mux.Handle("/", rl)

@@ -1,0 +1,211 @@
+package node
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"fleetmesh.org/fleetmesh/config"
+	"fleetmesh.org/fleetmesh/identity"
+	"fleetmesh.org/fleetmesh/mesh"
+	"fleetmesh.org/fleetmesh/nostr"
+)
+
+// TestDurableStorage runs six storage nodes that subscribe to nothing but
+// their durability share. An event a client publishes at a node that does
+// not hold its shard ends up stored at exactly the shard's three holders
+// (and the node it was published at). Then one holder is cut off: events
+// published meanwhile, at another node and at the cut-off holder itself,
+// reach the other side through the durable anti-entropy once it is back.
+func TestDurableStorage(t *testing.T) {
+	const count = 6
+	mn, parts := startParts(t, count, func(i int, parts []*testPart) partSpec {
+		s := testSpec()
+		if i > 0 {
+			s.mesh.Bootstrap = []string{parts[0].p2pAddr()}
+		}
+		return s
+	})
+	var all []peer.ID
+	for _, p := range parts {
+		all = append(all, p.h.ID())
+	}
+	agreeOn(t, parts, all)
+	holders := holderIndexes(parts)
+
+	// Published at node 0, on a shard node 0 does not hold.
+	k := authorOn(t, func(s int) bool { return !slices.Contains(holders(s), 0) })
+	shard := mesh.ShardOf(k.PubKey())
+	ev := note(t, k, "held by three")
+	parts[0].publish(t, ev)
+	eventually(t, 30*time.Second, fmt.Sprintf("the event is stored at the holders %v", holders(shard)), func() bool {
+		for _, h := range holders(shard) {
+			if !parts[h].holds(t, ev.ID) {
+				return false
+			}
+		}
+		return true
+	})
+	for i, p := range parts {
+		if i != 0 && !slices.Contains(holders(shard), i) && p.holds(t, ev.ID) {
+			t.Fatalf("node %d stores an event of shard %d, which it does not hold", i, shard)
+		}
+	}
+
+	// Cut one holder off from everyone.
+	cut := holders(shard)[0]
+	for i := range parts {
+		if i != cut {
+			if err := mn.UnlinkPeers(parts[cut].h.ID(), parts[i].h.ID()); err != nil {
+				t.Fatal(err)
+			}
+			if err := mn.DisconnectPeers(parts[cut].h.ID(), parts[i].h.ID()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	missed := note(t, k, "published while a holder was away")
+	parts[0].publish(t, missed)
+	alone := note(t, k, "published at the holder that was away")
+	parts[cut].publish(t, alone)
+	others := holders(shard)[1:]
+	eventually(t, 30*time.Second, "the holders still linked store the event published meanwhile", func() bool {
+		for _, h := range others {
+			if !parts[h].holds(t, missed.ID) {
+				return false
+			}
+		}
+		return true
+	})
+	if parts[cut].holds(t, missed.ID) {
+		t.Fatal("the cut-off holder received an event while cut off")
+	}
+	for i := range parts {
+		if i != cut {
+			if _, err := mn.LinkPeers(parts[cut].h.ID(), parts[i].h.ID()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	eventually(t, 30*time.Second, "anti-entropy of the shard brings each side what it missed", func() bool {
+		if !parts[cut].holds(t, missed.ID) {
+			return false
+		}
+		for _, h := range others {
+			if !parts[h].holds(t, alone.ID) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestPlanDurableSync checks the choice of co-holders for one round.
+func TestPlanDurableSync(t *testing.T) {
+	var nodes []peer.ID
+	for range 9 {
+		nodes = append(nodes, peerID(t))
+	}
+	pl, err := mesh.NewPlacement(3, nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := nodes[0]
+	held := pl.Shards(self)
+	for _, max := range []int{0, 1, 2, 100} {
+		plan := planDurableSync(pl, self, held, max)
+		if len(plan) > max {
+			t.Fatalf("max %d: %d sessions", max, len(plan))
+		}
+		covered := map[int]bool{}
+		for _, s := range plan {
+			if s.peer == self {
+				t.Fatalf("max %d: a session with itself", max)
+			}
+			for _, sh := range s.shards {
+				if !slices.Contains(held, sh) || !slices.Contains(pl.Holders(sh), s.peer) {
+					t.Fatalf("max %d: session with %s over shard %d, which the two do not both hold", max, s.peer, sh)
+				}
+				covered[sh] = true
+			}
+		}
+		if max == 100 && len(covered) != len(held) {
+			t.Fatalf("unbounded plan covers %d of %d held shards", len(covered), len(held))
+		}
+	}
+	if plan := planDurableSync(pl, nodes[0], nil, 8); len(plan) != 0 {
+		t.Fatalf("a node holding nothing plans %d sessions", len(plan))
+	}
+	alone, err := mesh.NewPlacement(3, []peer.ID{self})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan := planDurableSync(alone, self, alone.Shards(self), 8); len(plan) != 0 {
+		t.Fatalf("the only storage node plans %d sessions", len(plan))
+	}
+}
+
+// TestStorageOffer checks which nodes offer storage in their descriptor.
+func TestStorageOffer(t *testing.T) {
+	cases := []struct {
+		name  string
+		class string
+		offer bool
+		want  bool
+	}{
+		{"home", config.ClassHome, true, true},
+		{"anchor", config.ClassAnchor, true, true},
+		{"leaf never", config.ClassLeaf, true, false},
+		{"turned off", config.ClassHome, false, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.Class, cfg.Mesh.OfferStorage = c.class, c.offer
+			o := storageOffer(cfg)
+			if (o != nil) != c.want {
+				t.Fatalf("offer = %+v, want one: %v", o, c.want)
+			}
+			if o != nil && (o.MaxBytes != cfg.Mesh.StorageMaxBytes || o.RetentionSeconds != 2160*3600) {
+				t.Fatalf("offer %+v does not carry the configured bounds", o)
+			}
+		})
+	}
+}
+
+func peerID(t *testing.T) peer.ID {
+	t.Helper()
+	k, err := identity.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.PeerID()
+}
+
+// TestTakesAll checks which filters make durable sessions redundant.
+func TestTakesAll(t *testing.T) {
+	cases := []struct {
+		json string
+		want bool
+	}{
+		{`{}`, true},
+		{`{"kinds":[1]}`, false},
+		{`{"authors":[]}`, false},
+		{`{"since":1}`, false},
+		{`{"limit":10}`, false},
+		{`{"#t":["x"]}`, false},
+	}
+	for _, c := range cases {
+		var f nostr.Filter
+		if err := json.Unmarshal([]byte(c.json), &f); err != nil {
+			t.Fatal(err)
+		}
+		if got := takesAll(f); got != c.want {
+			t.Errorf("takesAll(%s) = %v, want %v", c.json, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,254 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"fleetmesh.org/fleetmesh/boundary"
+	"fleetmesh.org/fleetmesh/config"
+	"fleetmesh.org/fleetmesh/descriptor"
+	"fleetmesh.org/fleetmesh/identity"
+	"fleetmesh.org/fleetmesh/mesh"
+	"fleetmesh.org/fleetmesh/meshsync"
+	"fleetmesh.org/fleetmesh/nostr"
+	"fleetmesh.org/fleetmesh/relay"
+	"fleetmesh.org/fleetmesh/store"
+)
+
+// testPart is a node's mesh side on a mocknet host, wired to a real store
+// and relay exactly as openMesh wires them; only the host is in memory.
+type testPart struct {
+	opts Options
+	h    host.Host
+	addr ma.Multiaddr
+	st   *store.Store
+	rl   *relay.Relay
+	mp   *meshPart
+}
+
+// partSpec says how to start one test node.
+type partSpec struct {
+	mesh mesh.Config
+	node config.Config
+}
+
+// testSpec is a node that subscribes to nothing but its durability share,
+// with short intervals, R = 3, and a storage offer.
+func testSpec() partSpec {
+	n := config.Default()
+	n.Mesh.Subscribe = nil
+	return partSpec{
+		mesh: mesh.Config{
+			ListenAddrs:          []string{},
+			DHT:                  mesh.DHTOff,
+			MaintainInterval:     300 * time.Millisecond,
+			AddrBookSaveInterval: time.Minute,
+			DialTimeout:          5 * time.Second,
+			RedialBackoff:        500 * time.Millisecond,
+			PEXTimeout:           5 * time.Second,
+			Durability:           mesh.DurabilityConfig{Replication: 3, PlacementDebounce: 500 * time.Millisecond, ProvideInterval: 50 * time.Millisecond},
+		},
+		node: n,
+	}
+}
+
+// startParts makes count linked mocknet hosts and starts a mesh part on
+// each with specFor(i, parts), where parts[j] for j < i are started.
+func startParts(t *testing.T, count int, specFor func(i int, parts []*testPart) partSpec) (mocknet.Mocknet, []*testPart) {
+	t.Helper()
+	mn := mocknet.New()
+	parts := make([]*testPart, count)
+	for i := range parts {
+		key, err := identity.GenerateKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr, err := ma.NewMultiaddr(fmt.Sprintf("/ip4/10.0.%d.%d/tcp/4001", i>>8, i&0xff+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := mn.AddPeer(key.Libp2pKey(), addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts[i] = &testPart{opts: Options{Key: key, Log: slog.New(slog.DiscardHandler)}, h: h, addr: addr}
+	}
+	if err := mn.LinkAll(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		var wg sync.WaitGroup
+		for _, p := range parts {
+			if p.mp != nil {
+				wg.Go(func() { p.close(t) })
+			}
+		}
+		wg.Wait()
+		mn.Close()
+	})
+	for i, p := range parts {
+		p.start(t, specFor(i, parts))
+	}
+	return mn, parts
+}
+
+func (p *testPart) start(t *testing.T, spec partSpec) {
+	t.Helper()
+	st, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := boundary.New(nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl := relay.New(relay.DefaultConfig(), st, nil, nil)
+	local := meshLocal{Store: st, r: rl}
+	m, err := mesh.New(p.h, spec.mesh, mesh.Hooks{
+		Sink:             local,
+		VerifyDescriptor: mesh.VerifyWith(descriptor.NewVerifier(descriptor.VerifierConfig{})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := spec.node.Mesh
+	p.opts.Config = spec.node
+	p.st, p.rl = st, rl
+	p.mp = &meshPart{
+		m:            m,
+		sync:         meshsync.New(p.h, local, pol, meshsync.Config{}, nil),
+		every:        300 * time.Millisecond,
+		lookups:      mc.LookupPeers,
+		durablePeers: mc.DurableSyncPeers,
+		providers:    mc.LookupProviders,
+		dhtIDs:       mc.LookupDHTIDs,
+	}
+	p.mp.wire(rl, p.opts.Log)
+	p.mp.start(p.opts, "ws://127.0.0.1:7447")
+}
+
+func (p *testPart) close(t *testing.T) {
+	if err := p.mp.close(); err != nil {
+		t.Errorf("close mesh part: %v", err)
+	}
+	if err := p.st.Close(); err != nil {
+		t.Errorf("close store: %v", err)
+	}
+}
+
+// p2pAddr is p's address as a bootstrap peer is written.
+func (p *testPart) p2pAddr() string { return p.addr.String() + "/p2p/" + p.h.ID().String() }
+
+// holds reports whether p's store holds the event id.
+func (p *testPart) holds(t *testing.T, id [32]byte) bool {
+	t.Helper()
+	found := false
+	if err := p.st.Query(context.Background(), &nostr.Filter{IDs: [][32]byte{id}}, 1, func(*nostr.Event) bool {
+		found = true
+		return false
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return found
+}
+
+// publish stores ev at p as a client's event, which publishes it.
+func (p *testPart) publish(t *testing.T, ev *nostr.Event) {
+	t.Helper()
+	if res, err := p.rl.AddEvent(context.Background(), ev, relay.FromClient); err != nil || res != store.Stored {
+		t.Fatalf("add event: %v %v", res, err)
+	}
+}
+
+// agreeOn waits until every part places over exactly the storage nodes
+// want and holds its shards.
+func agreeOn(t *testing.T, parts []*testPart, want []peer.ID) {
+	t.Helper()
+	want = slices.Clone(want)
+	slices.Sort(want)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		lag := -1
+		for i, p := range parts {
+			pl := p.mp.m.Placement()
+			if !slices.Equal(pl.Nodes(), want) || !slices.Equal(p.mp.m.Durable(), pl.Shards(p.h.ID())) {
+				lag = i
+				break
+			}
+		}
+		if lag < 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			p := parts[lag]
+			st := p.mp.m.Stats()
+			t.Fatalf("not within 60s: every node places over the %d storage nodes; node %d places over %d, has %d connections, accepted %d descriptors and rejected %d",
+				len(want), lag, len(p.mp.m.Placement().Nodes()), len(p.h.Network().Peers()), st.DescriptorsAccepted, st.DescriptorsRejected)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// holderIndexes returns a function giving the indexes in parts of the
+// holders of a shard, by the placement node 0 computed.
+func holderIndexes(parts []*testPart) func(shard int) []int {
+	idx := map[peer.ID]int{}
+	for i, p := range parts {
+		idx[p.h.ID()] = i
+	}
+	pl := parts[0].mp.m.Placement()
+	return func(shard int) []int {
+		var out []int
+		for _, p := range pl.Holders(shard) {
+			out = append(out, idx[p])
+		}
+		return out
+	}
+}
+
+// authorOn returns a Nostr key whose shard satisfies ok.
+func authorOn(t *testing.T, ok func(shard int) bool) nostr.SecretKey {
+	t.Helper()
+	for range 100_000 {
+		k, err := nostr.GenerateSecretKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok(mesh.ShardOf(k.PubKey())) {
+			return k
+		}
+	}
+	t.Fatal("no author found on a wanted shard")
+	return nostr.SecretKey{}
+}
+
+func note(t *testing.T, k nostr.SecretKey, content string) *nostr.Event {
+	t.Helper()
+	ev := &nostr.Event{CreatedAt: time.Now().Unix(), Kind: 1, Tags: nostr.Tags{}, Content: content}
+	if err := k.Sign(ev); err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
