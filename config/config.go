@@ -74,6 +74,12 @@ type MeshConfig struct {
 	// LookupPeers bounds how many peers a REQ asks for events this node
 	// does not hold (0: no lookups).
 	LookupPeers int `toml:"lookup_peers"`
+	// ClientShards bounds the author shards the node joins because its own
+	// clients hold live subscriptions naming those authors (0: none).
+	ClientShards int `toml:"client_shards"`
+	// ClientLinger is how long such a shard stays joined after its last
+	// client subscription ends.
+	ClientLinger string `toml:"client_linger"`
 
 	// Durability (spec/mesh-placement.md).
 
@@ -233,6 +239,8 @@ func Default() Config {
 			SyncInterval:     "1m",
 			MaintainInterval: "30s",
 			LookupPeers:      16,
+			ClientShards:     64,
+			ClientLinger:     "5m",
 			RelayService:     "auto",
 			RelayLimits: RelayLimitsConfig{
 				MaxReservations:      128,
@@ -318,6 +326,12 @@ func (c *Config) Validate() error {
 	}
 	if d, err := time.ParseDuration(c.Mesh.MaintainInterval); c.Mesh.MaintainInterval != "" && (err != nil || d <= 0) {
 		return fmt.Errorf("mesh.maintain_interval %q: write a positive duration, e.g. \"30s\"", c.Mesh.MaintainInterval)
+	}
+	if c.Mesh.ClientShards < 0 || c.Mesh.ClientShards > 256 {
+		return fmt.Errorf("mesh.client_shards %d: must be 0 to 256", c.Mesh.ClientShards)
+	}
+	if d, err := time.ParseDuration(c.Mesh.ClientLinger); c.Mesh.ClientLinger != "" && (err != nil || d < 0) {
+		return fmt.Errorf("mesh.client_linger %q: write a duration, e.g. \"5m\"", c.Mesh.ClientLinger)
 	}
 	if err := c.Mesh.validateNAT(); err != nil {
 		return err

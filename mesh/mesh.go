@@ -80,6 +80,9 @@ type Mesh struct {
 	// or it holds the shard for durability (durable), or both.
 	own     map[int]bool
 	durable map[int]bool
+	// interest are the shards the node's own clients subscribe to now
+	// (SetInterest).
+	interest map[int]bool
 }
 
 // Open builds the node's libp2p host from key and cfg (see NewHost) and
@@ -138,7 +141,7 @@ func newMesh(cfg Config, hooks Hooks) (*Mesh, error) {
 		topics: make(map[int]*pubsub.Topic),
 		subs:   make(map[int]context.CancelFunc),
 	}
-	m.own, m.durable = make(map[int]bool), make(map[int]bool)
+	m.own, m.durable, m.interest = make(map[int]bool), make(map[int]bool), make(map[int]bool)
 	if m.policy == nil {
 		m.policy = func(*nostr.Event) (bool, string) { return true, "" }
 	}
@@ -373,10 +376,48 @@ func (m *Mesh) Unsubscribe(shards ...int) {
 	defer m.mu.Unlock()
 	for _, s := range shards {
 		delete(m.own, s)
-		if !m.durable[s] {
+		if !m.neededLocked(s) {
 			m.unsubscribeLocked(s)
 		}
 	}
+}
+
+// neededLocked says whether anything still needs shard s: the node's own
+// filters, durability or its clients' subscriptions.
+func (m *Mesh) neededLocked(s int) bool {
+	return m.own[s] || m.durable[s] || m.interest[s]
+}
+
+// SetInterest makes shards the set of shards the node's clients want live
+// events of, on top of its own filters and durability: it joins the new
+// ones and leaves those nothing else needs any more.
+func (m *Mesh) SetInterest(shards []int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
+	want := make(map[int]bool, len(shards))
+	for _, s := range shards {
+		if s < 0 || s >= ShardCount {
+			return fmt.Errorf("mesh: interest in shard %d: out of range 0 to %d", s, ShardCount-1)
+		}
+		want[s] = true
+	}
+	for s := range m.interest {
+		if !want[s] {
+			delete(m.interest, s)
+			if !m.neededLocked(s) {
+				m.unsubscribeLocked(s)
+			}
+		}
+	}
+	var errs []error
+	for s := range want {
+		m.interest[s] = true
+		errs = append(errs, m.subscribeLocked(s))
+	}
+	return errors.Join(errs...)
 }
 
 func (m *Mesh) unsubscribeLocked(s int) {

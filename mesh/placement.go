@@ -403,7 +403,7 @@ func (m *Mesh) setDurable(shards []int) error {
 	for s := range m.durable {
 		if !want[s] {
 			delete(m.durable, s)
-			if !m.own[s] {
+			if !m.neededLocked(s) {
 				m.unsubscribeLocked(s)
 			}
 		}

@@ -52,6 +52,9 @@ type meshPart struct {
 	lastSeq   uint64
 	lastClass descriptor.Class
 
+	// interest follows what the node's own clients subscribe to; nil
+	// when [mesh] client_shards is 0.
+	interest *clientInterest
 	// Durability and content routing bounds (node/durability.go,
 	// node/lookup.go).
 	durablePeers, providers, dhtIDs int
@@ -142,6 +145,10 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 		providers:    mc.LookupProviders,
 		dhtIDs:       mc.LookupDHTIDs,
 	}
+	if mc.ClientShards > 0 {
+		linger, _ := time.ParseDuration(mc.ClientLinger)
+		mp.interest = newClientInterest(m, mc.ClientShards, linger, opts.Log)
+	}
 	mp.wire(rl, opts.Log)
 	return mp, nil
 }
@@ -150,6 +157,9 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 // published and, in durably held shards, announced; REQs look up what the
 // node lacks.
 func (mp *meshPart) wire(rl *relay.Relay, log *slog.Logger) {
+	if mp.interest != nil {
+		rl.Interest = mp.interest.hook
+	}
 	rl.OnStored = append(rl.OnStored, func(ev *nostr.Event, from relay.Origin) {
 		if from == relay.FromMesh {
 			return // GossipSub forwards what it delivered; publishing again would echo it
@@ -245,6 +255,13 @@ func (mp *meshPart) start(opts Options, relayURL string) {
 			mp.publishDescriptor(opts, relayURL)
 		}
 	}()
+	if mp.interest != nil {
+		mp.wg.Add(1)
+		go func() {
+			defer mp.wg.Done()
+			mp.interest.run(ctx)
+		}()
+	}
 	go func() {
 		defer mp.wg.Done()
 		mp.runDurable(ctx, opts.Log)
