@@ -80,6 +80,10 @@ type MeshConfig struct {
 	// ClientLinger is how long such a shard stays joined after its last
 	// client subscription ends.
 	ClientLinger string `toml:"client_linger"`
+	// ReprovideInterval is how often the node announces again, in the DHT,
+	// the events it holds for durability (kad-dht's records last 48h);
+	// "0s" turns it off.
+	ReprovideInterval string `toml:"reprovide_interval"`
 
 	// Durability (spec/mesh-placement.md).
 
@@ -232,16 +236,17 @@ func Default() Config {
 		},
 		Store: StoreConfig{Dir: "data", CacheMB: 64},
 		Mesh: MeshConfig{
-			Listen:           []string{},
-			Bootstrap:        []string{},
-			DHT:              "auto",
-			Subscribe:        []string{"{}"},
-			SyncInterval:     "1m",
-			MaintainInterval: "30s",
-			LookupPeers:      16,
-			ClientShards:     64,
-			ClientLinger:     "5m",
-			RelayService:     "auto",
+			Listen:            []string{},
+			Bootstrap:         []string{},
+			DHT:               "auto",
+			Subscribe:         []string{"{}"},
+			SyncInterval:      "1m",
+			MaintainInterval:  "30s",
+			LookupPeers:       16,
+			ClientShards:      64,
+			ClientLinger:      "5m",
+			ReprovideInterval: "22h",
+			RelayService:      "auto",
 			RelayLimits: RelayLimitsConfig{
 				MaxReservations:      128,
 				MaxReservationsPerIP: 8,
@@ -332,6 +337,9 @@ func (c *Config) Validate() error {
 	}
 	if d, err := time.ParseDuration(c.Mesh.ClientLinger); c.Mesh.ClientLinger != "" && (err != nil || d < 0) {
 		return fmt.Errorf("mesh.client_linger %q: write a duration, e.g. \"5m\"", c.Mesh.ClientLinger)
+	}
+	if d, err := time.ParseDuration(c.Mesh.ReprovideInterval); c.Mesh.ReprovideInterval != "" && (err != nil || d < 0 || (d > 0 && d < time.Minute) || d > 47*time.Hour) {
+		return fmt.Errorf("mesh.reprovide_interval %q: write a duration from 1m to 47h (provider records last 48h), or \"0s\" to turn it off", c.Mesh.ReprovideInterval)
 	}
 	if err := c.Mesh.validateNAT(); err != nil {
 		return err

@@ -179,3 +179,13 @@ func (m *Mesh) FindProviders(ctx context.Context, id [32]byte, max int) ([]peer.
 	}
 	return out, nil
 }
+
+// ProvideBacklog is how many event CIDs wait in the announcement queue.
+func (m *Mesh) ProvideBacklog() int {
+	if m.prov == nil {
+		return 0
+	}
+	m.prov.mu.Lock()
+	defer m.prov.mu.Unlock()
+	return len(m.prov.queue)
+}

@@ -55,6 +55,10 @@ type meshPart struct {
 	// interest follows what the node's own clients subscribe to; nil
 	// when [mesh] client_shards is 0.
 	interest *clientInterest
+	// st and reprovide drive the re-announcement of durably held events
+	// (node/reprovide.go); reprovide 0 turns it off.
+	st        *store.Store
+	reprovide time.Duration
 	// Durability and content routing bounds (node/durability.go,
 	// node/lookup.go).
 	durablePeers, providers, dhtIDs int
@@ -145,6 +149,8 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 		providers:    mc.LookupProviders,
 		dhtIDs:       mc.LookupDHTIDs,
 	}
+	mp.st = st
+	mp.reprovide, _ = time.ParseDuration(mc.ReprovideInterval)
 	if mc.ClientShards > 0 {
 		linger, _ := time.ParseDuration(mc.ClientLinger)
 		mp.interest = newClientInterest(m, mc.ClientShards, linger, opts.Log)
@@ -262,6 +268,11 @@ func (mp *meshPart) start(opts Options, relayURL string) {
 			mp.interest.run(ctx)
 		}()
 	}
+	mp.wg.Add(1)
+	go func() {
+		defer mp.wg.Done()
+		mp.runReprovide(ctx, mp.st, mp.reprovide, opts.Log)
+	}()
 	go func() {
 		defer mp.wg.Done()
 		mp.runDurable(ctx, opts.Log)
