@@ -246,9 +246,16 @@ func (mp *meshPart) start(opts Options, relayURL string) {
 	mp.cancel = cancel
 	// Peers learn of this node through peer exchange from the start.
 	mp.publishDescriptor(opts, relayURL)
-	mp.wg.Add(3)
-	go func() {
-		defer mp.wg.Done()
+	// Every goroutine of the mesh part is started here and waited for by
+	// close.
+	run := func(f func()) {
+		mp.wg.Add(1)
+		go func() {
+			defer mp.wg.Done()
+			f()
+		}()
+	}
+	run(func() {
 		t := time.NewTicker(mp.every)
 		defer t.Stop()
 		for {
@@ -260,25 +267,13 @@ func (mp *meshPart) start(opts Options, relayURL string) {
 			}
 			mp.publishDescriptor(opts, relayURL)
 		}
-	}()
+	})
 	if mp.interest != nil {
-		mp.wg.Add(1)
-		go func() {
-			defer mp.wg.Done()
-			mp.interest.run(ctx)
-		}()
+		run(func() { mp.interest.run(ctx) })
 	}
-	mp.wg.Add(1)
-	go func() {
-		defer mp.wg.Done()
-		mp.runReprovide(ctx, mp.st, mp.reprovide, opts.Log)
-	}()
-	go func() {
-		defer mp.wg.Done()
-		mp.runDurable(ctx, opts.Log)
-	}()
-	go func() {
-		defer mp.wg.Done()
+	run(func() { mp.runReprovide(ctx, mp.st, mp.reprovide, opts.Log) })
+	run(func() { mp.runDurable(ctx, opts.Log) })
+	run(func() {
 		t := time.NewTimer(2 * time.Second)
 		defer t.Stop()
 		for {
@@ -301,7 +296,7 @@ func (mp *meshPart) start(opts Options, relayURL string) {
 			}
 			t.Reset(mp.every)
 		}
-	}()
+	})
 }
 
 // class is the class the node declares now (declaredClass).
