@@ -135,6 +135,32 @@ func BenchmarkSave(b *testing.B) {
 	b.ReportMetric(float64((cpuTime(b)-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
 }
 
+// BenchmarkSaveIntoFull measures durable saves into a store that already
+// holds 300,000 events, nearly all in tables on disk (small memtables, as
+// in BenchmarkQuery): each new event's duplicate and tombstone checks are
+// point reads that miss, which in an empty store cost nothing.
+func BenchmarkSaveIntoFull(b *testing.B) {
+	const stored = 300_000
+	s := benchOpen(b, Options{MemTableBytes: 1 << 20})
+	c := newBenchCorpus(b, 1000, 5)
+	fill := make([]*nostr.Event, stored)
+	for i := range fill {
+		fill[i] = c.next()
+	}
+	saveAll(b, s, fill, 64)
+	evs := make([]*nostr.Event, b.N)
+	for i := range evs {
+		evs[i] = c.next()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := cpuTime(b)
+	saveAll(b, s, evs, 64)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64((cpuTime(b)-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
+}
+
 // BenchmarkQuery runs the filter shapes clients send most on a store of
 // 100,000 events, filled once for all sub-benchmarks. Its memtables are
 // made small so that, as in a store of millions of events, nearly all of
