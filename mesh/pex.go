@@ -136,6 +136,18 @@ func (p *pex) exchange(ctx context.Context, id peer.ID) (int, error) {
 	return p.accept(got), nil
 }
 
+// joining reports whether this node holds fewer descriptors of other
+// nodes than one exchange carries. While it does, it exchanges with every
+// peer it connects to, so that a new node learns the mesh quickly; after
+// that only the maintenance round's one exchange runs, so that connection
+// churn (DHT lookups dial peers, the connection manager trims them) does
+// not cost a full exchange per new connection.
+func (p *pex) joining() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.known) < p.m.cfg.PEXMaxDescriptors
+}
+
 // tryExchange runs an exchange with id in the background unless
 // PEXConcurrency exchanges are already running.
 func (p *pex) tryExchange(id peer.ID) {
