@@ -71,6 +71,8 @@ type scaleWorkload struct {
 	// past GossipSub's retry of topic advertisements that failed while the
 	// DHT was still empty (2 minutes).
 	settle time.Duration
+	// check is how often the warm-up looks whether the mesh has settled.
+	check time.Duration
 	// idle is the window measured with nothing published.
 	idle time.Duration
 	// warmup bounds the wait for every active shard's GossipSub mesh to
@@ -109,7 +111,7 @@ type scaleResult struct {
 
 	started   time.Duration // creating and starting every node
 	warmup    time.Duration // start to every shard mesh connected and settled
-	warmed    bool          // every shard mesh connected within the warmup bound
+	warmed    bool          // settled (meshes connected, churn quiet) within the warmup bound
 	warmupCPU time.Duration // per node, start to settled
 	linkHeap  float64       // MiB of mocknet's link table (N²/2 links), not counted below
 
@@ -502,35 +504,36 @@ func runScale(t testing.TB, count int, w scaleWorkload, logf func(string, ...any
 		}
 		return c
 	}
+	// Settled: past w.settle, every shard's mesh connected, and in the
+	// last w.check the nodes opened under one connection per minute each
+	// (the start's DHT lookups, topic advertisements and trimming are over).
 	settleAt := time.Now().Add(w.settle)
 	deadline := t0.Add(w.warmup)
 	prev := snapshot(t, nodes, hosts)
-	nextLog := time.Now().Add(30 * time.Second)
 	for {
+		time.Sleep(w.check)
 		now := time.Now()
 		connected := connectedShards()
-		if now.After(nextLog) || (now.After(settleAt) && connected == w.activeShards) || now.After(deadline) {
-			cur := snapshot(t, nodes, hosts)
-			win := window(prev, cur, count, lag.reset())
-			var conns int
-			for _, h := range hosts {
-				conns += len(h.Network().Conns())
-			}
-			logf("nodes=%d: +%.0fs shards connected %d/%d, conns/node %.1f, opened/node/min %.1f, cores %.2f, max lag %v, dht B/node/s %.0f, pex B/node/s %.0f",
-				count, now.Sub(t0).Seconds(), connected, w.activeShards, float64(conns)/float64(count),
-				win.opened/win.seconds*60, win.cores, win.maxLag.Round(time.Millisecond),
-				win.streams[protoDHT]/win.seconds, win.streams[protoPEX]/win.seconds)
-			prev, nextLog = cur, now.Add(30*time.Second)
+		cur := snapshot(t, nodes, hosts)
+		win := window(prev, cur, count, lag.reset())
+		prev = cur
+		var conns int
+		for _, h := range hosts {
+			conns += len(h.Network().Conns())
 		}
-		if now.After(settleAt) && connected == w.activeShards {
+		churn := win.opened / win.seconds * 60
+		logf("nodes=%d: +%.0fs shards connected %d/%d, conns/node %.1f, opened/node/min %.1f, cores %.2f, max lag %v, dht B/node/s %.0f, pex B/node/s %.0f",
+			count, now.Sub(t0).Seconds(), connected, w.activeShards, float64(conns)/float64(count),
+			churn, win.cores, win.maxLag.Round(time.Millisecond),
+			win.streams[protoDHT]/win.seconds, win.streams[protoPEX]/win.seconds)
+		if now.After(settleAt) && connected == w.activeShards && churn < 1 {
 			res.warmed = true
 			break
 		}
 		if now.After(deadline) {
-			logf("nodes=%d: not every shard's GossipSub mesh connected its subscribers within %v; measuring anyway", count, w.warmup)
+			logf("nodes=%d: not settled within %v (meshes connected and churn below 1/node/min); measuring anyway", count, w.warmup)
 			break
 		}
-		time.Sleep(time.Second)
 	}
 	res.warmup = time.Since(t0)
 	res.warmupCPU = (processCPU(t) - cpu0) / time.Duration(count)
@@ -691,6 +694,7 @@ func scaleWorkloadDefault() scaleWorkload {
 		bootstrap:     3,
 		maintain:      30 * time.Second, // the mesh's default
 		settle:        150 * time.Second,
+		check:         15 * time.Second,
 		idle:          30 * time.Second,
 		warmup:        20 * time.Minute,
 		drain:         2 * time.Minute,
@@ -726,12 +730,11 @@ func BenchmarkScale(b *testing.B) {
 			b.ReportMetric(r.goroutines, "goroutines/node")
 			b.ReportMetric(r.conns, "conns/node")
 			b.ReportMetric(0, "ns/op") // wall time is the run's length, not a figure of merit
+			// A benchmark's log is cut short: the table goes to standard
+			// output, after each size so that a run stopped early keeps
+			// what it measured.
+			fmt.Println(scaleTable(w, results))
 		})
-	}
-	if len(results) > 0 {
-		// A parent benchmark's log is not printed: the table goes to
-		// standard output as the run's report.
-		fmt.Println(scaleTable(w, results))
 	}
 }
 
@@ -822,7 +825,7 @@ func scaleTable(w scaleWorkload, rs []scaleResult) string {
 		}
 		sb.WriteString("\n")
 	}
-	sb.WriteString("\n| nodes | started in | warm-up | meshes connected | idle cores | busy window | busy cores | max scheduling lag idle / busy | deliveries > 1 s | missing | load average after | mocknet link table |\n")
+	sb.WriteString("\n| nodes | started in | warm-up | settled | idle cores | busy window | busy cores | max scheduling lag idle / busy | deliveries > 1 s | missing | load average after | mocknet link table |\n")
 	sb.WriteString("|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---:|\n")
 	for _, r := range rs {
 		fmt.Fprintf(&sb, "| %d | %.0f s | %.0f s | %v | %.2f | %.0f s | %.2f | %v / %v | %d | %d | %s | %.0f MiB |\n",
@@ -848,6 +851,7 @@ func TestScaleSmoke(t *testing.T) {
 		connGrace:     time.Second,
 		bootstrap:     2,
 		maintain:      time.Second,
+		check:         2 * time.Second,
 		idle:          time.Second,
 		warmup:        time.Minute,
 		drain:         30 * time.Second,
