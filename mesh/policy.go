@@ -102,6 +102,9 @@ type Stats struct {
 	// descriptors that verified and that did not.
 	DescriptorsAccepted uint64
 	DescriptorsRejected uint64
+	// DescriptorsSent counts signed descriptors this node sent in peer
+	// exchanges: only those a peer asked for by sum.
+	DescriptorsSent uint64
 }
 
 // counters holds Stats behind a mutex; the maps of reasons are bounded.
