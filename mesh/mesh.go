@@ -154,7 +154,11 @@ func (m *Mesh) start(hooks Hooks) error {
 			ShardCount)),
 	}
 	if m.dht != nil && !m.cfg.DisableTopicDiscovery {
-		opts = append(opts, pubsub.WithDiscovery(drouting.NewRoutingDiscovery(m.dht)))
+		disc, err := topicDiscovery(drouting.NewRoutingDiscovery(m.dht))
+		if err != nil {
+			return fmt.Errorf("mesh: topic discovery: %w", err)
+		}
+		opts = append(opts, pubsub.WithDiscovery(disc))
 	}
 	m.ps, err = pubsub.NewGossipSub(m.ctx, m.h, opts...)
 	if err != nil {
