@@ -154,7 +154,8 @@ func (m *Mesh) start(hooks Hooks) error {
 			ShardCount)),
 	}
 	if m.dht != nil && !m.cfg.DisableTopicDiscovery {
-		disc, err := topicDiscovery(drouting.NewRoutingDiscovery(m.dht))
+		rt := m.dht.RoutingTable()
+		disc, err := topicDiscovery(drouting.NewRoutingDiscovery(m.dht), func() bool { return rt.Size() > 0 })
 		if err != nil {
 			return fmt.Errorf("mesh: topic discovery: %w", err)
 		}

@@ -37,25 +37,33 @@ const (
 	// also needed for the backoff cache to pass on what an ongoing lookup
 	// finds at all: with no limit (GossipSub sets none) it passes nothing.
 	topicLookupPeers = 64
+	// readyPoll is how often an advertisement waiting for the DHT to have
+	// peers looks again.
+	readyPoll = time.Second
 )
 
 // topicDiscovery wraps the DHT rendezvous discovery that GossipSub uses to
 // find a topic's subscribers: go-libp2p's backoff cache answers repeated
 // lookups of a topic from its last result until the backoff ends, and
 // failed advertisements are retried after a jittered wait.
-func topicDiscovery(inner coredisc.Discovery) (coredisc.Discovery, error) {
+//
+// ready reports whether the DHT has peers to advertise to: advertising
+// waits for it, polling every readyPoll, rather than failing and waiting a
+// retry's minutes, as every topic a node joins as it starts otherwise does.
+func topicDiscovery(inner coredisc.Discovery, ready func() bool) (coredisc.Discovery, error) {
 	cached, err := backoff.NewBackoffDiscovery(inner,
 		backoff.NewExponentialDecorrelatedJitter(topicLookupMin, topicLookupMax, 2, mrand.NewSource(rand.Int64())))
 	if err != nil {
 		return nil, err
 	}
-	return pacedDiscovery{cached}, nil
+	return pacedDiscovery{Discovery: cached, ready: ready}, nil
 }
 
 // pacedDiscovery bounds lookups and spreads the retries of failed
 // advertisements.
 type pacedDiscovery struct {
 	coredisc.Discovery
+	ready func() bool
 }
 
 // FindPeers looks up ns's subscribers through the backoff cache, at most
@@ -71,10 +79,18 @@ func (d pacedDiscovery) FindPeers(ctx context.Context, ns string, opts ...coredi
 	return d.Discovery.FindPeers(ctx, ns, opts...)
 }
 
-// Advertise advertises as the wrapped discovery does; on failure it returns
+// Advertise waits until the DHT has peers, then advertises as the wrapped
+// discovery does; on failure it returns
 // the jittered wait before the next attempt, which GossipSub then uses
 // instead of its fixed 2 minutes.
 func (d pacedDiscovery) Advertise(ctx context.Context, ns string, opts ...coredisc.Option) (time.Duration, error) {
+	for !d.ready() {
+		select {
+		case <-time.After(readyPoll):
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
 	ttl, err := d.Discovery.Advertise(ctx, ns, opts...)
 	if err != nil {
 		return advertiseRetry/2 + rand.N(advertiseRetry), err

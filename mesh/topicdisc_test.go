@@ -48,7 +48,8 @@ func (c *countingDiscovery) FindPeers(context.Context, string, ...coredisc.Optio
 func TestTopicDiscoveryPacing(t *testing.T) {
 	subs := []peer.AddrInfo{{ID: peer.ID("a")}, {ID: peer.ID("b")}}
 	inner := &countingDiscovery{peers: subs}
-	d, err := topicDiscovery(inner)
+	var ready atomic.Bool
+	d, err := topicDiscovery(inner, ready.Load)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,23 @@ func TestTopicDiscoveryPacing(t *testing.T) {
 		t.Fatalf("another topic's first lookup: %d DHT lookups in all, want 2", n)
 	}
 
-	inner.advertiseE = errors.New("no peers in the routing table")
+	// With no DHT peers, advertising waits instead of failing.
+	waited := make(chan error, 1)
+	go func() {
+		_, err := d.Advertise(context.Background(), "floodsub:"+TopicPrefix+"9")
+		waited <- err
+	}()
+	select {
+	case err := <-waited:
+		t.Fatalf("advertised with an empty routing table (err %v)", err)
+	case <-time.After(2 * readyPoll):
+	}
+	ready.Store(true)
+	if err := <-waited; err != nil {
+		t.Fatalf("advertising once the DHT had peers: %v", err)
+	}
+
+	inner.advertiseE = errors.New("lookup failed")
 	seen := map[time.Duration]bool{}
 	for range 50 {
 		next, err := d.Advertise(context.Background(), "floodsub:"+TopicPrefix+"7")
