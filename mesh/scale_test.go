@@ -432,17 +432,7 @@ func runScale(t testing.TB, count int, w scaleWorkload, logf func(string, ...any
 	res.linkHeap = float64(linkHeap) / (1 << 20)
 	defer func() {
 		t0 := time.Now()
-		var wg sync.WaitGroup
-		for _, n := range nodes {
-			if n.m != nil {
-				wg.Go(func() {
-					if err := n.m.Close(); err != nil {
-						t.Errorf("close mesh: %v", err)
-					}
-				})
-			}
-		}
-		wg.Wait()
+		closeMeshes(t, nodes)
 		for _, h := range hosts {
 			if err := h.cm.Close(); err != nil {
 				t.Errorf("close connection manager: %v", err)
