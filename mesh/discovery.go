@@ -74,7 +74,8 @@ func (d *discovery) HandlePeerFound(pi peer.AddrInfo) {
 }
 
 // identified records every identified peer's listen addresses in the
-// address book and starts a peer exchange with peers that speak it.
+// address book and, while the node is joining (pex.joining), starts a peer
+// exchange with peers that speak it.
 func (d *discovery) identified(ctx context.Context) {
 	for {
 		select {
@@ -89,7 +90,7 @@ func (d *discovery) identified(ctx context.Context) {
 			d.mu.Lock()
 			delete(d.failed, ev.Peer)
 			d.mu.Unlock()
-			if d.m.pex != nil && slices.Contains(ev.Protocols, PEXProtocol) {
+			if d.m.pex != nil && slices.Contains(ev.Protocols, PEXProtocol) && d.m.pex.joining() {
 				d.m.pex.tryExchange(ev.Peer)
 			}
 		}

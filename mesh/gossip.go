@@ -225,7 +225,22 @@ func (t rpcTracer) SendRPCCompleted(rpc *pubsub.RPC, _ peer.ID, _ time.Duration)
 
 func (t rpcTracer) RecvRPC(rpc *pubsub.RPC) {
 	n := uint64(proto.Size(&rpc.RPC))
-	t.c.add(func(s *Stats) { s.RPCBytesReceived += n })
+	var ihave, iwant int
+	ctl := rpc.GetControl()
+	for _, c := range ctl.GetIhave() {
+		ihave += len(c.GetMessageIDs())
+	}
+	for _, c := range ctl.GetIwant() {
+		iwant += len(c.GetMessageIDs())
+	}
+	t.c.add(func(s *Stats) {
+		s.RPCBytesReceived += n
+		s.MessagesReceived += uint64(len(rpc.GetPublish()))
+		s.IHaveReceived += uint64(ihave)
+		s.IWantReceived += uint64(iwant)
+		s.GraftsReceived += uint64(len(ctl.GetGraft()))
+		s.PrunesReceived += uint64(len(ctl.GetPrune()))
+	})
 }
 
 func (t rpcTracer) UndeliverableMessage(*pubsub.Message) {

@@ -118,6 +118,22 @@ func (n *testNode) start(t testing.TB, cfg Config, hooks Hooks) {
 	n.m = m
 }
 
+// closeMeshes stops every started mesh of nodes, all at once, so that no
+// node spends the teardown redialling the ones already gone.
+func closeMeshes(t testing.TB, nodes []*testNode) {
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		if n.m != nil {
+			wg.Go(func() {
+				if err := n.m.Close(); err != nil {
+					t.Errorf("close mesh: %v", err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+}
+
 // newMockMesh makes count linked mocknet hosts and starts a mesh on each
 // with cfgFor(i) and hooksFor(i). Nothing is connected yet: discovery does
 // that.
@@ -140,19 +156,7 @@ func newMockMesh(t testing.TB, count int, cfgFor func(i int, nodes []*testNode) 
 	t.Logf("started %d meshes in %v", count, time.Since(t0))
 	t.Cleanup(func() {
 		t0 := time.Now()
-		// Stop every mesh first, all at once, so that no node spends the
-		// teardown redialling the ones already gone.
-		var wg sync.WaitGroup
-		for _, n := range nodes {
-			if n.m != nil {
-				wg.Go(func() {
-					if err := n.m.Close(); err != nil {
-						t.Errorf("close mesh: %v", err)
-					}
-				})
-			}
-		}
-		wg.Wait()
+		closeMeshes(t, nodes)
 		if err := mn.Close(); err != nil {
 			t.Errorf("close mocknet: %v", err)
 		}

@@ -191,7 +191,12 @@ func (m *Mesh) start(hooks Hooks) error {
 			ShardCount)),
 	}
 	if m.dht != nil && !m.cfg.DisableTopicDiscovery {
-		opts = append(opts, pubsub.WithDiscovery(drouting.NewRoutingDiscovery(m.dht)))
+		rt := m.dht.RoutingTable()
+		disc, err := topicDiscovery(drouting.NewRoutingDiscovery(m.dht), func() bool { return rt.Size() > 0 })
+		if err != nil {
+			return fmt.Errorf("mesh: topic discovery: %w", err)
+		}
+		opts = append(opts, pubsub.WithDiscovery(disc))
 	}
 	m.ps, err = pubsub.NewGossipSub(m.ctx, m.h, opts...)
 	if err != nil {

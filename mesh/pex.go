@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 )
 
 // PEXProtocol is the stream protocol of peer exchange (spec/mesh-discovery.md).
-const PEXProtocol protocol.ID = "/fleetmesh/pex/1.0.0"
+const PEXProtocol protocol.ID = "/fleetmesh/pex/2.0.0"
 
 // DescriptorInfo is what the mesh needs from a verified node descriptor:
 // whose it is, where that node can be reached, its sequence number, when
@@ -44,7 +45,7 @@ type DescriptorVerifier func(raw []byte) (DescriptorInfo, error)
 
 type knownDescriptor struct {
 	raw  []byte
-	sum  [32]byte
+	sum  descriptorSum
 	info DescriptorInfo
 }
 
@@ -58,9 +59,10 @@ type pex struct {
 
 	mu       sync.Mutex
 	self     []byte
+	selfSum  descriptorSum
 	selfInfo DescriptorInfo
 	known    map[peer.ID]*knownDescriptor
-	sums     map[[32]byte]bool
+	sums     map[descriptorSum]*knownDescriptor
 
 	// met is set once an exchange with a peer has completed, either way.
 	met bool
@@ -72,7 +74,7 @@ func newPEX(m *Mesh, verify DescriptorVerifier) *pex {
 		verify: verify,
 		sem:    make(chan struct{}, m.cfg.PEXConcurrency),
 		known:  make(map[peer.ID]*knownDescriptor),
-		sums:   make(map[[32]byte]bool),
+		sums:   make(map[descriptorSum]*knownDescriptor),
 	}
 }
 
@@ -92,13 +94,15 @@ func (p *pex) setSelf(raw []byte) error {
 	p.mu.Lock()
 	p.self = bytes.Clone(raw)
 	p.selfInfo = info
+	p.selfSum = sha256.Sum256(raw)
 	p.mu.Unlock()
 	p.m.placer.poke()
 	return nil
 }
 
-// handle answers an exchange a peer started: read its message, answer with
-// ours.
+// handle answers an exchange a peer started (spec/mesh-discovery.md): read
+// its offer, answer with ours and what we want of theirs, read the
+// descriptors we wanted and what it wants of ours, send those.
 func (p *pex) handle(s network.Stream) {
 	defer s.Close()
 	if err := s.SetDeadline(time.Now().Add(p.m.cfg.PEXTimeout)); err != nil {
@@ -106,14 +110,26 @@ func (p *pex) handle(s network.Stream) {
 		return
 	}
 	remote := s.Conn().RemotePeer()
-	got, err := readPEXMessage(bufio.NewReader(s), p.m.cfg.PEXMaxDescriptors, p.m.cfg.PEXMaxDescriptorBytes)
-	if err != nil {
+	r := bufio.NewReader(s)
+	first, err := p.read(r)
+	if err != nil || len(first.descriptors) > 0 || len(first.want) > 0 {
 		s.Reset()
 		return
 	}
-	p.accept(got)
+	offer := p.offer(remote)
+	want := p.wanted(first.offer)
+	if _, err := s.Write(appendPEXMessage(nil, pexMessage{offer: offer, want: want})); err != nil {
+		s.Reset()
+		return
+	}
+	third, err := p.read(r)
+	if err != nil || len(third.offer) > 0 || !asked(third.descriptors, want) {
+		s.Reset()
+		return
+	}
+	p.accept(third.descriptors)
 	p.setMet()
-	if _, err := s.Write(appendPEXMessage(nil, p.offer(remote))); err != nil {
+	if _, err := s.Write(appendPEXMessage(nil, pexMessage{descriptors: p.serve(third.want, offer)})); err != nil {
 		s.Reset()
 	}
 }
@@ -128,27 +144,69 @@ func (p *pex) exchange(ctx context.Context, id peer.ID) (int, error) {
 		return 0, fmt.Errorf("mesh: peer exchange with %s: %w", id, err)
 	}
 	defer s.Close()
+	fail := func(err error) (int, error) {
+		s.Reset()
+		return 0, fmt.Errorf("mesh: peer exchange with %s: %w", id, err)
+	}
 	deadline, _ := ctx.Deadline()
 	if err := s.SetDeadline(deadline); err != nil {
-		s.Reset()
-		return 0, fmt.Errorf("mesh: peer exchange with %s: %w", id, err)
+		return fail(err)
 	}
-	if _, err := s.Write(appendPEXMessage(nil, p.offer(id))); err != nil {
-		s.Reset()
-		return 0, fmt.Errorf("mesh: peer exchange with %s: %w", id, err)
+	offer := p.offer(id)
+	if _, err := s.Write(appendPEXMessage(nil, pexMessage{offer: offer})); err != nil {
+		return fail(err)
+	}
+	r := bufio.NewReader(s)
+	second, err := p.read(r)
+	if err != nil {
+		return fail(err)
+	}
+	if len(second.descriptors) > 0 {
+		return fail(fmt.Errorf("%w: the answer carries descriptors before any were asked for", ErrPEXMalformed))
+	}
+	want := p.wanted(second.offer)
+	if _, err := s.Write(appendPEXMessage(nil, pexMessage{descriptors: p.serve(second.want, offer), want: want})); err != nil {
+		return fail(err)
 	}
 	if err := s.CloseWrite(); err != nil {
-		s.Reset()
-		return 0, fmt.Errorf("mesh: peer exchange with %s: %w", id, err)
+		return fail(err)
 	}
-	got, err := readPEXMessage(bufio.NewReader(s), p.m.cfg.PEXMaxDescriptors, p.m.cfg.PEXMaxDescriptorBytes)
+	fourth, err := p.read(r)
 	if err != nil {
-		s.Reset()
-		return 0, fmt.Errorf("mesh: peer exchange with %s: %w", id, err)
+		return fail(err)
 	}
-	n := p.accept(got)
+	if len(fourth.offer) > 0 || len(fourth.want) > 0 || !asked(fourth.descriptors, want) {
+		return fail(fmt.Errorf("%w: the last message carries sums or descriptors that were not asked for", ErrPEXMalformed))
+	}
+	n := p.accept(fourth.descriptors)
 	p.setMet()
 	return n, nil
+}
+
+func (p *pex) read(r *bufio.Reader) (pexMessage, error) {
+	return readPEXMessage(r, p.m.cfg.PEXMaxDescriptors, p.m.cfg.PEXMaxDescriptorBytes)
+}
+
+// asked reports whether every descriptor in got is one whose sum is in want.
+func asked(got [][]byte, want []descriptorSum) bool {
+	for _, d := range got {
+		if !slices.Contains(want, sha256.Sum256(d)) {
+			return false
+		}
+	}
+	return true
+}
+
+// joining reports whether this node holds fewer descriptors of other
+// nodes than one exchange carries. While it does, it exchanges with every
+// peer it connects to, so that a new node learns the mesh quickly; after
+// that only the maintenance round's one exchange runs, so that connection
+// churn (DHT lookups dial peers, the connection manager trims them) does
+// not cost a full exchange per new connection.
+func (p *pex) joining() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.known) < p.m.cfg.PEXMaxDescriptors
 }
 
 // tryExchange runs an exchange with id in the background unless
@@ -172,15 +230,15 @@ func (p *pex) tryExchange(id peer.ID) {
 	})
 }
 
-// offer picks what to send to remote: our own descriptor first, then a
-// random sample of the others we know, never remote's own.
-func (p *pex) offer(remote peer.ID) [][]byte {
+// offer picks the sums to offer remote: our own descriptor's first, then
+// those of a random sample of the others we know, never remote's own.
+func (p *pex) offer(remote peer.ID) []descriptorSum {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := time.Now()
-	out := make([][]byte, 0, p.m.cfg.PEXMaxDescriptors)
+	out := make([]descriptorSum, 0, p.m.cfg.PEXMaxDescriptors)
 	if p.self != nil {
-		out = append(out, p.self)
+		out = append(out, p.selfSum)
 	}
 	others := make([]*knownDescriptor, 0, len(p.known))
 	for id, k := range p.known {
@@ -193,8 +251,44 @@ func (p *pex) offer(remote peer.ID) [][]byte {
 		if len(out) == cap(out) {
 			break
 		}
-		out = append(out, k.raw)
+		out = append(out, k.sum)
 	}
+	return out
+}
+
+// wanted returns the sums in offer of descriptors we do not hold. A sum of
+// a descriptor we replaced by a newer one is wanted again; accept then
+// drops it on its sequence number. Offers are small, so that costs little.
+func (p *pex) wanted(offer []descriptorSum) []descriptorSum {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []descriptorSum
+	for _, s := range offer {
+		if p.sums[s] == nil && s != p.selfSum && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// serve returns the descriptors a peer wants out of what we offered it:
+// a wanted sum we did not offer, or no longer hold, is skipped.
+func (p *pex) serve(want, offered []descriptorSum) [][]byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out [][]byte
+	for _, s := range want {
+		if !slices.Contains(offered, s) {
+			continue
+		}
+		switch k := p.sums[s]; {
+		case s == p.selfSum && p.self != nil:
+			out = append(out, p.self)
+		case k != nil:
+			out = append(out, k.raw)
+		}
+	}
+	p.m.stats.add(func(st *Stats) { st.DescriptorsSent += uint64(len(out)) })
 	return out
 }
 
@@ -206,7 +300,7 @@ func (p *pex) accept(raws [][]byte) int {
 	for _, raw := range raws {
 		sum := sha256.Sum256(raw)
 		p.mu.Lock()
-		known := p.sums[sum] || bytes.Equal(raw, p.self)
+		known := p.sums[sum] != nil || sum == p.selfSum
 		p.mu.Unlock()
 		if known {
 			continue
@@ -264,7 +358,7 @@ func (p *pex) store(k *knownDescriptor) bool {
 		p.m.placer.poke()
 	}
 	p.known[k.info.ID] = k
-	p.sums[k.sum] = true
+	p.sums[k.sum] = k
 	return true
 }
 

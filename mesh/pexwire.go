@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"bufio"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -13,43 +14,87 @@ import (
 // that breaks spec/mesh-discovery.md.
 var ErrPEXMalformed = errors.New("malformed peer exchange message")
 
-// appendPEXMessage encodes a peer exchange message: the number of signed
-// descriptors as an unsigned varint, then each as an unsigned varint length
-// and its bytes.
-func appendPEXMessage(dst []byte, descriptors [][]byte) []byte {
-	dst = append(dst, varint.ToUvarint(uint64(len(descriptors)))...)
-	for _, d := range descriptors {
+// descriptorSum is the SHA-256 of a signed descriptor's bytes: how peer
+// exchange names a descriptor without sending it.
+type descriptorSum = [sha256.Size]byte
+
+// pexMessage is one message of a peer exchange (spec/mesh-discovery.md):
+// signed descriptors the receiver asked for, the sums of descriptors the
+// sender offers, and the sums of offered descriptors the sender wants.
+type pexMessage struct {
+	descriptors [][]byte
+	offer       []descriptorSum
+	want        []descriptorSum
+}
+
+// appendPEXMessage encodes m: the descriptors (a uvarint count, then each
+// as a uvarint length and its bytes), then the offered and the wanted sums
+// (each a uvarint count and 32 bytes per sum).
+func appendPEXMessage(dst []byte, m pexMessage) []byte {
+	dst = append(dst, varint.ToUvarint(uint64(len(m.descriptors)))...)
+	for _, d := range m.descriptors {
 		dst = append(dst, varint.ToUvarint(uint64(len(d)))...)
 		dst = append(dst, d...)
+	}
+	for _, sums := range [][]descriptorSum{m.offer, m.want} {
+		dst = append(dst, varint.ToUvarint(uint64(len(sums)))...)
+		for _, s := range sums {
+			dst = append(dst, s[:]...)
+		}
 	}
 	return dst
 }
 
 // readPEXMessage decodes one peer exchange message from r, refusing more
-// than maxCount descriptors, empty ones and ones over maxBytes before
-// reading them.
-func readPEXMessage(r *bufio.Reader, maxCount, maxBytes int) ([][]byte, error) {
-	n, err := varint.ReadUvarint(r)
+// than maxCount entries in any of its three lists, and empty descriptors or
+// ones over maxBytes, before reading them.
+func readPEXMessage(r *bufio.Reader, maxCount, maxBytes int) (pexMessage, error) {
+	var m pexMessage
+	n, err := readPEXCount(r, "descriptor", maxCount)
 	if err != nil {
-		return nil, fmt.Errorf("%w: count: %v", ErrPEXMalformed, err)
+		return m, err
 	}
-	if n > uint64(maxCount) {
-		return nil, fmt.Errorf("%w: %d descriptors, at most %d", ErrPEXMalformed, n, maxCount)
-	}
-	out := make([][]byte, 0, n)
+	m.descriptors = make([][]byte, 0, n)
 	for i := range n {
 		l, err := varint.ReadUvarint(r)
 		if err != nil {
-			return nil, fmt.Errorf("%w: descriptor %d length: %v", ErrPEXMalformed, i, err)
+			return m, fmt.Errorf("%w: descriptor %d length: %v", ErrPEXMalformed, i, err)
 		}
 		if l == 0 || l > uint64(maxBytes) {
-			return nil, fmt.Errorf("%w: descriptor %d is %d bytes, want 1 to %d", ErrPEXMalformed, i, l, maxBytes)
+			return m, fmt.Errorf("%w: descriptor %d is %d bytes, want 1 to %d", ErrPEXMalformed, i, l, maxBytes)
 		}
 		d := make([]byte, l)
 		if _, err := io.ReadFull(r, d); err != nil {
-			return nil, fmt.Errorf("%w: descriptor %d: %v", ErrPEXMalformed, i, err)
+			return m, fmt.Errorf("%w: descriptor %d: %v", ErrPEXMalformed, i, err)
 		}
-		out = append(out, d)
+		m.descriptors = append(m.descriptors, d)
 	}
-	return out, nil
+	for _, list := range []struct {
+		name string
+		dst  *[]descriptorSum
+	}{{"offered sum", &m.offer}, {"wanted sum", &m.want}} {
+		n, err := readPEXCount(r, list.name, maxCount)
+		if err != nil {
+			return m, err
+		}
+		sums := make([]descriptorSum, n)
+		for i := range sums {
+			if _, err := io.ReadFull(r, sums[i][:]); err != nil {
+				return m, fmt.Errorf("%w: %s %d: %v", ErrPEXMalformed, list.name, i, err)
+			}
+		}
+		*list.dst = sums
+	}
+	return m, nil
+}
+
+func readPEXCount(r *bufio.Reader, what string, maxCount int) (uint64, error) {
+	n, err := varint.ReadUvarint(r)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s count: %v", ErrPEXMalformed, what, err)
+	}
+	if n > uint64(maxCount) {
+		return 0, fmt.Errorf("%w: %d of %s, at most %d", ErrPEXMalformed, n, what, maxCount)
+	}
+	return n, nil
 }

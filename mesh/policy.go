@@ -92,10 +92,23 @@ type Stats struct {
 	// and control), before stream multiplexing and encryption.
 	RPCBytesSent     uint64
 	RPCBytesReceived uint64
+	// MessagesReceived counts event messages in received GossipSub RPCs,
+	// duplicates included: the messages the node had to handle.
+	MessagesReceived uint64
+	// IHaveReceived and IWantReceived count the message ids in received
+	// IHAVE and IWANT gossip; GraftsReceived and PrunesReceived count
+	// received GRAFT and PRUNE requests (mesh churn).
+	IHaveReceived  uint64
+	IWantReceived  uint64
+	GraftsReceived uint64
+	PrunesReceived uint64
 	// DescriptorsAccepted and DescriptorsRejected count peer exchange
 	// descriptors that verified and that did not.
 	DescriptorsAccepted uint64
 	DescriptorsRejected uint64
+	// DescriptorsSent counts signed descriptors this node sent in peer
+	// exchanges: only those a peer asked for by sum.
+	DescriptorsSent uint64
 
 	// NAT traversal (spec/mesh-nat.md).
 

@@ -11,23 +11,35 @@ import (
 )
 
 func TestPEXMessageLimits(t *testing.T) {
-	ok := appendPEXMessage(nil, [][]byte{[]byte("abc"), []byte("de")})
+	sum := func(b byte) descriptorSum { return descriptorSum{b} }
+	full := pexMessage{
+		descriptors: [][]byte{[]byte("abc"), []byte("de")},
+		offer:       []descriptorSum{sum(1), sum(2)},
+		want:        []descriptorSum{sum(3)},
+	}
+	ok := appendPEXMessage(nil, full)
+	empty := pexMessage{descriptors: [][]byte{}, offer: []descriptorSum{}, want: []descriptorSum{}}
 	tests := []struct {
 		name     string
 		data     []byte
 		maxCount int
 		maxBytes int
-		want     [][]byte
+		want     pexMessage
 		wantErr  bool
 	}{
-		{"two", ok, 2, 3, [][]byte{[]byte("abc"), []byte("de")}, false},
-		{"empty list", appendPEXMessage(nil, nil), 2, 3, [][]byte{}, false},
-		{"too many", ok, 1, 3, nil, true},
-		{"too big", ok, 2, 2, nil, true},
-		{"empty descriptor", []byte{1, 0}, 2, 3, nil, true},
-		{"truncated", ok[:len(ok)-1], 2, 3, nil, true},
-		{"no count", nil, 2, 3, nil, true},
-		{"overlong varint", []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01}, 2, 3, nil, true},
+		{"all three lists", ok, 2, 3, full, false},
+		{"empty lists", appendPEXMessage(nil, pexMessage{}), 2, 3, empty, false},
+		{"offer only", appendPEXMessage(nil, pexMessage{offer: full.offer}), 2, 3,
+			pexMessage{descriptors: [][]byte{}, offer: full.offer, want: []descriptorSum{}}, false},
+		{"too many descriptors", appendPEXMessage(nil, pexMessage{descriptors: full.descriptors}), 1, 3, pexMessage{}, true},
+		{"too many offered", appendPEXMessage(nil, pexMessage{offer: full.offer}), 1, 3, pexMessage{}, true},
+		{"too many wanted", appendPEXMessage(nil, pexMessage{want: full.offer}), 1, 3, pexMessage{}, true},
+		{"too big", ok, 2, 2, pexMessage{}, true},
+		{"empty descriptor", []byte{1, 0, 0, 0}, 2, 3, pexMessage{}, true},
+		{"truncated sum", ok[:len(ok)-1], 2, 3, pexMessage{}, true},
+		{"no wanted list", appendPEXMessage(nil, pexMessage{})[:2], 2, 3, pexMessage{}, true},
+		{"no count", nil, 2, 3, pexMessage{}, true},
+		{"overlong varint", []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01}, 2, 3, pexMessage{}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -41,16 +53,18 @@ func TestPEXMessageLimits(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.EqualFunc(got, tc.want, bytes.Equal) {
-				t.Fatalf("got %q, want %q", got, tc.want)
+			if !slices.EqualFunc(got.descriptors, tc.want.descriptors, bytes.Equal) ||
+				!slices.Equal(got.offer, tc.want.offer) || !slices.Equal(got.want, tc.want.want) {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
 			}
 		})
 	}
 }
 
 func FuzzPEXMessage(f *testing.F) {
-	f.Add(appendPEXMessage(nil, [][]byte{[]byte("eyJhbGciOiJFZERTQSJ9.e30.c2ln")}))
-	f.Add(appendPEXMessage(nil, nil))
+	f.Add(appendPEXMessage(nil, pexMessage{descriptors: [][]byte{[]byte("eyJhbGciOiJFZERTQSJ9.e30.c2ln")}}))
+	f.Add(appendPEXMessage(nil, pexMessage{offer: []descriptorSum{{1}}, want: []descriptorSum{{2}, {3}}}))
+	f.Add(appendPEXMessage(nil, pexMessage{}))
 	f.Add([]byte{5, 1, 'a'})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -61,12 +75,12 @@ func FuzzPEXMessage(f *testing.F) {
 			}
 			return
 		}
-		if len(got) > 8 {
-			t.Fatalf("%d descriptors passed a limit of 8", len(got))
+		if len(got.descriptors) > 8 || len(got.offer) > 8 || len(got.want) > 8 {
+			t.Fatalf("%d descriptors, %d offered, %d wanted passed a limit of 8", len(got.descriptors), len(got.offer), len(got.want))
 		}
 		again := appendPEXMessage(nil, got)
 		if !bytes.HasPrefix(data, again) {
-			t.Fatalf("re-encoding %q gives %x, not a prefix of the input %x", got, again, data)
+			t.Fatalf("re-encoding %+v gives %x, not a prefix of the input %x", got, again, data)
 		}
 	})
 }
