@@ -120,19 +120,7 @@ func saveAll(b *testing.B, s *Store, evs []*nostr.Event, savers int) {
 // BenchmarkSave measures durable saves (each one acknowledged only after its
 // batch's fsync) from 64 concurrent savers into an empty store.
 func BenchmarkSave(b *testing.B) {
-	s := benchOpen(b, Options{})
-	c := newBenchCorpus(b, 500, 1)
-	evs := make([]*nostr.Event, b.N)
-	for i := range evs {
-		evs[i] = c.next()
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	cpu := cpuTime(b)
-	saveAll(b, s, evs, 64)
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
-	b.ReportMetric(float64((cpuTime(b)-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
+	benchSave(b, benchOpen(b, Options{}), newBenchCorpus(b, 500, 1))
 }
 
 // BenchmarkSaveIntoFull measures durable saves into a store that already
@@ -148,6 +136,12 @@ func BenchmarkSaveIntoFull(b *testing.B) {
 		fill[i] = c.next()
 	}
 	saveAll(b, s, fill, 64)
+	benchSave(b, s, c)
+}
+
+// benchSave times b.N saves of c's next events into s from 64 savers and
+// reports events/s and process CPU per save.
+func benchSave(b *testing.B, s *Store, c *benchCorpus) {
 	evs := make([]*nostr.Event, b.N)
 	for i := range evs {
 		evs[i] = c.next()
