@@ -45,18 +45,7 @@ func (mp *meshPart) provideStored(rl *relay.Relay) {
 // durability: a round every sync interval, and one as soon as the
 // placement changes, so that a newly held shard fills without waiting.
 func (mp *meshPart) runDurable(ctx context.Context, log *slog.Logger) {
-	t := time.NewTimer(2 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			t.Reset(mp.every)
-		case <-mp.m.PlacementChanges():
-		}
-		mp.syncDurable(ctx, log)
-	}
+	repeat(ctx, firstRound, mp.every, mp.m.PlacementChanges(), func() { mp.syncDurable(ctx, log) })
 }
 
 // syncDurable runs one round: sessions with co-holders chosen so that

@@ -109,24 +109,17 @@ func (ci *clientInterest) shards(now time.Time) []int {
 // run applies the set to the mesh whenever it changes and when lingering
 // shards fall due, until ctx ends.
 func (ci *clientInterest) run(ctx context.Context) {
-	t := time.NewTicker(max(ci.linger/4, time.Second))
-	defer t.Stop()
+	every := max(ci.linger/4, time.Second)
 	var last []int
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ci.changed:
-		case <-t.C:
-		}
+	repeat(ctx, every, every, ci.changed, func() {
 		now := ci.shards(time.Now())
 		if slices.Equal(now, last) {
-			continue
+			return
 		}
 		if err := ci.m.SetInterest(now); err != nil {
 			ci.log.Warn("mesh: client interest", "err", err)
-			continue
+			return
 		}
 		last = now
-	}
+	})
 }

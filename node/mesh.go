@@ -256,17 +256,7 @@ func (mp *meshPart) start(opts Options, relayURL string) {
 		}()
 	}
 	run(func() {
-		t := time.NewTicker(mp.every)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			case <-mp.natChanged:
-			}
-			mp.publishDescriptor(opts, relayURL)
-		}
+		repeat(ctx, mp.every, mp.every, mp.natChanged, func() { mp.publishDescriptor(opts, relayURL) })
 	})
 	if mp.interest != nil {
 		run(func() { mp.interest.run(ctx) })
@@ -274,14 +264,7 @@ func (mp *meshPart) start(opts Options, relayURL string) {
 	run(func() { mp.runReprovide(ctx, mp.st, mp.reprovide, opts.Log) })
 	run(func() { mp.runDurable(ctx, opts.Log) })
 	run(func() {
-		t := time.NewTimer(2 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
+		repeat(ctx, firstRound, mp.every, nil, func() {
 			for _, p := range mp.syncPeers(1) {
 				for _, f := range mp.filters {
 					st, err := mp.sync.SyncWith(ctx, p, f)
@@ -294,9 +277,33 @@ func (mp *meshPart) start(opts Options, relayURL string) {
 					}
 				}
 			}
-			t.Reset(mp.every)
-		}
+		})
 	})
+}
+
+// firstRound is how soon after start the first anti-entropy round runs:
+// long enough for the first connections, short enough that a restarted
+// node catches up at once.
+const firstRound = 2 * time.Second
+
+// repeat calls round after first, then again interval after each timed
+// round ends, and at once whenever wake delivers (a nil wake never does),
+// until ctx ends. A round that wake starts leaves the timer as it is.
+// Every periodic loop of the mesh part runs on it.
+func repeat(ctx context.Context, first, interval time.Duration, wake <-chan struct{}, round func()) {
+	t := time.NewTimer(first)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			round()
+			t.Reset(interval)
+		case <-wake:
+			round()
+		}
+	}
 }
 
 // class is the class the node declares now (declaredClass).

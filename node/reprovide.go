@@ -35,26 +35,17 @@ func (mp *meshPart) runReprovide(ctx context.Context, st *store.Store, every tim
 	if st == nil || every <= 0 || !mp.m.ContentRouting() {
 		return
 	}
-	t := time.NewTimer(min(every, reprovideFirst))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	repeat(ctx, min(every, reprovideFirst), every, nil, func() {
 		start := time.Now()
 		n, err := mp.reprovidePass(ctx, st)
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
+		switch {
+		case ctx.Err() != nil:
+		case err != nil:
 			log.Warn("mesh: re-announce", "queued", n, "err", err)
-		} else {
+		default:
 			log.Info("mesh: re-announced held events", "queued", n, "took", time.Since(start).Round(time.Second))
 		}
-		t.Reset(every)
-	}
+	})
 }
 
 // reprovidePass walks the store from the newest event to the oldest and
