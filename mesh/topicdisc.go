@@ -80,9 +80,8 @@ func (d pacedDiscovery) FindPeers(ctx context.Context, ns string, opts ...coredi
 }
 
 // Advertise waits until the DHT has peers, then advertises as the wrapped
-// discovery does; on failure it returns
-// the jittered wait before the next attempt, which GossipSub then uses
-// instead of its fixed 2 minutes.
+// discovery does; on failure it returns the jittered wait before the next
+// attempt, which GossipSub then uses instead of its fixed 2 minutes.
 func (d pacedDiscovery) Advertise(ctx context.Context, ns string, opts ...coredisc.Option) (time.Duration, error) {
 	for !d.ready() {
 		select {

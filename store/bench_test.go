@@ -69,6 +69,15 @@ func (c *benchCorpus) next() *nostr.Event {
 	return e
 }
 
+// take returns the corpus's next n events.
+func (c *benchCorpus) take(n int) []*nostr.Event {
+	evs := make([]*nostr.Event, n)
+	for i := range evs {
+		evs[i] = c.next()
+	}
+	return evs
+}
+
 // cpuTime is the CPU time the whole process (Pebble's goroutines too) has
 // used; per operation it is steadier than wall time on a shared machine.
 func cpuTime(b *testing.B) time.Duration {
@@ -131,21 +140,14 @@ func BenchmarkSaveIntoFull(b *testing.B) {
 	const stored = 300_000
 	s := benchOpen(b, Options{MemTableBytes: 1 << 20})
 	c := newBenchCorpus(b, 1000, 5)
-	fill := make([]*nostr.Event, stored)
-	for i := range fill {
-		fill[i] = c.next()
-	}
-	saveAll(b, s, fill, 64)
+	saveAll(b, s, c.take(stored), 64)
 	benchSave(b, s, c)
 }
 
 // benchSave times b.N saves of c's next events into s from 64 savers and
 // reports events/s and process CPU per save.
 func benchSave(b *testing.B, s *Store, c *benchCorpus) {
-	evs := make([]*nostr.Event, b.N)
-	for i := range evs {
-		evs[i] = c.next()
-	}
+	evs := c.take(b.N)
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu := cpuTime(b)
@@ -163,10 +165,7 @@ func BenchmarkQuery(b *testing.B) {
 	const stored = 100_000
 	s := benchOpen(b, Options{MemTableBytes: 1 << 20})
 	c := newBenchCorpus(b, 1000, 2)
-	evs := make([]*nostr.Event, stored)
-	for i := range evs {
-		evs[i] = c.next()
-	}
+	evs := c.take(stored)
 	saveAll(b, s, evs, 64)
 	r := rand.New(rand.NewPCG(3, 4))
 	pick := func() *nostr.Event { return evs[r.IntN(len(evs))] }
