@@ -1,10 +1,13 @@
 package boundary
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/btcsuite/btcd/btcutil/bech32"
 
@@ -198,4 +201,53 @@ func FuzzKeyMaterial(f *testing.F) {
 			t.Fatalf("key in %q hidden by spacing and case", content)
 		}
 	})
+}
+
+// normalizeReference is appendNormalized written the plain way, with
+// package unicode deciding every character.
+func normalizeReference(s string) []byte {
+	var out []byte
+	for _, r := range s {
+		switch {
+		case r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r)):
+			out = append(out, byte(unicode.ToLower(r)))
+		case r >= utf8.RuneSelf && unicode.IsLetter(r):
+			out = append(out, '|')
+		}
+	}
+	return out
+}
+
+func FuzzNormalize(f *testing.F) {
+	f.Add("nsec1 QPZ-ry9\u200bx8gf")
+	f.Add("über \xff\xfe Ünïcode 123")
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := appendNormalized(nil, s), normalizeReference(s); !bytes.Equal(got, want) {
+			t.Fatalf("appendNormalized(%q) = %q, want %q", s, got, want)
+		}
+	})
+}
+
+// BenchmarkMatch runs the default policy on a typical reply: text with
+// punctuation and a non-ASCII word, "e" and "p" tags.
+func BenchmarkMatch(b *testing.B) {
+	p, err := New(nil, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ev := &nostr.Event{
+		Kind:    1,
+		Content: strings.Repeat("Good morning, mesh! The relay über the bridge is \"up\" again; 42 peers.\n", 4),
+		Tags: nostr.Tags{
+			{"e", strings.Repeat("ab", 32), "wss://relay.example.org", "reply"},
+			{"p", strings.Repeat("cd", 32)},
+			{"t", "fleetmesh"},
+		},
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if p.Match(ev) != nil {
+			b.Fatal("refused")
+		}
+	}
 }

@@ -162,7 +162,13 @@ func carriesKeyMaterial(ev *nostr.Event) bool {
 			n += len(v)
 		}
 	}
-	buf := make([]byte, 0, n)
+	// The policy runs on every event a node takes in or sends on, up to
+	// three times for a client's event; most events fit the stack buffer.
+	var stack [4096]byte
+	buf := stack[:0]
+	if n > len(stack) {
+		buf = make([]byte, 0, n)
+	}
 	buf = appendNormalized(buf, ev.Content)
 	for _, t := range ev.Tags {
 		for _, v := range t {
@@ -172,23 +178,35 @@ func carriesKeyMaterial(ev *nostr.Event) bool {
 	return hasKey(buf)
 }
 
+// asciiNormal maps each ASCII byte to what appendNormalized keeps of it:
+// letters lowercased, digits as they are, 0 for anything dropped.
+var asciiNormal = func() (t [utf8.RuneSelf]byte) {
+	for c := range t {
+		switch {
+		case c >= 'a' && c <= 'z' || c >= '0' && c <= '9':
+			t[c] = byte(c)
+		case c >= 'A' && c <= 'Z':
+			t[c] = byte(c) + ('a' - 'A')
+		}
+	}
+	return t
+}()
+
 // appendNormalized appends s lowercased, with only its letters and digits.
+// A non-ASCII letter is appended as '|', which is not bech32 and so ends a
+// run; other non-ASCII characters are dropped like ASCII separators.
 func appendNormalized(dst []byte, s string) []byte {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			switch {
-			case c >= 'a' && c <= 'z' || c >= '0' && c <= '9':
-				dst = append(dst, c)
-			case c >= 'A' && c <= 'Z':
-				dst = append(dst, c+('a'-'A'))
+			if m := asciiNormal[c]; m != 0 {
+				dst = append(dst, m)
 			}
 			i++
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		if unicode.IsLetter(r) {
-			// Non-ASCII letters are not bech32 and break a run.
 			dst = append(dst, '|')
 		}
 		i += size

@@ -268,11 +268,13 @@ func (m *Mesh) RelayLimits() RelayLimits { return m.cfg.RelayLimits }
 func (m *Mesh) Stats() Stats { return m.stats.snapshot() }
 
 // Publish replicates ev to the mesh on its author's shard. The caller must
-// have verified ev's signature (the node publishes only events its store
-// accepted, and the store takes only verified events): Publish checks the id
-// but not the signature again, because on a relay's ingest path that second
-// Schnorr verification cost as much as all the rest. Ephemeral events and events the Policy refuses are not sent
-// (ErrEphemeral, ErrRefused). Publishing does not need a subscription to
+// have verified ev, its id and its signature (the node publishes only events
+// its store accepted, and the store takes only verified events): Publish
+// checks neither again, because on a relay's ingest path the second check
+// cost as much as all the rest, and every receiver checks both anyway.
+// Ephemeral events and events the Policy refuses are not sent (ErrEphemeral,
+// ErrRefused); an event whose JSON is over Config.MaxMessageBytes is refused
+// with ErrTooLarge when the shard has a peer to send it to. Publishing does not need a subscription to
 // the shard. Nil is returned once the event is handed to GossipSub; if no
 // peer of the shard is known yet, it reaches them later only through
 // anti-entropy.
@@ -280,16 +282,9 @@ func (m *Mesh) Publish(ctx context.Context, ev *nostr.Event) error {
 	if nostr.ClassOf(ev.Kind) == nostr.Ephemeral {
 		return fmt.Errorf("mesh: publish %s: %w", ev.IDHex(), ErrEphemeral)
 	}
-	if !ev.CheckID() {
-		return fmt.Errorf("mesh: publish %s: %w: the id is not the hash of the event", ev.IDHex(), ErrInvalidEvent)
-	}
 	if ok, reason := m.policy(ev); !ok {
 		m.stats.refused(Outbound, reason)
 		return fmt.Errorf("mesh: publish %s: %w: %s", ev.IDHex(), ErrRefused, reason)
-	}
-	data := ev.AppendJSON(nil)
-	if len(data) > m.cfg.MaxMessageBytes {
-		return fmt.Errorf("mesh: publish %s: %w: %d bytes, at most %d", ev.IDHex(), ErrTooLarge, len(data), m.cfg.MaxMessageBytes)
 	}
 	t, err := m.topic(ShardOf(ev.PubKey))
 	if err != nil {
@@ -297,9 +292,14 @@ func (m *Mesh) Publish(ctx context.Context, ev *nostr.Event) error {
 	}
 	if len(t.ListPeers()) == 0 {
 		// No peer of the shard to send it to: GossipSub would only run it
-		// through its pipeline and cache it for gossip to nobody.
+		// through its pipeline and cache it for gossip to nobody, and the
+		// encoding would be thrown away.
 		m.stats.add(func(s *Stats) { s.PublishedAlone++ })
 		return nil
+	}
+	data := ev.AppendJSON(nil)
+	if len(data) > m.cfg.MaxMessageBytes {
+		return fmt.Errorf("mesh: publish %s: %w: %d bytes, at most %d", ev.IDHex(), ErrTooLarge, len(data), m.cfg.MaxMessageBytes)
 	}
 	if err := t.Publish(ctx, data, pubsub.WithValidatorData(ev)); err != nil {
 		return fmt.Errorf("mesh: publish %s: %w", ev.IDHex(), err)

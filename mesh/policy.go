@@ -61,8 +61,6 @@ var (
 	ErrRefused = errors.New("refused by replication policy")
 	// ErrEphemeral: ephemeral events are never replicated.
 	ErrEphemeral = errors.New("ephemeral events are not replicated")
-	// ErrInvalidEvent: the event's id or signature does not verify.
-	ErrInvalidEvent = errors.New("invalid event")
 	// ErrTooLarge: the event's JSON exceeds Config.MaxMessageBytes.
 	ErrTooLarge = errors.New("event too large to replicate")
 	// ErrClosed: the mesh was closed.

@@ -109,6 +109,16 @@ type Store struct {
 
 	mu     sync.RWMutex // guards closed against Save racing Close
 	closed bool
+
+	// known and knownReady belong to the writer goroutine. known holds the
+	// ids written since Open at first; once the loader has read the ids
+	// already on disk they join it and knownReady is set, and from then on
+	// a save whose id known has never seen skips its point reads.
+	known       *knownIDs
+	knownReady  bool
+	loaded      chan *knownIDs // the loader's result, then nil
+	loaderDone  chan struct{}
+	knownLoaded chan struct{} // closed when knownReady is set; for tests
 }
 
 type saveReq struct {
@@ -141,19 +151,43 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
 	s := &Store{
-		db:     db,
-		opts:   opts,
-		writes: make(chan *saveReq, opts.MaxBatch),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
+		db:          db,
+		opts:        opts,
+		writes:      make(chan *saveReq, opts.MaxBatch),
+		stop:        make(chan struct{}),
+		done:        make(chan struct{}),
+		known:       newKnownIDs(),
+		loaded:      make(chan *knownIDs, 1),
+		loaderDone:  make(chan struct{}),
+		knownLoaded: make(chan struct{}),
 	}
 	next, err := s.lastSerial()
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
+	its, err := openKnownIDIters(db)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	go s.loadKnown(its)
 	go s.writer(next + 1)
 	return s, nil
+}
+
+// loadKnown reads the ids already on disk for the writer's knownIDs. Saves
+// do not wait for it: until it is done they read as if it did not exist.
+func (s *Store) loadKnown(its []*pebble.Iterator) {
+	defer close(s.loaderDone)
+	k, err := loadKnownIDs(its, s.stop)
+	if err != nil {
+		if !errors.Is(err, ErrClosed) {
+			s.opts.Logger.Warn("store: id filter not loaded; saves read every id from disk", "err", err)
+		}
+		return
+	}
+	s.loaded <- k
 }
 
 func (s *Store) lastSerial() (uint64, error) {
@@ -205,6 +239,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	close(s.stop)
 	<-s.done
+	<-s.loaderDone // its iterators must be closed before the database
 	return s.db.Close()
 }
 
@@ -217,6 +252,12 @@ func (s *Store) writer(serial uint64) {
 		var first *saveReq
 		select {
 		case first = <-s.writes:
+		case k := <-s.loaded:
+			s.known.merge(k)
+			s.knownReady = true
+			s.loaded = nil
+			close(s.knownLoaded)
+			continue
 		case <-sweep.C:
 			if err := s.sweepExpired(); err != nil {
 				s.opts.Logger.Error("store: expiration sweep failed", "err", err)
@@ -274,13 +315,15 @@ func (s *Store) apply(b *pebble.Batch, ev *nostr.Event, serial *uint64, now int6
 	if exp, ok := ev.Expiration(); ok && exp <= now {
 		return Expired, nil
 	}
-	if has, err := exists(b, idKey(ev.ID)); err != nil || has {
-		return Duplicate, err
-	}
-	if by, err := get(b, deletedIDKey(ev.ID)); err != nil {
-		return 0, err
-	} else if by != nil && bytes.Equal(by, ev.PubKey[:]) {
-		return Deleted, nil
+	if !s.knownReady || s.known.mayHave(&ev.ID) {
+		if has, err := exists(b, idKey(ev.ID)); err != nil || has {
+			return Duplicate, err
+		}
+		if by, err := get(b, deletedIDKey(ev.ID)); err != nil {
+			return 0, err
+		} else if by != nil && bytes.Equal(by, ev.PubKey[:]) {
+			return Deleted, nil
+		}
 	}
 	if slot := slotOf(pReplace, ev); slot != nil {
 		if upTo, err := get(b, slotOf(pDeletedAdr, ev)); err != nil {
@@ -316,6 +359,7 @@ func (s *Store) apply(b *pebble.Batch, ev *nostr.Event, serial *uint64, now int6
 	if err := b.Set(idKey(ev.ID), sk, nil); err != nil {
 		return 0, err
 	}
+	s.known.add(&ev.ID)
 	for _, k := range indexKeys(ev, n) {
 		if err := b.Set(k, nil, nil); err != nil {
 			return 0, err
@@ -352,6 +396,7 @@ func (s *Store) applyDeletion(b *pebble.Batch, del *nostr.Event) error {
 			if err := b.Set(deletedIDKey(id), del.PubKey[:], nil); err != nil {
 				return err
 			}
+			s.known.add(&id)
 			sk, err := get(b, idKey(id))
 			if err != nil || sk == nil {
 				if err != nil {
