@@ -174,6 +174,9 @@ func Open(opts Options) (*Node, error) {
 		return nil, err
 	}
 	rl := relay.New(rcfg, st, opts.Log, reg)
+	// Served through the relay's listener, a connection sends a burst of
+	// OKs in one write rather than a syscall each.
+	ln = rl.Listener(ln)
 	rl.RejectEvent = append(rl.RejectEvent, policy.RelayHook)
 	dc, err := agent.New(opts.Key, opts.Home.Path(DIDCommDir), opts.Log)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -20,8 +19,9 @@ import (
 	"fleetmesh.org/fleetmesh/store"
 )
 
-// benchRelay serves a relay on a fresh store over loopback, with the rate
-// limits off so that the relay, not the policy, is what is measured.
+// benchRelay serves a relay on a fresh store over loopback, through
+// Relay.Listener as the node serves it, with the rate limits off so that
+// the relay, not the policy, is what is measured.
 func benchRelay(b *testing.B) (*Relay, *store.Store, string) {
 	b.Helper()
 	st, err := store.Open(b.TempDir(), store.Options{SweepEvery: time.Hour})
@@ -31,7 +31,7 @@ func benchRelay(b *testing.B) (*Relay, *store.Store, string) {
 	cfg := DefaultConfig()
 	cfg.EventsPerSecond, cfg.IPEventsPerSecond = 0, 0
 	r := New(cfg, st, nil, nil)
-	srv := httptest.NewServer(r)
+	srv := startServer(r, (*Relay).Listener, false)
 	b.Cleanup(func() {
 		r.Shutdown(context.Background())
 		srv.Close()

@@ -154,6 +154,15 @@ func (c *conn) shutdown() {
 	c.ws.SetReadDeadline(time.Now())
 }
 
+// A writer on a corked connection (see Relay.Listener) sends a message and
+// the ones already queued behind it in one write, at most batchMessages or
+// about batchBytes at once, so that the write deadline set for each message
+// still bounds how long one write may take.
+const (
+	batchMessages = 64
+	batchBytes    = 64 << 10
+)
+
 func (c *conn) writer() {
 	defer close(c.writerDone)
 	ping := time.NewTicker(c.r.cfg.PingInterval)
@@ -162,10 +171,33 @@ func (c *conn) writer() {
 		c.ws.SetWriteDeadline(time.Now().Add(10 * time.Second))
 		return c.ws.WriteMessage(websocket.TextMessage, f) == nil
 	}
+	// A TLS or other wrapper above the corkConn hides it: such a
+	// connection is written message by message.
+	cc, corkable := c.ws.UnderlyingConn().(*corkConn)
+	// send writes f, batched with what is queued now. It never waits for
+	// more to arrive: a lone OK goes out at once.
+	send := func(f []byte) bool {
+		if !corkable {
+			return write(f)
+		}
+		cc.cork()
+		ok := write(f)
+	queued:
+		for n, size := 1, len(f); ok && n < batchMessages && size < batchBytes; n++ {
+			select {
+			case f = <-c.send:
+				size += len(f)
+				ok = write(f)
+			default:
+				break queued
+			}
+		}
+		return cc.uncork() == nil && ok
+	}
 	for {
 		select {
 		case f := <-c.send:
-			if !write(f) {
+			if !send(f) {
 				c.cancel()
 				c.ws.SetReadDeadline(time.Now())
 				return
@@ -178,7 +210,7 @@ func (c *conn) writer() {
 			for {
 				select {
 				case f := <-c.send:
-					if !write(f) {
+					if !send(f) {
 						return
 					}
 				default:

@@ -11,6 +11,13 @@
 // sent, which then reaches this relay's live subscribers). Storage is the
 // Store interface, which package store implements on Pebble.
 //
+// A client pipelining EVENTs gets its OKs in bursts, as the store commits
+// saves in batches, and gorilla/websocket writes every message with its own
+// syscall. So a connection served through Relay.Listener is corked: its
+// writer hands the kernel the replies already queued in one write (never
+// waiting for more). Gorilla has no API for this, hence the small net.Conn
+// wrapper below gorilla in cork.go.
+//
 // The spec page is spec/relay.md.
 //
 // It is not a client, does no replication and holds no policy beyond the

@@ -73,6 +73,9 @@ type Relay struct {
 	OnStored []func(ev *nostr.Event, from Origin)
 
 	upgrader websocket.Upgrader
+	// corkBufs holds the buffers corked connections collect a batch of
+	// frames in (see Listener).
+	corkBufs sync.Pool
 	ipLimits *ipLimiter
 
 	mu    sync.RWMutex
@@ -99,6 +102,7 @@ func New(cfg Config, st Store, log *slog.Logger, reg prometheus.Registerer) *Rel
 		conns:    make(map[*conn]struct{}),
 		done:     make(chan struct{}),
 	}
+	r.corkBufs.New = func() any { return new([]byte) }
 	r.upgrader = websocket.Upgrader{
 		ReadBufferSize:  4096,
 		WriteBufferSize: 4096,

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -17,14 +19,24 @@ import (
 )
 
 type testRelay struct {
-	t   *testing.T
-	r   *Relay
-	st  *store.Store
-	srv *httptest.Server
-	url string
+	t      *testing.T
+	r      *Relay
+	st     *store.Store
+	srv    *httptest.Server
+	url    string
+	dialer *websocket.Dialer
 }
 
+// newTestRelay serves a relay on a fresh store over loopback, through
+// Relay.Listener as the node serves it.
 func newTestRelay(t *testing.T, mod func(*Config)) *testRelay {
+	t.Helper()
+	return serveTestRelay(t, mod, (*Relay).Listener, false)
+}
+
+// serveTestRelay is newTestRelay with the listener wrapping (nil: none)
+// and TLS chosen by the caller.
+func serveTestRelay(t *testing.T, mod func(*Config), wrap func(*Relay, net.Listener) net.Listener, useTLS bool) *testRelay {
 	t.Helper()
 	st, err := store.Open(t.TempDir(), store.Options{})
 	if err != nil {
@@ -36,14 +48,33 @@ func newTestRelay(t *testing.T, mod func(*Config)) *testRelay {
 		mod(&cfg)
 	}
 	r := New(cfg, st, nil, nil)
-	srv := httptest.NewServer(r)
-	tr := &testRelay{t: t, r: r, st: st, srv: srv, url: "ws" + strings.TrimPrefix(srv.URL, "http")}
+	srv := startServer(r, wrap, useTLS)
+	dialer := *websocket.DefaultDialer
+	if useTLS {
+		dialer.TLSClientConfig = srv.Client().Transport.(*http.Transport).TLSClientConfig
+	}
+	tr := &testRelay{t: t, r: r, st: st, srv: srv, url: "ws" + strings.TrimPrefix(srv.URL, "http"), dialer: &dialer}
 	t.Cleanup(func() {
 		r.Shutdown(context.Background())
 		srv.Close()
 		st.Close()
 	})
 	return tr
+}
+
+// startServer serves r on loopback, through the listener wrap makes of the
+// server's own (unless wrap is nil), over TLS if useTLS.
+func startServer(r *Relay, wrap func(*Relay, net.Listener) net.Listener, useTLS bool) *httptest.Server {
+	srv := httptest.NewUnstartedServer(r)
+	if wrap != nil {
+		srv.Listener = wrap(r, srv.Listener)
+	}
+	if useTLS {
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
+	return srv
 }
 
 type client struct {
@@ -54,7 +85,7 @@ type client struct {
 
 func (tr *testRelay) dial() *client {
 	tr.t.Helper()
-	ws, _, err := websocket.DefaultDialer.Dial(tr.url, nil)
+	ws, _, err := tr.dialer.Dial(tr.url, nil)
 	if err != nil {
 		tr.t.Fatal(err)
 	}
