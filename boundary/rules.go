@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -163,10 +164,12 @@ func carriesKeyMaterial(ev *nostr.Event) bool {
 		}
 	}
 	// The policy runs on every event a node takes in or sends on, up to
-	// three times for a client's event; most events fit the stack buffer.
-	var stack [4096]byte
-	buf := stack[:0]
-	if n > len(stack) {
+	// three times for a client's event, so the buffer is pooled. (A large
+	// array on the stack instead made the short-lived goroutines that
+	// check events grow their stacks.)
+	bp := normalBufs.Get().(*[]byte)
+	buf := (*bp)[:0]
+	if cap(buf) < n {
 		buf = make([]byte, 0, n)
 	}
 	buf = appendNormalized(buf, ev.Content)
@@ -175,8 +178,19 @@ func carriesKeyMaterial(ev *nostr.Event) bool {
 			buf = appendNormalized(buf, v)
 		}
 	}
-	return hasKey(buf)
+	found := hasKey(buf)
+	if cap(buf) <= maxPooledNormal {
+		*bp = buf
+		normalBufs.Put(bp)
+	}
+	return found
 }
+
+// normalBufs holds carriesKeyMaterial's buffers; one over maxPooledNormal
+// (a contact list of thousands of tags) is left to the collector.
+var normalBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledNormal = 64 << 10
 
 // asciiNormal maps each ASCII byte to what appendNormalized keeps of it:
 // letters lowercased, digits as they are, 0 for anything dropped.
