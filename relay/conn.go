@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -182,6 +183,12 @@ func (c *conn) writer() {
 		}
 		cc.cork()
 		ok := write(f)
+		// The saves of one store commit finish together and their
+		// goroutines queue their OKs one after the other; yielding once
+		// lets those already runnable queue theirs before the flush.
+		// Without it, on a busy machine this goroutine woke on the first
+		// OK and wrote nearly every OK on its own.
+		runtime.Gosched()
 	queued:
 		for n, size := 1, len(f); ok && n < batchMessages && size < batchBytes; n++ {
 			select {
