@@ -48,6 +48,19 @@ type Config struct {
 	// Boundary extends the default boundary rules (spec/boundary.md).
 	Boundary BoundaryConfig `toml:"boundary"`
 	Mesh     MeshConfig     `toml:"mesh"`
+	Runtime  RuntimeConfig  `toml:"runtime"`
+}
+
+// RuntimeConfig tunes the Go runtime the node runs on.
+type RuntimeConfig struct {
+	// GCPercent is the garbage collector's target heap growth (Go's GOGC),
+	// applied unless the GOGC environment variable is set. The default is
+	// 200, not Go's 100: the store keeps its cache and memtables outside
+	// the Go heap, so the heap is a small part of the node's memory and at
+	// 100 the collector ran often enough to cost about a tenth of a
+	// relay's CPU during ingest (docs/benchmarks/profile.md). 0 leaves Go's
+	// default.
+	GCPercent int `toml:"gc_percent"`
 }
 
 // MeshConfig configures the node's part of the mesh (spec/mesh-*.md).
@@ -234,7 +247,8 @@ func Default() Config {
 			MaxNegRecords:     d.MaxNegRecords,
 			QueryTimeout:      d.QueryTimeout.String(),
 		},
-		Store: StoreConfig{Dir: "data", CacheMB: 64},
+		Store:   StoreConfig{Dir: "data", CacheMB: 64},
+		Runtime: RuntimeConfig{GCPercent: 200},
 		Mesh: MeshConfig{
 			Listen:            []string{},
 			Bootstrap:         []string{},
@@ -309,6 +323,9 @@ func (c *Config) Validate() error {
 		c.Class = ClassAuto
 	default:
 		return fmt.Errorf("class %q: must be anchor, home, leaf or auto", c.Class)
+	}
+	if c.Runtime.GCPercent < 0 {
+		return fmt.Errorf("runtime: gc_percent %d: must be >= 0 (0 = Go's default; to turn the collector off set GOGC=off)", c.Runtime.GCPercent)
 	}
 	if c.Relay.EventsPerSecond < 0 || c.Relay.IPEventsPerSecond < 0 {
 		return errors.New("relay: events_per_second and ip_events_per_second must be >= 0 (0 = unlimited)")

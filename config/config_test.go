@@ -41,6 +41,7 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"class = \"server\"\n", "anchor, home, leaf or auto"},
 		{"[relay]\nevents_per_second = -1\n", ">= 0"},
 		{"[relay]\nquery_timeout = \"ten\"\n", "query_timeout"},
+		{"[runtime]\ngc_percent = -1\n", "gc_percent"},
 		{"[relay\n", FileName},
 		{"[[boundary.rules]]\nname = \"x\"\nclass = \"secret\"\nkinds = [1]\n", "class \"secret\""},
 	} {

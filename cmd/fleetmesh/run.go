@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"runtime/debug"
 	"strings"
 
 	"fleetmesh.org/fleetmesh/config"
@@ -63,6 +65,7 @@ func (nf *nodeFlags) openNode(stdout, stderr io.Writer) (*node.Node, node.Option
 	if len(nf.bootstrap) > 0 {
 		cfg.Mesh.Bootstrap = nf.bootstrap
 	}
+	setGCPercent(cfg.Runtime)
 	var n *node.Node
 	opts := node.Options{
 		Home:      h,
@@ -115,4 +118,13 @@ func newLogger(c config.LogConfig, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// setGCPercent applies runtime.gc_percent unless the operator set GOGC,
+// which the Go runtime has already applied and which wins.
+func setGCPercent(rc config.RuntimeConfig) {
+	if _, set := os.LookupEnv("GOGC"); set || rc.GCPercent <= 0 {
+		return
+	}
+	debug.SetGCPercent(rc.GCPercent)
 }
