@@ -274,10 +274,10 @@ func (m *Mesh) Stats() Stats { return m.stats.snapshot() }
 // cost as much as all the rest, and every receiver checks both anyway.
 // Ephemeral events and events the Policy refuses are not sent (ErrEphemeral,
 // ErrRefused); an event whose JSON is over Config.MaxMessageBytes is refused
-// with ErrTooLarge when the shard has a peer to send it to. Publishing does not need a subscription to
-// the shard. Nil is returned once the event is handed to GossipSub; if no
-// peer of the shard is known yet, it reaches them later only through
-// anti-entropy.
+// with ErrTooLarge when the shard has a peer to send it to. Publishing does
+// not need a subscription to the shard. Nil is returned once the event is
+// handed to GossipSub; if no peer of the shard is known yet, it reaches them
+// later only through anti-entropy.
 func (m *Mesh) Publish(ctx context.Context, ev *nostr.Event) error {
 	if nostr.ClassOf(ev.Kind) == nostr.Ephemeral {
 		return fmt.Errorf("mesh: publish %s: %w", ev.IDHex(), ErrEphemeral)
