@@ -110,15 +110,14 @@ type Store struct {
 	mu     sync.RWMutex // guards closed against Save racing Close
 	closed bool
 
-	// known and knownReady belong to the writer goroutine. known holds the
-	// ids written since Open at first; once the loader has read the ids
-	// already on disk they join it and knownReady is set, and from then on
-	// a save whose id known has never seen skips its point reads.
+	// known and loaded belong to the writer goroutine. known holds the ids
+	// written since Open at first; once the loader has read the ids already
+	// on disk they join it and loaded becomes nil, and from then on a save
+	// whose id known has never seen skips its point reads.
 	known       *knownIDs
-	knownReady  bool
-	loaded      chan *knownIDs // the loader's result, then nil
+	loaded      chan *knownIDs // the loader's result; nil once merged
 	loaderDone  chan struct{}
-	knownLoaded chan struct{} // closed when knownReady is set; for tests
+	knownLoaded chan struct{} // closed when loaded becomes nil; for tests
 }
 
 type saveReq struct {
@@ -265,7 +264,6 @@ func (s *Store) writer(serial uint64) {
 		case first = <-s.writes:
 		case k := <-s.loaded:
 			s.known.merge(k)
-			s.knownReady = true
 			s.loaded = nil
 			close(s.knownLoaded)
 			continue
@@ -326,7 +324,7 @@ func (s *Store) apply(b *pebble.Batch, ev *nostr.Event, serial *uint64, now int6
 	if exp, ok := ev.Expiration(); ok && exp <= now {
 		return Expired, nil
 	}
-	if !s.knownReady || s.known.mayHave(&ev.ID) {
+	if s.loaded != nil || s.known.mayHave(&ev.ID) { // not complete yet, or maybe seen
 		if has, err := exists(b, idKey(ev.ID)); err != nil || has {
 			return Duplicate, err
 		}
