@@ -22,7 +22,10 @@ func (e *Event) Verify() error {
 // public keys of the authors it saw last. Lifting an x-only key onto the
 // curve takes a field square root, a fifth of a verification, and a relay
 // sees the same authors again and again, so the relay keeps one Verifier
-// for all its connections. It is safe for concurrent use.
+// for all its connections. In the pure-Go build it also keeps, for a key
+// it checks against a second time, a table of the key's multiples
+// (keytable.go) that takes a third off each later check, for about 1.3 KB
+// per key. It is safe for concurrent use.
 type Verifier struct {
 	keys *lru.Cache[[32]byte, liftedKey]
 }

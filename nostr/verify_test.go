@@ -51,10 +51,16 @@ func TestBIP340Vectors(t *testing.T) {
 		}
 		pk, err := parsePubKey(e.PubKey)
 		if err == nil {
-			err = verifySig(&e, pk)
+			err = verifySig(&e, pk, nil)
 		}
 		if got := err == nil; got != tc.want {
 			t.Errorf("vector %d: verified = %v (%v), want %v", tc.index, got, err, tc.want)
+		}
+		if pk != nil {
+			err := verifySig(&e, pk, newKeyTable(pk))
+			if got := err == nil; got != tc.want {
+				t.Errorf("vector %d, key table: verified = %v (%v), want %v", tc.index, got, err, tc.want)
+			}
 		}
 		lk, err := liftKey(e.PubKey)
 		if err == nil {
@@ -138,7 +144,10 @@ func FuzzVerify(f *testing.F) {
 		copy(ev.Sig[:], data[64:])
 		pk, err := parsePubKey(ev.PubKey)
 		if err == nil {
-			err = verifySig(&ev, pk)
+			err = verifySig(&ev, pk, nil)
+			if terr := verifySig(&ev, pk, newKeyTable(pk)); (terr == nil) != (err == nil) {
+				t.Fatalf("verifySig: %v, with key table: %v", err, terr)
+			}
 		}
 		lk, berr := liftKey(ev.PubKey)
 		if berr == nil {
