@@ -57,6 +57,7 @@ type options struct {
 	cacheDir      string
 	workDir       string
 	keep          bool
+	candFirst     bool
 	out           string
 	profileSecs   int
 	eoseWait      time.Duration
@@ -92,6 +93,7 @@ func main() {
 	flag.StringVar(&o.cacheDir, "cache-dir", ".cache", "where signed events are cached between runs")
 	flag.StringVar(&o.workDir, "work-dir", "", "where relay data dirs and logs go (default: a new temp dir)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work dir (data and relay logs) after the run")
+	flag.BoolVar(&o.candFirst, "candidate-first", false, "bench the candidate before khatru (the relay run second meets a machine already warm and its page cache already full of the first one's data; alternate between runs)")
 	flag.StringVar(&o.out, "out", "", "JSON results file (default results/relaybench-TIMESTAMP.json)")
 	flag.IntVar(&o.profileSecs, "profile-seconds", 0, "if > 0, take a CPU profile of this many seconds from each relay during ingest and during REQs")
 	flag.StringVar(&o.khatruData, "khatru-data", "", "REQ phase only: start khatru on this data dir filled by an earlier run (needs --fleetmesh-home too, or --candidate khatru)")
@@ -227,18 +229,34 @@ func run(ctx context.Context, o options) error {
 		Host: hostInfo{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Kernel: kernel(),
 			Note: "shared machine: other engineers' builds and tests run at the same time, so figures are noisy"},
 		Params: map[string]any{"events": o.events, "seed": o.seed, "clients": o.clients, "pipeline": o.pipeline,
-			"idle": o.idle, "queries": o.queries, "queryClients": o.queryClients, "warmup": o.warmup,
+			"idle": o.idle, "candidateFirst": o.candFirst, "queries": o.queries, "queryClients": o.queryClients, "warmup": o.warmup,
 			"khatruBackend": o.khatruBackend, "candidate": o.candidate, "khatruBuildTags": cmp.Or(o.khatruTags, o.tags), "fleetmeshBuildTags": cmp.Or(o.fleetmeshTags, o.tags), "fleetmeshCommit": gitHead(ctx, o.mainDir), "authors": corpusParams{events: o.events}.authorCount()},
 	}
-	for _, spec := range specs {
+	// The report keeps khatru first whichever ran first: ratios are
+	// candidate over khatru.
+	order := make([]int, len(specs))
+	for i := range order {
+		order[i] = i
+	}
+	if o.candFirst {
+		slices.Reverse(order)
+	}
+	results := make([]*relayResult, len(specs))
+	for _, i := range order {
+		spec := specs[i]
 		logf("=== %s", spec.Name)
 		r := benchRelay(ctx, spec, c, qs, o, workDir, profDir, logf)
 		if r.Error != "" {
 			logf("%s: %s", spec.Name, r.Error)
 		}
-		rep.Relays = append(rep.Relays, r)
+		results[i] = &r
 		if ctx.Err() != nil {
 			break
+		}
+	}
+	for _, r := range results {
+		if r != nil {
+			rep.Relays = append(rep.Relays, *r)
 		}
 	}
 	if len(rep.Relays) == 2 {
