@@ -14,9 +14,10 @@ import "github.com/btcsuite/btcd/btcec/v2"
 // the scalar, the odd multiples 1, 3, 5, 7 of 2^(64j)·P in affine form.
 // The multiplication then walks all four slices together in width-4 NAF
 // (a fifth of the digits non-zero): 64 doublings and about 52 mixed
-// additions. That is the fixed-base comb idea (Hankerson, Menezes and
-// Vanstone, Guide to Elliptic Curve Cryptography, §3.3.2 and Alg. 3.36
-// for wNAF) applied to a variable key that the Verifier keeps anyway.
+// additions. That is the fixed-base comb idea applied to a variable key
+// that the Verifier keeps anyway, with the four slices' width-w NAFs
+// interleaved (Hankerson, Menezes and Vanstone, Guide to Elliptic Curve
+// Cryptography, §3.3: width-w NAF, fixed-base comb, interleaving).
 //
 // Building a table costs about three quarters of a verification (192
 // doublings to reach 2^192·P, twelve additions and one field inversion
