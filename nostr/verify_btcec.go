@@ -23,8 +23,8 @@ func parsePubKey(x [32]byte) (*btcec.JacobianPoint, error) {
 // btcec's own operations; it is spelled out here only because btcec's
 // Verify takes the key as bytes and lifts it again on every call. It also
 // refuses s >= n, as BIP-340 requires and btcec v2.3.5 does not check.
-// With t, pk's keyTable, e·P is computed from the table instead (same
-// point, fewer operations).
+// With t, pk's keyTable, s·G + e·P is computed from the tables instead
+// (same point, fewer operations).
 func verifySig(e *Event, pk *btcec.JacobianPoint, t *keyTable) error {
 	var r btcec.FieldVal
 	if overflow := r.SetByteSlice(e.Sig[:32]); overflow {
@@ -40,14 +40,15 @@ func verifySig(e *Event, pk *btcec.JacobianPoint, t *keyTable) error {
 	var c btcec.ModNScalar
 	c.SetBytes((*[32]byte)(h))
 	c.Negate()
-	var sG, eP, R btcec.JacobianPoint
-	btcec.ScalarBaseMultNonConst(&s, &sG)
+	var R btcec.JacobianPoint
 	if t != nil {
-		t.mul(&c, &eP)
+		t.mulAdd(&s, &c, &R)
 	} else {
+		var sG, eP btcec.JacobianPoint
+		btcec.ScalarBaseMultNonConst(&s, &sG)
 		btcec.ScalarMultNonConst(&c, pk, &eP)
+		btcec.AddNonConst(&sG, &eP, &R)
 	}
-	btcec.AddNonConst(&sG, &eP, &R)
 	if (R.X.IsZero() && R.Y.IsZero()) || R.Z.IsZero() {
 		return ErrBadSignature
 	}
