@@ -110,6 +110,9 @@ type Endpoint struct {
 	restarts uint64
 	streams  map[string]uint64 // by "in"/"out"
 	dialErrs uint64
+	// rebind are the sockets the last helper bound: a restarted helper
+	// binds them again, so peers that know its addresses still reach it.
+	rebind []string
 }
 
 // ConnInfo is one open iroh connection, as the helper reports it.
@@ -438,7 +441,16 @@ func (e *Endpoint) runOnce() error {
 	}
 	slices.Sort(alpns)
 	seed := e.cfg.Key.PrivateKey().Seed()
-	if err := writeMsg(ctl, msg{T: "config", Key: hex.EncodeToString(seed), ALPNs: alpns, Relays: e.cfg.Relays, Bind: e.cfg.Bind}); err != nil {
+	e.mu.Lock()
+	bind := e.cfg.Bind
+	if e.rebind != nil {
+		bind = e.rebind
+		// Cleared until this helper serves: if the sockets are taken, the
+		// next start binds afresh.
+		e.rebind = nil
+	}
+	e.mu.Unlock()
+	if err := writeMsg(ctl, msg{T: "config", Key: hex.EncodeToString(seed), ALPNs: alpns, Relays: e.cfg.Relays, Bind: bind}); err != nil {
 		return fmt.Errorf("configure helper: %w", err)
 	}
 	lines := make(chan msg)
@@ -491,6 +503,9 @@ func (e *Endpoint) handleControl(ctl *net.UnixConn, m msg) {
 	switch m.T {
 	case "ready", "addr":
 		e.info = Info{ID: m.ID, Addrs: m.Addrs, Relay: m.Relay}
+		if len(m.Bound) > 0 {
+			e.rebind = m.Bound
+		}
 		first := !e.serving
 		e.serving, e.ctl = true, ctl
 		info := e.info

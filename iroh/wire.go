@@ -28,6 +28,7 @@ type msg struct {
 	Bind   []string `json:"bind,omitempty"`
 	Relay  string   `json:"relay,omitempty"`
 	Addrs  []string `json:"addrs,omitempty"`
+	Bound  []string `json:"bound,omitempty"`
 	Dir    string   `json:"dir,omitempty"`
 	Path   string   `json:"path,omitempty"`
 	Err    string   `json:"err,omitempty"`

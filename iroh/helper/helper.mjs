@@ -71,7 +71,7 @@ async function configure (msg) {
   endpoint = await b.bind()
   const ready = () => {
     const addr = endpoint.addr()
-    return { t: 'ready', id: endpoint.id().toString(), addrs: addr.directAddresses(), relay: addr.relayUrl() || '' }
+    return { t: 'ready', id: endpoint.id().toString(), addrs: addr.directAddresses(), relay: addr.relayUrl() || '', bound: endpoint.boundSockets() }
   }
   let last = ready()
   send(last)
