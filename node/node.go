@@ -130,6 +130,7 @@ type Node struct {
 	didcomm  *agent.Service
 	relay    *relay.Relay
 	mesh     *meshPart
+	iroh     *irohPart // nil when iroh is off
 	ln       net.Listener
 	srv      *http.Server
 	reg      *prometheus.Registry
@@ -192,6 +193,10 @@ func Open(opts Options) (*Node, error) {
 		return nil, err
 	}
 	dc.AttachLibp2p(mp.m.Host())
+	ip := openIroh(opts, mp, dc)
+	if ip != nil {
+		reg.MustRegister(newIrohCollector(ip))
+	}
 	mp.registerMetrics(reg)
 	reg.MustRegister(newMeshCollector(mp.m))
 
@@ -219,6 +224,7 @@ func Open(opts Options) (*Node, error) {
 		didcomm:  dc,
 		relay:    rl,
 		mesh:     mp,
+		iroh:     ip,
 		ln:       ln,
 		srv:      &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
 		reg:      reg,
@@ -256,6 +262,10 @@ func (n *Node) Serve(ctx context.Context) error {
 	go func() { errc <- n.srv.Serve(n.ln) }()
 	n.opts.Log.Info("relay listening", "url", n.RelayURL(), "did", n.opts.Key.DID(), "signatures", nostr.Backend)
 	n.mesh.start(n.opts, n.RelayURL())
+	if n.iroh != nil {
+		n.iroh.start(n.mesh.every, n.mesh.filters)
+		n.iroh.waitIroh()
+	}
 	if n.opts.Ready != nil {
 		n.opts.Ready("ws://" + n.ln.Addr().String())
 	}
@@ -271,6 +281,9 @@ func (n *Node) Serve(ctx context.Context) error {
 		n.opts.Log.Warn("relay shutdown", "err", err)
 	}
 	n.srv.Shutdown(sctx)
+	if n.iroh != nil {
+		n.iroh.close()
+	}
 	if err := n.mesh.close(); err != nil {
 		n.opts.Log.Warn("mesh close", "err", err)
 	}
