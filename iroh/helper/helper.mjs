@@ -24,6 +24,7 @@ if (!sockPath || !token) {
 
 // Bounds. A stream's chunk bound is the largest read handed to the socket.
 const chunkBytes = 64 * 1024
+const maxPending = 1024 * 1024
 const maxLineBytes = 64 * 1024
 // How often addresses and connection paths are looked at.
 const pollMs = 1000
@@ -198,13 +199,44 @@ function pipe (bi, header, onFail) {
     }
     sock.end()
   })().catch(fail)
-  // node → iroh, one chunk at a time so the socket is backpressured.
-  let writing = Promise.resolve()
+  // node → iroh. What arrives while a write is in flight is coalesced into
+  // the next write: protocols write many small frames, and one awaited
+  // writeAll each costs a trip through the binding. Reading pauses while
+  // more than maxPending bytes wait.
+  let pending = []
+  let pendingBytes = 0
+  let writing = false
+  let ended = false
+  let finished = false
+  const flush = async () => {
+    if (writing || failed) return
+    writing = true
+    try {
+      while (pending.length) {
+        const buf = pending.length === 1 ? pending[0] : Buffer.concat(pending)
+        pending = []
+        pendingBytes = 0
+        sock.resume()
+        await bi.send.writeAll(Array.from(buf))
+      }
+      if (ended && !finished) {
+        finished = true
+        await bi.send.finish()
+      }
+    } catch {
+      fail()
+    } finally {
+      writing = false
+    }
+    if (pending.length || (ended && !finished)) flush()
+  }
   sock.on('data', (d) => {
-    sock.pause()
-    writing = writing.then(() => bi.send.writeAll(Array.from(d))).then(() => sock.resume(), fail)
+    pending.push(d)
+    pendingBytes += d.length
+    if (pendingBytes > maxPending) sock.pause()
+    flush()
   })
-  sock.on('end', () => { writing.then(() => bi.send.finish()).catch(fail) })
+  sock.on('end', () => { ended = true; flush() })
 }
 
 async function shutdown () {
