@@ -2,9 +2,13 @@ package node
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -16,6 +20,7 @@ import (
 	"fleetmesh.org/fleetmesh/didcomm/trustping"
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/iroh"
+	"fleetmesh.org/fleetmesh/meshsync"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
 )
@@ -208,3 +213,61 @@ func irohHelperPID(t *testing.T, dir string) int {
 // irohTestLogLevel is the nodes' log level in these tests; LevelDebug
 // shows every sync session and dial.
 var irohTestLogLevel = slog.LevelWarn
+
+// TestIrohInteropJSSync: an unmodified @number0/iroh endpoint dials a
+// node by its EndpointId over /fleetmesh/sync/1.0.0 and speaks the sync
+// protocol's own frames: a REQ by id is answered with the EVENT and EOSE.
+func TestIrohInteropJSSync(t *testing.T) {
+	a := startIrohNode(t, nil)
+	k, _ := nostr.GenerateSecretKey()
+	ev := note(t, k, "for the js peer")
+	if _, err := a.n.Relay().AddEvent(context.Background(), ev, relay.FromClient); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := json.Marshal([]any{"REQ", "lookup", map[string]any{"ids": []string{ev.IDHex()}}})
+	frame := binary.AppendUvarint(nil, uint64(len(req)))
+	frame = append(frame, req...)
+	id, addr, _ := strings.Cut(a.peerString(), "@")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	helper, _ := filepath.Abs("../iroh/helper")
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(helper, "interop", "peer.mjs"), "dial", id, addr, meshsync.ProtocolID, hex.EncodeToString(frame))
+	cmd.Env = append(os.Environ(), "FLEETMESH_PEER_HEX=1")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("js peer: %v: %s", err, out)
+	}
+	var res struct{ Remote, Got string }
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("js output %q: %v", out, err)
+	}
+	if res.Remote != a.key.EndpointID() {
+		t.Fatalf("js peer reached %s, want %s", res.Remote, a.key.EndpointID())
+	}
+	raw, _ := hex.DecodeString(res.Got)
+	var types []string
+	for len(raw) > 0 {
+		n, w := binary.Uvarint(raw)
+		if w <= 0 || uint64(len(raw)-w) < n {
+			t.Fatalf("bad frame in %x", raw)
+		}
+		var msg []json.RawMessage
+		if err := json.Unmarshal(raw[w:w+int(n)], &msg); err != nil || len(msg) == 0 {
+			t.Fatalf("frame %q: %v", raw[w:w+int(n)], err)
+		}
+		var typ string
+		json.Unmarshal(msg[0], &typ)
+		types = append(types, typ)
+		if typ == "EVENT" {
+			var got nostr.Event
+			if err := json.Unmarshal(msg[2], &got); err != nil || got.ID != ev.ID {
+				t.Fatalf("EVENT %s: %v", msg[2], err)
+			}
+		}
+		raw = raw[w+int(n):]
+	}
+	if strings.Join(types, ",") != "EVENT,EOSE" {
+		t.Fatalf("the node answered %v, want EVENT then EOSE", types)
+	}
+}

@@ -6,6 +6,8 @@
 //
 // Each message is the stream's whole content (the sender finishes the
 // stream). FLEETMESH_IROH_RELAY, if set, is the only relay the endpoint uses.
+// With FLEETMESH_PEER_HEX=1 the dialled MSG and the printed answer are hex,
+// for binary protocols.
 import { Endpoint, EndpointAddr, EndpointId, RelayMode } from '@number0/iroh'
 
 const [mode, ...args] = process.argv.slice(2)
@@ -55,9 +57,11 @@ if (mode === 'serve') {
   try {
     const conn = await ep.connect(new EndpointAddr(EndpointId.fromString(id), relay || null, addr ? [addr] : []), enc(alpn))
     const bi = await conn.openBi()
-    await bi.send.writeAll(enc(text))
+    const hex = process.env.FLEETMESH_PEER_HEX === '1'
+    await bi.send.writeAll(hex ? Array.from(Buffer.from(text, 'hex')) : enc(text))
     await bi.send.finish()
-    const got = await readAll(bi.recv)
+    const raw = Buffer.from(await bi.recv.readToEnd(1 << 20))
+    const got = hex ? raw.toString('hex') : raw.toString()
     console.log(JSON.stringify({ remote: conn.remoteId().toString(), got }))
     conn.close(0n, enc('done'))
     process.exit(0)
