@@ -25,29 +25,23 @@ func init() {
 	register("didcomm", "pack, unpack and send DIDComm v2 messages (pack|unpack|ping|mediate|send|pickup|invite)", runDIDComm)
 }
 
-// didcommSubcommands are the verbs of `fleetmesh didcomm`.
-var didcommSubcommands = map[string]func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error{
-	"pack":    didcommPack,
-	"unpack":  didcommUnpack,
-	"ping":    didcommPing,
-	"invite":  didcommInvite,
-	"mediate": didcommMediate,
-	"send":    didcommSend,
-	"pickup":  didcommPickup,
+// didcommVerbs are the verbs of `fleetmesh didcomm`.
+var didcommVerbs = verbs{
+	"pack":    {"pack a plaintext message (stdin) into a signed or encrypted envelope", didcommPack},
+	"unpack":  {"unpack an envelope (stdin) and print its plaintext", didcommUnpack},
+	"ping":    {"send a trust-ping to a node and wait for its response", didcommPing},
+	"invite":  {"print an out-of-band invitation to this node (what a leaf pairs with)", didcommInvite},
+	"mediate": {"ask a node to mediate for this one (coordinate-mediation 3.0)", didcommMediate},
+	"send":    {"send a message to a DID through its mediator or endpoint", didcommSend},
+	"pickup":  {"pick up messages queued at a mediator (message pickup 3.0)", didcommPickup},
 }
 
 func runDIDComm(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: fleetmesh didcomm pack|unpack|ping|mediate|send|pickup|invite [flags]", errUsage)
-	}
-	sub, ok := didcommSubcommands[args[0]]
-	if !ok {
-		return fmt.Errorf("%w: unknown didcomm verb %q (pack, unpack, ping, mediate, send, pickup, invite)", errUsage, args[0])
-	}
-	return sub(ctx, args[1:], stdin, stdout, stderr)
+	return didcommVerbs.run(ctx, "didcomm", args, stdin, stdout, stderr)
 }
 
-// didcommLoadKey reads DIR/node.key and says how to make one when missing.
+// didcommPack reads a plaintext message on stdin and prints it packed:
+// authcrypt (the default), anoncrypt, signed or plaintext.
 func didcommPack(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("didcomm pack", flag.ContinueOnError)
 	fs.SetOutput(stderr)

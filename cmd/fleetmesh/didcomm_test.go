@@ -84,7 +84,7 @@ func TestDIDCommCLIErrors(t *testing.T) {
 		code   int
 		stderr string
 	}{
-		{"no verb", "", []string{"didcomm"}, 2, "pack|unpack"},
+		{"no verb", "", []string{"didcomm"}, 2, "needs a verb: invite, mediate, pack"},
 		{"unknown verb", "", []string{"didcomm", "shout"}, 2, "unknown didcomm verb"},
 		{"bad mode", "{}", []string{"didcomm", "pack", "--home", home, "--mode", "loud"}, 2, "unknown mode"},
 		{"bad flag", "{}", []string{"didcomm", "pack", "--nope"}, 2, "flag provided but not defined"},
