@@ -45,7 +45,7 @@ func runDIDComm(ctx context.Context, args []string, stdin io.Reader, stdout, std
 func didcommPack(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("didcomm pack", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	home := fs.String("home", "", "node home directory (holds node.key)")
+	home := fs.String("home", defaultHome(), "node home directory (holds node.key)")
 	var to didcommDIDs
 	fs.Var(&to, "to", "recipient DID (repeatable; added to the message's `to`)")
 	mode := fs.String("mode", "authcrypt", "authcrypt, anoncrypt, signed or plaintext")
@@ -109,7 +109,7 @@ type unpackResult struct {
 func didcommUnpack(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("didcomm unpack", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	home := fs.String("home", "", "node home directory (holds node.key)")
+	home := fs.String("home", defaultHome(), "node home directory (holds node.key)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -244,7 +244,7 @@ func newPeerCommand(name, homeUse, flagName, endpointUse string, stderr io.Write
 	fs.SetOutput(stderr)
 	return &peerCommand{
 		fs:       fs,
-		home:     fs.String("home", "", homeUse),
+		home:     fs.String("home", defaultHome(), homeUse),
 		endpoint: fs.String(flagName, "", endpointUse),
 		flagName: flagName,
 	}
@@ -307,7 +307,7 @@ func didcommPing(ctx context.Context, args []string, stdin io.Reader, stdout, st
 func didcommInvite(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("didcomm invite", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	home := fs.String("home", "", "node home directory (holds node.key)")
+	home := fs.String("home", defaultHome(), "node home directory (holds node.key)")
 	endpoint := fs.String("endpoint", "", "where this node accepts DIDComm (http://HOST:PORT/didcomm)")
 	qr := fs.Bool("qr", false, "also print the invitation URL as a QR code")
 	if err := parse(fs, args); err != nil {
@@ -368,7 +368,7 @@ func didcommMediate(ctx context.Context, args []string, stdin io.Reader, stdout,
 func didcommSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("didcomm send", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	home := fs.String("home", "", "sender home directory (holds node.key)")
+	home := fs.String("home", defaultHome(), "sender home directory (holds node.key)")
 	to := fs.String("to", "", "recipient DID")
 	via := fs.String("via", "", "the recipient's mediator endpoint (http://HOST:PORT/didcomm)")
 	if err := parse(fs, args); err != nil {
