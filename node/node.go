@@ -133,6 +133,7 @@ type Node struct {
 	ln       net.Listener
 	srv      *http.Server
 	reg      *prometheus.Registry
+	lock     *homeLock
 }
 
 // Open opens the node's store and binds its listener; Serve then runs it.
@@ -141,6 +142,20 @@ func Open(opts Options) (*Node, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	lock, err := lockHome(opts.Home)
+	if err != nil {
+		return nil, err
+	}
+	n, err := open(opts, lock)
+	if err != nil {
+		lock.release()
+		return nil, err
+	}
+	return n, nil
+}
+
+// open is Open once the home is locked; the node it returns owns the lock.
+func open(opts Options, lock *homeLock) (*Node, error) {
 	cfg := opts.Config
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -222,6 +237,7 @@ func Open(opts Options) (*Node, error) {
 		ln:       ln,
 		srv:      &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
 		reg:      reg,
+		lock:     lock,
 	}, nil
 }
 
@@ -277,7 +293,9 @@ func (n *Node) Serve(ctx context.Context) error {
 	if err := n.didcomm.Close(); err != nil {
 		n.opts.Log.Warn("didcomm close", "err", err)
 	}
-	if err := n.store.Close(); err != nil {
+	err := n.store.Close()
+	n.lock.release()
+	if err != nil {
 		return fmt.Errorf("node: close store: %w", err)
 	}
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
