@@ -32,6 +32,7 @@ import (
 
 	"fleetmesh.org/fleetmesh/boundary"
 	"fleetmesh.org/fleetmesh/config"
+	"fleetmesh.org/fleetmesh/dashboard"
 	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/mesh"
@@ -134,6 +135,7 @@ type Node struct {
 	srv      *http.Server
 	reg      *prometheus.Registry
 	lock     *homeLock
+	dash     *dashboard.Dashboard // nil when disabled
 }
 
 // Open opens the node's store and binds its listener; Serve then runs it.
@@ -221,6 +223,11 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 	if opts.DebugMesh {
 		mux.HandleFunc("/debug/mesh", mp.serveDebug)
 	}
+	var dash *dashboard.Dashboard
+	if cfg.Dashboard.Enabled {
+		dash = dashboard.New(reg, dashboard.Options{Token: cfg.Dashboard.Token, Title: opts.Key.DID(), Interval: cfg.Dashboard.SampleEvery()})
+		mux.Handle("/dashboard", dash)
+	}
 	if opts.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -238,6 +245,7 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 		srv:      &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
 		reg:      reg,
 		lock:     lock,
+		dash:     dash,
 	}, nil
 }
 
@@ -272,6 +280,18 @@ func (n *Node) Serve(ctx context.Context) error {
 	go func() { errc <- n.srv.Serve(n.ln) }()
 	n.opts.Log.Info("relay listening", "url", n.RelayURL(), "did", n.opts.Key.DID(), "signatures", nostr.Backend)
 	n.mesh.start(n.opts, n.RelayURL())
+	// The dashboard samples the metrics until shutdown starts, so that it
+	// never gathers from a part that is closing.
+	stopDash := func() {}
+	if n.dash != nil {
+		dctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			n.dash.Run(dctx)
+		}()
+		stopDash = func() { cancel(); <-done }
+	}
 	if n.opts.Ready != nil {
 		n.opts.Ready(relay.LocalURL(n.ln.Addr()))
 	}
@@ -280,6 +300,7 @@ func (n *Node) Serve(ctx context.Context) error {
 	case <-ctx.Done():
 	case serveErr = <-errc:
 	}
+	stopDash()
 	n.opts.Log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
