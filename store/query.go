@@ -260,6 +260,9 @@ func (s *Store) scan(ctx context.Context, snap *pebble.Snapshot, prefixes [][]by
 	// ranges of a 50-author feed hold a few of its events, one kind's range
 	// holds all of them.
 	chunk := min(max(2*limit/len(prefixes), 4), maxChunk)
+	// In key order, the first seeks of consecutive ranges often land in the
+	// table files the previous one opened.
+	slices.SortFunc(prefixes, bytes.Compare)
 	for _, p := range prefixes {
 		c := &cursor{lower: u64(slices.Clip(p), since), chunk: chunk}
 		if f.HasUntil {
