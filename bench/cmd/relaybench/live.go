@@ -45,6 +45,10 @@ type liveResult struct {
 	Delivered  int64 `json:"delivered"`
 	Duplicates int64 `json:"duplicates"`
 	Unexpected int64 `json:"unexpected"` // deliveries of an event to a subscription that does not match it
+	// Dropped counts subscriber connections the relay closed during the
+	// phase (fleetmesh closes a connection whose send queue is full rather
+	// than skip live events for it).
+	Dropped int64 `json:"droppedConns"`
 	// Percentiles of delivery time minus OK time, and minus send time.
 	AfterOKP50ms   float64  `json:"afterOkP50ms"`
 	AfterOKP99ms   float64  `json:"afterOkP99ms"`
@@ -204,6 +208,8 @@ func runLive(ctx context.Context, relayURL string, c *corpus, cfg liveConfig) li
 	eose.Add(cfg.subs)
 	perConn := make([][]delivery, len(conns))
 	var readers sync.WaitGroup
+	var closing atomic.Bool
+	var dropped atomic.Int64
 	for ci, cn := range conns {
 		readers.Add(1)
 		go func() {
@@ -212,7 +218,11 @@ func runLive(ctx context.Context, relayURL string, c *corpus, cfg liveConfig) li
 				_, msg, err := cn.ReadMessage()
 				at := time.Now()
 				if err != nil {
-					return // closed at the end of the phase
+					if !closing.Load() {
+						dropped.Add(1)
+						fail(fmt.Errorf("live: subscriber connection %d: %w", ci, err))
+					}
+					return
 				}
 				label, sub, ok := frameHead(msg)
 				if !ok {
@@ -236,6 +246,7 @@ func runLive(ctx context.Context, relayURL string, c *corpus, cfg liveConfig) li
 		}()
 	}
 	closeAll := func() {
+		closing.Store(true)
 		for _, cn := range conns {
 			cn.Close()
 		}
@@ -334,6 +345,7 @@ func runLive(ctx context.Context, relayURL string, c *corpus, cfg liveConfig) li
 	<-okDone
 	closeAll()
 
+	res.Dropped = dropped.Load()
 	seen := map[[2]int32]bool{}
 	var afterOK, afterSend, okLat []time.Duration
 	for i := range okAt {

@@ -114,6 +114,7 @@ func printTable(w io.Writer, rep report) {
 	if rep.Relays[0].Live != nil {
 		row("live: deliveries expected", live(func(l *liveResult) float64 { return float64(l.Expected) }), "%.0f")
 		row("live: delivered", live(func(l *liveResult) float64 { return float64(l.Delivered) }), "%.0f")
+		row("live: subscriber conns dropped", live(func(l *liveResult) float64 { return float64(l.Dropped) }), "%.0f")
 		row("live: OK -> delivery p50 ms", live(func(l *liveResult) float64 { return l.AfterOKP50ms }), "%.2f")
 		row("live: OK -> delivery p99 ms", live(func(l *liveResult) float64 { return l.AfterOKP99ms }), "%.2f")
 		row("live: send -> delivery p99 ms", live(func(l *liveResult) float64 { return l.AfterSendP99ms }), "%.2f")
@@ -177,6 +178,13 @@ func printTable(w io.Writer, rep report) {
 			fmt.Fprintf(w, " %s=%d", k, m[k])
 		}
 		fmt.Fprintln(w)
+	}
+	// A reference whose REQ phase did not run is left out of the checks.
+	if kh != nil && kh.Query.All.Count == 0 {
+		kh = nil
+	}
+	if sf != nil && sf.Query.All.Count == 0 {
+		sf = nil
 	}
 	if cd != nil && kh != nil {
 		printCounts(kh, rep.Mismatches)
