@@ -1,0 +1,147 @@
+package relay
+
+import (
+	"bufio"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+)
+
+func TestKeyOf(t *testing.T) {
+	for _, tc := range []struct {
+		in           string
+		narrow, wide string
+	}{
+		{"127.0.0.1:80", "127.0.0.1", ""},
+		{"[::ffff:10.0.0.1]:80", "10.0.0.1", ""},
+		{"[2001:db8:1:2:3:4:5:6]:443", "2001:db8:1:2::/64", "2001:db8:1::/56"},
+		{"[2001:db8:1:2ff:aaaa::1]:443", "2001:db8:1:2ff::/64", "2001:db8:1:200::/56"},
+		{"[fe80::1%eth0]:1", "fe80::/64", "fe80::/56"},
+		{"not-an-ip", "not-an-ip", ""},
+	} {
+		k := keyOf(tc.in)
+		if k.narrow != tc.narrow || k.wide != tc.wide {
+			t.Errorf("keyOf(%q) = %+v, want %q %q", tc.in, k, tc.narrow, tc.wide)
+		}
+	}
+}
+
+func TestBudgetFor(t *testing.T) {
+	for _, tc := range []struct{ limit, conns int }{
+		{1024, 1024 - 256 - 128 - 64},
+		{65536, 65536 - 8192 - 8192 - 64},
+		{256, minConns},
+	} {
+		b := BudgetFor(tc.limit)
+		if b.Conns != tc.conns {
+			t.Errorf("BudgetFor(%d).Conns = %d, want %d", tc.limit, b.Conns, tc.conns)
+		}
+		if tc.limit > 512 && b.Store+b.Mesh+b.Spare+b.Conns != tc.limit {
+			t.Errorf("BudgetFor(%d) does not add up: %s", tc.limit, b)
+		}
+	}
+}
+
+func TestWorkBudgetDebt(t *testing.T) {
+	now := time.Now()
+	w := newWorkBudget(100, 1000) // 0.1 s/s and 1,000 rows/s
+	w.time.last, w.rows.last = now, now
+	if d := w.wait(now); d != 0 {
+		t.Fatalf("fresh budget waits %v", d)
+	}
+	// One large query is allowed and leaves a debt of 6,000 rows (the
+	// burst is 4,000): six seconds at 1,000 a second.
+	w.spend(now, 0, 10000)
+	if d := w.wait(now); d < 5900*time.Millisecond || d > 6100*time.Millisecond {
+		t.Fatalf("after 10,000 rows: wait %v, want about 6s", d)
+	}
+	if d := w.wait(now.Add(7 * time.Second)); d != 0 {
+		t.Fatalf("debt not paid after 7s: wait %v", d)
+	}
+	// The debt is bounded.
+	w.spend(now.Add(7*time.Second), time.Hour, 0)
+	if d := w.wait(now.Add(7 * time.Second)); d > maxDebtSeconds*time.Second {
+		t.Fatalf("debt of %v is over the bound", d)
+	}
+}
+
+// TestGateRefusesAtAccept checks that the listener refuses a connection
+// over the per-address cap with a readable HTTP 429 and Retry-After, and
+// that a slot frees when a connection closes.
+func TestGateRefusesAtAccept(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxConnsPerIP = 2
+	cfg.MaxConns = 100
+	r := New(cfg, nil, nil, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gl := r.Listener(ln)
+	defer gl.Close()
+	go func() {
+		// Owned by the listener: ends when it closes.
+		for {
+			c, err := gl.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				// Owned by the connection: holds it until the client
+				// closes it.
+				var b [1]byte
+				c.Read(b[:])
+				c.Close()
+			}()
+		}
+	}()
+	var held []net.Conn
+	for i := 0; i < 2+gateSlack; i++ {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	refused := func() *http.Response {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return nil
+		}
+		return res
+	}
+	res := refused()
+	if res == nil || res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" {
+		t.Fatalf("connection over the cap: %+v, want 429 with Retry-After", res)
+	}
+	held[0].Close()
+	// The server notices the close asynchronously: poll until a request
+	// is no longer refused (its read then blocks until the deadline).
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		var b [1]byte
+		_, err = c.Read(b[:])
+		c.Close()
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no slot freed after closing a connection")
+		}
+	}
+	for _, c := range held[1:] {
+		c.Close()
+	}
+}
