@@ -2,10 +2,14 @@ package relay
 
 import (
 	"bufio"
+	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
+
+	"fleetmesh.org/fleetmesh/nostr"
 )
 
 func TestKeyOf(t *testing.T) {
@@ -143,5 +147,121 @@ func TestGateRefusesAtAccept(t *testing.T) {
 	}
 	for _, c := range held[1:] {
 		c.Close()
+	}
+}
+
+// TestQueryBudget checks that a connection sending broad REQs in a loop
+// is refused with rate-limited once its budget is spent, while another
+// connection is still served.
+func TestQueryBudget(t *testing.T) {
+	tr := newTestRelay(t, func(c *Config) {
+		c.ReqRowsPerSecond = 10 // a burst of 40 rows
+		c.IPReqRowsPerSecond = 1 << 20
+	})
+	k, _ := nostr.GenerateSecretKey()
+	pub := tr.dial()
+	for i := range 100 {
+		if ok, msg := pub.publish(signed(t, k, 1, nil, fmt.Sprint("e", i))); !ok {
+			t.Fatal(msg)
+		}
+	}
+	greedy := tr.dial()
+	var refused string
+	for i := 0; i < 5 && refused == ""; i++ {
+		_, refused = greedy.req(fmt.Sprint("s", i), `{}`)
+	}
+	if !strings.HasPrefix(refused, "rate-limited:") {
+		t.Fatalf("a loop of broad REQs was never refused: %q", refused)
+	}
+	ids, closed := tr.dial().req("other", `{"limit":10}`)
+	if closed != "" || len(ids) != 10 {
+		t.Fatalf("another connection: %d events, closed %q", len(ids), closed)
+	}
+}
+
+// TestNegSessionCaps checks the NIP-77 session caps per connection and
+// per address.
+func TestNegSessionCaps(t *testing.T) {
+	tr := newTestRelay(t, func(c *Config) {
+		c.MaxNegSessions = 2
+		c.IPMaxNegSessions = 3
+	})
+	open := func(c *client, id string) string {
+		c.send("NEG-OPEN", id, map[string]any{}, "61")
+		for {
+			m := c.read()
+			if m[1] != id {
+				continue
+			}
+			if m[0] == "NEG-ERR" {
+				return m[2].(string)
+			}
+			return ""
+		}
+	}
+	a, b := tr.dial(), tr.dial()
+	for _, id := range []string{"a1", "a2"} {
+		if reason := open(a, id); reason != "" {
+			t.Fatalf("session %s refused: %s", id, reason)
+		}
+	}
+	if reason := open(a, "a3"); !strings.Contains(reason, "open sync sessions") {
+		t.Fatalf("third session on one connection: %q", reason)
+	}
+	if reason := open(b, "b1"); reason != "" {
+		t.Fatalf("first session on a second connection refused: %s", reason)
+	}
+	if reason := open(b, "b2"); !strings.Contains(reason, "your address") {
+		t.Fatalf("fourth session from one address: %q", reason)
+	}
+	a.send("NEG-CLOSE", "a1")
+	// NEG-CLOSE has no answer; the next NEG-OPEN on the same connection
+	// is read after it, so the slot is free by then.
+	if reason := open(a, "a4"); reason != "" {
+		t.Fatalf("session after NEG-CLOSE refused: %s", reason)
+	}
+}
+
+// TestCountBounded checks that a COUNT walk stops at MaxCountRows and
+// says it is approximate.
+func TestCountBounded(t *testing.T) {
+	tr := newTestRelay(t, func(c *Config) { c.MaxCountRows = 10 })
+	k, _ := nostr.GenerateSecretKey()
+	c := tr.dial()
+	for i := range 30 {
+		if ok, msg := c.publish(signed(t, k, 1, nil, fmt.Sprint("e", i))); !ok {
+			t.Fatal(msg)
+		}
+	}
+	c.send("COUNT", "n", map[string]any{"kinds": []int{1}}, map[string]any{"kinds": []int{2}})
+	for {
+		m := c.read()
+		if m[0] != "COUNT" {
+			continue
+		}
+		body := m[2].(map[string]any)
+		if body["approximate"] != true || body["count"].(float64) > 10 {
+			t.Fatalf("bounded count: %v", body)
+		}
+		return
+	}
+}
+
+// TestFirstMessageTimeout checks that a connection that never sends a
+// message is closed, even though it answers pings.
+func TestFirstMessageTimeout(t *testing.T) {
+	tr := newTestRelay(t, func(c *Config) {
+		c.FirstMessageTimeout = 100 * time.Millisecond
+		c.PingInterval = 50 * time.Millisecond
+	})
+	c := tr.dial()
+	c.ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		if _, _, err := c.ws.ReadMessage(); err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatal("a silent connection was not closed")
+			}
+			return
+		}
 	}
 }
