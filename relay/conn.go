@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 	"golang.org/x/time/rate"
 
+	"fleetmesh.org/fleetmesh/clientaddr"
 	"fleetmesh.org/fleetmesh/negentropy"
 	"fleetmesh.org/fleetmesh/nostr"
 )
@@ -26,7 +27,7 @@ import (
 type conn struct {
 	r         *Relay
 	ws        *websocket.Conn
-	addr      addrKey
+	addr      clientaddr.Key
 	host      string
 	challenge string
 
@@ -62,7 +63,7 @@ func (s *subscription) end() {
 	}
 }
 
-func newConn(r *Relay, ws *websocket.Conn, addr addrKey, host string) *conn {
+func newConn(r *Relay, ws *websocket.Conn, addr clientaddr.Key, host string) *conn {
 	var chal [16]byte
 	rand.Read(chal[:])
 	ctx, cancel := context.WithCancel(context.Background())

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net"
 	"sync"
+
+	"fleetmesh.org/fleetmesh/clientaddr"
 )
 
 // Listener wraps ln so that the relay's connections are counted and can
@@ -33,7 +35,7 @@ func (l corkListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		k := keyOf(c.RemoteAddr().String())
+		k := clientaddr.Of(c.RemoteAddr().String())
 		if why := l.gate.open(k); why != "" {
 			l.gate.refuse(c, why)
 			continue

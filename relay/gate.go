@@ -6,6 +6,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"fleetmesh.org/fleetmesh/clientaddr"
 )
 
 // gate counts the TCP connections the relay's listener has accepted and
@@ -53,30 +55,30 @@ func newGate(cfg *Config, m *metrics) *gate {
 const ipv6WideFactor = 4
 
 // open counts a connection from k, or says why not: "" if admitted.
-func (g *gate) open(k addrKey) string {
+func (g *gate) open(k clientaddr.Key) string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch {
 	case g.n >= g.total:
 		return "busy"
-	case g.counts[k.narrow] >= g.perAddr:
+	case g.counts[k.Narrow] >= g.perAddr:
 		return "addr"
-	case k.wide != "" && g.counts[k.wide] >= g.perWide:
+	case k.Wide != "" && g.counts[k.Wide] >= g.perWide:
 		return "addr"
 	}
 	g.n++
-	g.counts[k.narrow]++
-	if k.wide != "" {
-		g.counts[k.wide]++
+	g.counts[k.Narrow]++
+	if k.Wide != "" {
+		g.counts[k.Wide]++
 	}
 	return ""
 }
 
-func (g *gate) close(k addrKey) {
+func (g *gate) close(k clientaddr.Key) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.n--
-	for _, s := range []string{k.narrow, k.wide} {
+	for _, s := range []string{k.Narrow, k.Wide} {
 		if s == "" {
 			continue
 		}

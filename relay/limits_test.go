@@ -12,25 +12,6 @@ import (
 	"fleetmesh.org/fleetmesh/nostr"
 )
 
-func TestKeyOf(t *testing.T) {
-	for _, tc := range []struct {
-		in           string
-		narrow, wide string
-	}{
-		{"127.0.0.1:80", "127.0.0.1", ""},
-		{"[::ffff:10.0.0.1]:80", "10.0.0.1", ""},
-		{"[2001:db8:1:2:3:4:5:6]:443", "2001:db8:1:2::/64", "2001:db8:1::/56"},
-		{"[2001:db8:1:2ff:aaaa::1]:443", "2001:db8:1:2ff::/64", "2001:db8:1:200::/56"},
-		{"[fe80::1%eth0]:1", "fe80::/64", "fe80::/56"},
-		{"not-an-ip", "not-an-ip", ""},
-	} {
-		k := keyOf(tc.in)
-		if k.narrow != tc.narrow || k.wide != tc.wide {
-			t.Errorf("keyOf(%q) = %+v, want %q %q", tc.in, k, tc.narrow, tc.wide)
-		}
-	}
-}
-
 func TestBudgetFor(t *testing.T) {
 	for _, tc := range []struct{ limit, conns int }{
 		{1024, 1024 - 256 - 128 - 64},

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"fleetmesh.org/fleetmesh/clientaddr"
 )
 
 // maxTrackedAddrs bounds the per-address table; idle entries are dropped
@@ -61,52 +63,52 @@ func (l *addrLimits) evict() {
 }
 
 // openConn counts a WebSocket connection from k unless k is at its cap.
-func (l *addrLimits) openConn(k addrKey) bool {
+func (l *addrLimits) openConn(k clientaddr.Key) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	st := l.state(k.narrow)
+	st := l.state(k.Narrow)
 	if st.conns >= l.cfg.MaxConnsPerIP {
 		return false
 	}
-	if k.wide != "" && l.wide[k.wide] >= l.cfg.MaxConnsPerIP*ipv6WideFactor {
+	if k.Wide != "" && l.wide[k.Wide] >= l.cfg.MaxConnsPerIP*ipv6WideFactor {
 		return false
 	}
 	st.conns++
-	if k.wide != "" {
-		l.wide[k.wide]++
+	if k.Wide != "" {
+		l.wide[k.Wide]++
 	}
 	return true
 }
 
-func (l *addrLimits) closeConn(k addrKey) {
+func (l *addrLimits) closeConn(k clientaddr.Key) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if st, ok := l.addrs[k.narrow]; ok && st.conns > 0 {
+	if st, ok := l.addrs[k.Narrow]; ok && st.conns > 0 {
 		st.conns--
 	}
-	if k.wide != "" {
-		if l.wide[k.wide] <= 1 {
-			delete(l.wide, k.wide)
+	if k.Wide != "" {
+		if l.wide[k.Wide] <= 1 {
+			delete(l.wide, k.Wide)
 		} else {
-			l.wide[k.wide]--
+			l.wide[k.Wide]--
 		}
 	}
 }
 
-func (l *addrLimits) allowEvent(k addrKey) bool {
+func (l *addrLimits) allowEvent(k clientaddr.Key) bool {
 	if l.cfg.IPEventsPerSecond <= 0 {
 		return true
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.state(k.narrow).bucket.Allow()
+	return l.state(k.Narrow).bucket.Allow()
 }
 
 // openNeg counts a NIP-77 session from k unless k is at its cap.
-func (l *addrLimits) openNeg(k addrKey) bool {
+func (l *addrLimits) openNeg(k clientaddr.Key) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	st := l.state(k.narrow)
+	st := l.state(k.Narrow)
 	if st.negs >= l.cfg.IPMaxNegSessions {
 		return false
 	}
@@ -114,24 +116,24 @@ func (l *addrLimits) openNeg(k addrKey) bool {
 	return true
 }
 
-func (l *addrLimits) closeNeg(k addrKey) {
+func (l *addrLimits) closeNeg(k clientaddr.Key) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if st, ok := l.addrs[k.narrow]; ok && st.negs > 0 {
+	if st, ok := l.addrs[k.Narrow]; ok && st.negs > 0 {
 		st.negs--
 	}
 }
 
 // workWait says how long k must wait before its next query (0: now).
-func (l *addrLimits) workWait(k addrKey) time.Duration {
+func (l *addrLimits) workWait(k clientaddr.Key) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.state(k.narrow).work.wait(time.Now())
+	return l.state(k.Narrow).work.wait(time.Now())
 }
 
 // spendWork charges k for a query's time and rows.
-func (l *addrLimits) spendWork(k addrKey, d time.Duration, rows int) {
+func (l *addrLimits) spendWork(k clientaddr.Key, d time.Duration, rows int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.state(k.narrow).work.spend(time.Now(), d, rows)
+	l.state(k.Narrow).work.spend(time.Now(), d, rows)
 }

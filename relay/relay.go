@@ -14,6 +14,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"fleetmesh.org/fleetmesh/clientaddr"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/store"
 )
@@ -164,7 +165,7 @@ func refuseUpgrade(w http.ResponseWriter, status int, msg string) {
 }
 
 func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
-	k := keyOf(req.RemoteAddr)
+	k := clientaddr.Of(req.RemoteAddr)
 	if !r.addrs.openConn(k) {
 		r.m.rejected.WithLabelValues("conns_per_ip").Inc()
 		refuseUpgrade(w, http.StatusTooManyRequests, fmt.Sprintf("rate-limited: this relay takes at most %d connections from one address; close some or retry later", r.cfg.MaxConnsPerIP))
