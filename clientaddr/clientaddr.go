@@ -2,11 +2,12 @@
 // limits that must be fair between parties rather than between addresses
 // (spec/limits.md): an IPv4 address is one party, an IPv6 client is keyed
 // by its /64 and, for a looser cap, its /56. It also keeps bounded tables
-// of token buckets keyed so.
+// of token buckets, keyed so or by any other name of a party (the mesh
+// keys them by PeerID).
 //
-// It is for the node's unauthenticated endpoints (the relay's WebSocket,
-// /didcomm); mesh peers are named by their PeerID and limited by the
-// libp2p resource manager instead.
+// Its keys are for the node's unauthenticated endpoints (the relay's
+// WebSocket, /didcomm); mesh peers are named by their PeerID and bounded
+// by the libp2p resource manager besides.
 package clientaddr
 
 import (

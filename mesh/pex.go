@@ -16,6 +16,16 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	ma "github.com/multiformats/go-multiaddr"
+
+	"fleetmesh.org/fleetmesh/clientaddr"
+)
+
+// pexInboundPerRound and pexInboundBurst bound the exchanges one peer may
+// start: a peer exchanges once per maintenance round at most, so four a
+// round is generous (spec/limits.md).
+const (
+	pexInboundPerRound = 4
+	pexInboundBurst    = 8
 )
 
 // PEXProtocol is the stream protocol of peer exchange (spec/mesh-discovery.md).
@@ -56,6 +66,8 @@ type pex struct {
 	m      *Mesh
 	verify DescriptorVerifier
 	sem    chan struct{}
+	// inbound bounds the exchanges each peer may start with us.
+	inbound *clientaddr.Buckets
 
 	mu       sync.Mutex
 	self     []byte
@@ -70,11 +82,12 @@ type pex struct {
 
 func newPEX(m *Mesh, verify DescriptorVerifier) *pex {
 	return &pex{
-		m:      m,
-		verify: verify,
-		sem:    make(chan struct{}, m.cfg.PEXConcurrency),
-		known:  make(map[peer.ID]*knownDescriptor),
-		sums:   make(map[descriptorSum]*knownDescriptor),
+		m:       m,
+		verify:  verify,
+		sem:     make(chan struct{}, m.cfg.PEXConcurrency),
+		inbound: clientaddr.NewBuckets(pexInboundPerRound/m.cfg.MaintainInterval.Seconds(), pexInboundBurst, maxScored),
+		known:   make(map[peer.ID]*knownDescriptor),
+		sums:    make(map[descriptorSum]*knownDescriptor),
 	}
 }
 
@@ -110,9 +123,17 @@ func (p *pex) handle(s network.Stream) {
 		return
 	}
 	remote := s.Conn().RemotePeer()
+	if ok, _ := p.inbound.Allow(string(remote)); !ok {
+		p.m.misb.penalize(remote, MisbehaviorPEXFlood)
+		s.Reset()
+		return
+	}
 	r := bufio.NewReader(s)
 	first, err := p.read(r)
 	if err != nil || len(first.descriptors) > 0 || len(first.want) > 0 {
+		if err == nil {
+			p.m.misb.penalize(remote, MisbehaviorPEXViolation)
+		}
 		s.Reset()
 		return
 	}
@@ -124,10 +145,13 @@ func (p *pex) handle(s network.Stream) {
 	}
 	third, err := p.read(r)
 	if err != nil || len(third.offer) > 0 || !asked(third.descriptors, want) {
+		if err == nil {
+			p.m.misb.penalize(remote, MisbehaviorPEXViolation)
+		}
 		s.Reset()
 		return
 	}
-	p.accept(third.descriptors)
+	p.acceptFrom(remote, third.descriptors)
 	p.setMet()
 	if _, err := s.Write(appendPEXMessage(nil, pexMessage{descriptors: p.serve(third.want, offer)})); err != nil {
 		s.Reset()
@@ -178,7 +202,7 @@ func (p *pex) exchange(ctx context.Context, id peer.ID) (int, error) {
 	if len(fourth.offer) > 0 || len(fourth.want) > 0 || !asked(fourth.descriptors, want) {
 		return fail(fmt.Errorf("%w: the last message carries sums or descriptors that were not asked for", ErrPEXMalformed))
 	}
-	n := p.accept(fourth.descriptors)
+	n := p.acceptFrom(id, fourth.descriptors)
 	p.setMet()
 	return n, nil
 }
@@ -295,7 +319,11 @@ func (p *pex) serve(want, offered []descriptorSum) [][]byte {
 // accept verifies each descriptor and keeps those that are new or newer
 // than what we hold, adding their addresses to the peerstore and the address
 // book. It returns how many it kept.
-func (p *pex) accept(raws [][]byte) int {
+func (p *pex) accept(raws [][]byte) int { return p.acceptFrom("", raws) }
+
+// acceptFrom is accept for descriptors that peer from sent, which is
+// penalised for each that does not verify.
+func (p *pex) acceptFrom(from peer.ID, raws [][]byte) int {
 	kept := 0
 	for _, raw := range raws {
 		sum := sha256.Sum256(raw)
@@ -308,6 +336,7 @@ func (p *pex) accept(raws [][]byte) int {
 		info, err := p.verify(raw)
 		if err != nil {
 			p.m.stats.add(func(s *Stats) { s.DescriptorsRejected++ })
+			p.m.misb.penalize(from, MisbehaviorBadDescriptor)
 			continue
 		}
 		if info.ID == p.m.h.ID() || !time.Now().Before(info.Expires) {

@@ -133,6 +133,10 @@ func New(cfg Config, st Store, log *slog.Logger, reg prometheus.Registerer) *Rel
 	return r
 }
 
+// FileBudget is the split of the file limit the relay's caps were derived
+// from; the node gives the mesh its share.
+func (r *Relay) FileBudget() FileBudget { return r.cfg.files }
+
 // Config returns the relay's effective configuration.
 func (r *Relay) Config() Config { return r.cfg }
 
