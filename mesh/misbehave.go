@@ -16,7 +16,6 @@ import (
 // Misbehaviour reasons, as Stats.Misbehavior counts them (spec/limits.md).
 const (
 	MisbehaviorInvalidGossip = "invalid_gossip"     // an event GossipSub's validator rejected
-	MisbehaviorBadDescriptor = "bad_descriptor"     // a descriptor that did not verify
 	MisbehaviorPEXViolation  = "pex_violation"      // a peer exchange out of protocol
 	MisbehaviorPEXFlood      = "pex_flood"          // exchanges started more often than allowed
 	MisbehaviorStreamsRefuse = "streams_over_limit" // streams the resource manager refused
@@ -27,7 +26,6 @@ const (
 // peer on an old version might make; twenty in a few minutes is not.
 var misbehaviorWeight = map[string]float64{
 	MisbehaviorInvalidGossip: 0.5,
-	MisbehaviorBadDescriptor: 1,
 	MisbehaviorPEXViolation:  3,
 	MisbehaviorPEXFlood:      1,
 	MisbehaviorStreamsRefuse: 0.25,

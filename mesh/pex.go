@@ -131,7 +131,7 @@ func (p *pex) handle(s network.Stream) {
 	r := bufio.NewReader(s)
 	first, err := p.read(r)
 	if err != nil || len(first.descriptors) > 0 || len(first.want) > 0 {
-		if err == nil {
+		if err == nil || errors.Is(err, ErrPEXMalformed) {
 			p.m.misb.penalize(remote, MisbehaviorPEXViolation)
 		}
 		s.Reset()
@@ -145,13 +145,13 @@ func (p *pex) handle(s network.Stream) {
 	}
 	third, err := p.read(r)
 	if err != nil || len(third.offer) > 0 || !asked(third.descriptors, want) {
-		if err == nil {
+		if err == nil || errors.Is(err, ErrPEXMalformed) {
 			p.m.misb.penalize(remote, MisbehaviorPEXViolation)
 		}
 		s.Reset()
 		return
 	}
-	p.acceptFrom(remote, third.descriptors)
+	p.accept(third.descriptors)
 	p.setMet()
 	if _, err := s.Write(appendPEXMessage(nil, pexMessage{descriptors: p.serve(third.want, offer)})); err != nil {
 		s.Reset()
@@ -202,7 +202,7 @@ func (p *pex) exchange(ctx context.Context, id peer.ID) (int, error) {
 	if len(fourth.offer) > 0 || len(fourth.want) > 0 || !asked(fourth.descriptors, want) {
 		return fail(fmt.Errorf("%w: the last message carries sums or descriptors that were not asked for", ErrPEXMalformed))
 	}
-	n := p.acceptFrom(id, fourth.descriptors)
+	n := p.accept(fourth.descriptors)
 	p.setMet()
 	return n, nil
 }
@@ -319,11 +319,7 @@ func (p *pex) serve(want, offered []descriptorSum) [][]byte {
 // accept verifies each descriptor and keeps those that are new or newer
 // than what we hold, adding their addresses to the peerstore and the address
 // book. It returns how many it kept.
-func (p *pex) accept(raws [][]byte) int { return p.acceptFrom("", raws) }
-
-// acceptFrom is accept for descriptors that peer from sent, which is
-// penalised for each that does not verify.
-func (p *pex) acceptFrom(from peer.ID, raws [][]byte) int {
+func (p *pex) accept(raws [][]byte) int {
 	kept := 0
 	for _, raw := range raws {
 		sum := sha256.Sum256(raw)
@@ -336,7 +332,6 @@ func (p *pex) acceptFrom(from peer.ID, raws [][]byte) int {
 		info, err := p.verify(raw)
 		if err != nil {
 			p.m.stats.add(func(s *Stats) { s.DescriptorsRejected++ })
-			p.m.misb.penalize(from, MisbehaviorBadDescriptor)
 			continue
 		}
 		if info.ID == p.m.h.ID() || !time.Now().Before(info.Expires) {
