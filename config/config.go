@@ -199,19 +199,21 @@ type RelayConfig struct {
 	IPEventsBurst     int     `toml:"ip_events_burst"`
 	MaxConnsPerIP     int     `toml:"max_connections_per_ip"`
 	// Hostile-load bounds (spec/limits.md); 0 takes the relay's default.
-	MaxConns             int    `toml:"max_connections"` // 0: from the file limit
-	FirstMessageTimeout  string `toml:"first_message_timeout"`
-	MaxBufferedBytes     int64  `toml:"max_buffered_bytes"`
-	ReqMillisPerSecond   int    `toml:"req_ms_per_second"`
-	ReqRowsPerSecond     int    `toml:"req_rows_per_second"`
-	IPReqMillisPerSecond int    `toml:"ip_req_ms_per_second"`
-	IPReqRowsPerSecond   int    `toml:"ip_req_rows_per_second"`
-	MaxNegSessions       int    `toml:"max_negentropy_sessions"`
-	IPMaxNegSessions     int    `toml:"ip_max_negentropy_sessions"`
-	MaxCountRows         int    `toml:"max_count_rows"`
-	AuthRequiredKinds    []int  `toml:"auth_required_kinds"`
-	MaxNegRecords        int    `toml:"max_negentropy_records"`
-	QueryTimeout         string `toml:"query_timeout"`
+	MaxConns             int     `toml:"max_connections"` // 0: from the file limit
+	FirstMessageTimeout  string  `toml:"first_message_timeout"`
+	MaxBufferedBytes     int64   `toml:"max_buffered_bytes"`
+	ReqMillisPerSecond   int     `toml:"req_ms_per_second"`
+	ReqRowsPerSecond     int     `toml:"req_rows_per_second"`
+	IPReqMillisPerSecond int     `toml:"ip_req_ms_per_second"`
+	IPReqRowsPerSecond   int     `toml:"ip_req_rows_per_second"`
+	MaxNegSessions       int     `toml:"max_negentropy_sessions"`
+	IPMaxNegSessions     int     `toml:"ip_max_negentropy_sessions"`
+	MaxCountRows         int     `toml:"max_count_rows"`
+	IPMaxSubscriptions   int     `toml:"ip_max_subscriptions"`
+	IPConnsPerSecond     float64 `toml:"ip_connections_per_second"`
+	AuthRequiredKinds    []int   `toml:"auth_required_kinds"`
+	MaxNegRecords        int     `toml:"max_negentropy_records"`
+	QueryTimeout         string  `toml:"query_timeout"`
 }
 
 // StoreConfig configures the embedded event store.
@@ -264,6 +266,8 @@ func Default() Config {
 			MaxNegSessions:       d.MaxNegSessions,
 			IPMaxNegSessions:     d.IPMaxNegSessions,
 			MaxCountRows:         d.MaxCountRows,
+			IPMaxSubscriptions:   d.IPMaxSubscriptions,
+			IPConnsPerSecond:     d.IPConnsPerSecond,
 			AuthRequiredKinds:    []int{},
 			MaxNegRecords:        d.MaxNegRecords,
 			QueryTimeout:         d.QueryTimeout.String(),
@@ -490,6 +494,8 @@ func (c *Config) RelayConfig() relay.Config {
 		MaxNegSessions:       r.MaxNegSessions,
 		IPMaxNegSessions:     r.IPMaxNegSessions,
 		MaxCountRows:         r.MaxCountRows,
+		IPMaxSubscriptions:   r.IPMaxSubscriptions,
+		IPConnsPerSecond:     r.IPConnsPerSecond,
 		AuthRequiredKinds:    r.AuthRequiredKinds,
 		MaxNegRecords:        r.MaxNegRecords,
 		QueryTimeout:         qt,

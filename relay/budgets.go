@@ -109,16 +109,20 @@ func (c *conn) admitWork(ctx context.Context) string {
 		if w == 0 {
 			return ""
 		}
-		if w > maxWorkWait {
-			c.r.m.rejected.WithLabelValues("query_budget").Inc()
-			return fmt.Sprintf("rate-limited: this connection's queries used their share of the relay; retry in %ds", int(w.Seconds())+1)
-		}
-		t := time.NewTimer(w)
+		refuse := w > maxWorkWait
+		// A refused client waits as long as one admitted would have,
+		// so that a loop of refused queries spins no faster than it
+		// may ask.
+		t := time.NewTimer(min(w, maxWorkWait))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
 			return "closed: subscription ended"
+		}
+		if refuse {
+			c.r.m.rejected.WithLabelValues("query_budget").Inc()
+			return fmt.Sprintf("rate-limited: this connection's queries used their share of the relay; retry in %ds", int((w-maxWorkWait).Seconds())+1)
 		}
 	}
 }

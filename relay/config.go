@@ -22,6 +22,13 @@ type Config struct {
 	MaxTags          int
 	MaxContentBytes  int
 	MaxSubscriptions int // per connection
+	// IPMaxSubscriptions bounds open REQ subscriptions per address: every
+	// stored event is matched against every live subscription, so one
+	// address must not hold thousands.
+	IPMaxSubscriptions int
+	// IPConnsPerSecond bounds new WebSocket connections per address (burst
+	// four times as many); over it the upgrade is refused with 429.
+	IPConnsPerSecond float64
 	MaxFilters       int // per REQ or COUNT
 	MaxLimit         int // a filter's limit is clamped to this
 	DefaultLimit     int // for filters with no limit
@@ -131,10 +138,12 @@ func DefaultConfig() Config {
 		MaxConnsPerIP:        64,
 		FirstMessageTimeout:  30 * time.Second,
 		MaxBufferedBytes:     256 << 20,
-		ReqMillisPerSecond:   250,
-		ReqRowsPerSecond:     20000,
-		IPReqMillisPerSecond: 500,
-		IPReqRowsPerSecond:   40000,
+		IPMaxSubscriptions:   500,
+		IPConnsPerSecond:     25,
+		ReqMillisPerSecond:   100,
+		ReqRowsPerSecond:     5000,
+		IPReqMillisPerSecond: 200,
+		IPReqRowsPerSecond:   10000,
 		MaxNegSessions:       8,
 		IPMaxNegSessions:     16,
 		MaxCountRows:         100000,
@@ -168,6 +177,10 @@ func (c *Config) Fill() {
 	setInt(&c.MaxNegRecords, d.MaxNegRecords)
 	setInt(&c.SendQueue, d.SendQueue)
 	setInt(&c.MaxConnsPerIP, d.MaxConnsPerIP)
+	setInt(&c.IPMaxSubscriptions, d.IPMaxSubscriptions)
+	if c.IPConnsPerSecond <= 0 {
+		c.IPConnsPerSecond = d.IPConnsPerSecond
+	}
 	setInt(&c.ReqMillisPerSecond, d.ReqMillisPerSecond)
 	setInt(&c.ReqRowsPerSecond, d.ReqRowsPerSecond)
 	setInt(&c.IPReqMillisPerSecond, d.IPReqMillisPerSecond)

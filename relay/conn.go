@@ -36,9 +36,12 @@ type conn struct {
 	ctx        context.Context
 	cancel     context.CancelFunc
 	limiter    *rate.Limiter
-	inflight   chan struct{}
-	handlers   sync.WaitGroup
-	stopping   atomic.Bool
+	// invalid bounds the malformed, oversized and binary messages a
+	// connection may send; past it the connection is closed.
+	invalid  *rate.Limiter
+	inflight chan struct{}
+	handlers sync.WaitGroup
+	stopping atomic.Bool
 	// queued counts the bytes in send (Config.MaxBufferedBytes).
 	queued atomic.Int64
 	work   connWork
@@ -53,6 +56,7 @@ type subscription struct {
 	filters []nostr.Filter
 	cancel  context.CancelFunc
 	release func() // from Relay.Interest; nil if none
+	unslot  func() // gives the address's subscription slot back
 }
 
 // end stops the subscription and tells the Interest hook it is gone.
@@ -60,6 +64,9 @@ func (s *subscription) end() {
 	s.cancel()
 	if s.release != nil {
 		s.release()
+	}
+	if s.unslot != nil {
+		s.unslot()
 	}
 }
 
@@ -83,10 +90,31 @@ func newConn(r *Relay, ws *websocket.Conn, addr clientaddr.Key, host string) *co
 		authed:     make(map[[32]byte]struct{}),
 		work:       connWork{b: newWorkBudget(r.cfg.ReqMillisPerSecond, r.cfg.ReqRowsPerSecond)},
 	}
+	c.invalid = rate.NewLimiter(invalidPerSecond, invalidBurst)
 	if r.cfg.EventsPerSecond > 0 {
 		c.limiter = rate.NewLimiter(rate.Limit(r.cfg.EventsPerSecond), r.cfg.EventsBurst)
 	}
 	return c
+}
+
+// A connection may send invalidBurst malformed, oversized or binary
+// messages, and invalidPerSecond more each second; one that sends more is
+// not a client with a bug but a flood, and is closed.
+const (
+	invalidPerSecond = 1
+	invalidBurst     = 20
+)
+
+// badMessage counts an invalid message and reports whether the
+// connection may go on.
+func (c *conn) badMessage() bool {
+	if c.invalid.Allow() {
+		return true
+	}
+	c.r.m.rejected.WithLabelValues("invalid_flood").Inc()
+	c.notice("error: too many invalid messages; closing the connection")
+	c.cancel()
+	return false
 }
 
 // hardReadLimit is where a message is too large even to skip politely: the
@@ -142,13 +170,21 @@ func (c *conn) serve() {
 			rest, _ := io.Copy(io.Discard, rd)
 			c.r.m.rejected.WithLabelValues("message_too_large").Inc()
 			c.notice(fmt.Sprintf("invalid: message of %d bytes is over this relay's limit of %d bytes", n+rest, c.r.cfg.MaxMessageBytes))
+			if !c.badMessage() {
+				break
+			}
 			continue
 		}
 		if typ != websocket.TextMessage {
 			c.notice("invalid: only text messages carry Nostr messages")
+			if !c.badMessage() {
+				break
+			}
 			continue
 		}
-		c.handle(bytes.Clone(buf.Bytes()))
+		if !c.handle(bytes.Clone(buf.Bytes())) {
+			break
+		}
 	}
 	c.cancel()
 	c.handlers.Wait()
@@ -350,7 +386,9 @@ func (c *conn) ok(id string, accepted bool, msg string) {
 
 func (c *conn) closed(subID, msg string) { c.sendCtl(frame("CLOSED", subID, msg)) }
 
-func (c *conn) handle(data []byte) {
+// handle serves one message; it returns false when the connection must
+// close.
+func (c *conn) handle(data []byte) bool {
 	m, err := nostr.ParseClientMessage(data)
 	if err != nil {
 		var pe *nostr.ParseError
@@ -366,7 +404,7 @@ func (c *conn) handle(data []byte) {
 		default:
 			c.notice("invalid: " + err.Error())
 		}
-		return
+		return c.badMessage()
 	}
 	switch m.Type {
 	case nostr.MsgEvent:
@@ -388,6 +426,7 @@ func (c *conn) handle(data []byte) {
 	case nostr.MsgNegOpen, nostr.MsgNegMsg, nostr.MsgNegClose:
 		c.handleNeg(m)
 	}
+	return true
 }
 
 // frame encodes a relay-to-client message.

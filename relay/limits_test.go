@@ -246,3 +246,58 @@ func TestFirstMessageTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestInvalidFloodCloses checks that a connection sending malformed
+// messages without end is closed, after a NOTICE saying why.
+func TestInvalidFloodCloses(t *testing.T) {
+	tr := newTestRelay(t, nil)
+	c := tr.dial()
+	for i := 0; i < invalidBurst+5; i++ {
+		if c.ws.WriteMessage(1, []byte("[[[")) != nil {
+			break
+		}
+	}
+	c.ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	sawClose := false
+	for {
+		_, data, err := c.ws.ReadMessage()
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatal("the connection was not closed")
+			}
+			break
+		}
+		if strings.Contains(string(data), "too many invalid messages") {
+			sawClose = true
+		}
+	}
+	if !sawClose {
+		t.Fatal("no NOTICE said why the connection closed")
+	}
+}
+
+// TestIPMaxSubscriptions checks the per-address subscription cap across
+// connections, and that CLOSE gives a slot back.
+func TestIPMaxSubscriptions(t *testing.T) {
+	tr := newTestRelay(t, func(c *Config) { c.IPMaxSubscriptions = 3 })
+	a, b := tr.dial(), tr.dial()
+	for _, id := range []string{"a1", "a2"} {
+		if _, closed := a.req(id, `{"limit":0}`); closed != "" {
+			t.Fatalf("%s: %s", id, closed)
+		}
+	}
+	if _, closed := b.req("b1", `{"limit":0}`); closed != "" {
+		t.Fatalf("b1: %s", closed)
+	}
+	if _, closed := b.req("b2", `{"limit":0}`); !strings.Contains(closed, "your address") {
+		t.Fatalf("fourth subscription from one address: %q", closed)
+	}
+	// Reusing an id replaces the subscription and keeps the count.
+	if _, closed := a.req("a1", `{"limit":0}`); closed != "" {
+		t.Fatalf("replacing a1: %s", closed)
+	}
+	a.send("CLOSE", "a2")
+	if _, closed := a.req("a3", `{"limit":0}`); closed != "" {
+		t.Fatalf("after CLOSE: %s", closed)
+	}
+}

@@ -29,6 +29,7 @@ type addrState struct {
 	bucket *rate.Limiter
 	conns  int
 	negs   int
+	subs   int
 	work   workBudget
 }
 
@@ -56,7 +57,7 @@ func (l *addrLimits) state(k string) *addrState {
 func (l *addrLimits) evict() {
 	now := time.Now()
 	for k, st := range l.addrs {
-		if st.conns == 0 && st.negs == 0 && (st.bucket == nil || st.bucket.Tokens() >= float64(l.cfg.IPEventsBurst)) && st.work.full(now) {
+		if st.conns == 0 && st.negs == 0 && st.subs == 0 && (st.bucket == nil || st.bucket.Tokens() >= float64(l.cfg.IPEventsBurst)) && st.work.full(now) {
 			delete(l.addrs, k)
 		}
 	}
@@ -136,4 +137,24 @@ func (l *addrLimits) spendWork(k clientaddr.Key, d time.Duration, rows int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.state(k.Narrow).work.spend(time.Now(), d, rows)
+}
+
+// openSub counts a REQ subscription from k unless k is at its cap.
+func (l *addrLimits) openSub(k clientaddr.Key) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := l.state(k.Narrow)
+	if st.subs >= l.cfg.IPMaxSubscriptions {
+		return false
+	}
+	st.subs++
+	return true
+}
+
+func (l *addrLimits) closeSub(k clientaddr.Key) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if st, ok := l.addrs[k.Narrow]; ok && st.subs > 0 {
+		st.subs--
+	}
 }

@@ -81,6 +81,7 @@ type Relay struct {
 	corkBufs sync.Pool
 	addrs    *addrLimits
 	gate     *gate
+	newConns *clientaddr.Buckets // per address (Config.IPConnsPerSecond)
 	// buffered counts the bytes queued in every connection's send queue
 	// (Config.MaxBufferedBytes).
 	buffered atomic.Int64
@@ -119,6 +120,7 @@ func New(cfg Config, st Store, log *slog.Logger, reg prometheus.Registerer) *Rel
 		done:     make(chan struct{}),
 	}
 	r.addrs = newAddrLimits(&r.cfg)
+	r.newConns = clientaddr.NewBuckets(cfg.IPConnsPerSecond, max(1, int(cfg.IPConnsPerSecond*4)), maxTrackedAddrs)
 	r.gate = newGate(&r.cfg, m)
 	r.corkBufs.New = func() any { return new([]byte) }
 	r.upgrader = websocket.Upgrader{
@@ -170,6 +172,11 @@ func refuseUpgrade(w http.ResponseWriter, status int, msg string) {
 
 func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
 	k := clientaddr.Of(req.RemoteAddr)
+	if ok, _ := r.newConns.Allow(k.Narrow); !ok {
+		r.m.rejected.WithLabelValues("conn_rate_ip").Inc()
+		refuseUpgrade(w, http.StatusTooManyRequests, fmt.Sprintf("rate-limited: this relay takes at most %g new connections a second from one address; retry later", r.cfg.IPConnsPerSecond))
+		return
+	}
 	if !r.addrs.openConn(k) {
 		r.m.rejected.WithLabelValues("conns_per_ip").Inc()
 		refuseUpgrade(w, http.StatusTooManyRequests, fmt.Sprintf("rate-limited: this relay takes at most %d connections from one address; close some or retry later", r.cfg.MaxConnsPerIP))

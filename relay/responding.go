@@ -51,15 +51,24 @@ func (c *conn) handleReq(m *nostr.ClientMessage) {
 	c.mu.Lock()
 	if old, ok := c.subs[m.SubID]; ok {
 		old.end()
+		delete(c.subs, m.SubID)
 		c.r.m.subs.Dec()
-	} else if len(c.subs) >= c.r.cfg.MaxSubscriptions {
+	}
+	if len(c.subs) >= c.r.cfg.MaxSubscriptions {
 		c.mu.Unlock()
 		cancel()
 		c.r.m.rejected.WithLabelValues("too_many_subs").Inc()
 		c.closed(m.SubID, fmt.Sprintf("blocked: this connection has %d open subscriptions, the relay's limit; CLOSE one first", c.r.cfg.MaxSubscriptions))
 		return
 	}
-	s := &subscription{filters: m.Filters, cancel: cancel}
+	if !c.r.addrs.openSub(c.addr) {
+		c.mu.Unlock()
+		cancel()
+		c.r.m.rejected.WithLabelValues("too_many_subs_ip").Inc()
+		c.closed(m.SubID, fmt.Sprintf("blocked: your address has %d open subscriptions, the relay's limit; CLOSE some first", c.r.cfg.IPMaxSubscriptions))
+		return
+	}
+	s := &subscription{filters: m.Filters, cancel: cancel, unslot: func() { c.r.addrs.closeSub(c.addr) }}
 	if c.r.Interest != nil {
 		s.release = c.r.Interest(m.Filters)
 	}
