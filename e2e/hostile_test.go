@@ -551,21 +551,28 @@ func attackSlowloris(ctx context.Context, env *hostileEnv) (string, string) {
 	var tried atomic.Int64
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.1")}}
 	workers(ctx, 32, func(ctx context.Context, _ int) {
+		var mine []net.Conn
 		for tried.Add(1) <= 1000 && ctx.Err() == nil {
 			c, err := d.DialContext(ctx, "tcp", addr)
 			if err != nil {
 				continue
 			}
 			c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"))
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
+			mine = append(mine, c)
 		}
-		// Trickle a header line a second on each held connection.
+		mu.Lock()
+		conns = append(conns, mine...)
+		mu.Unlock()
+		// Trickle a header line a second on each held connection, never
+		// ending the request.
 		for ctx.Err() == nil {
 			select {
 			case <-ctx.Done():
 			case <-time.After(time.Second):
+			}
+			for _, c := range mine {
+				c.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
+				c.Write([]byte("X-Slow: 1\r\n"))
 			}
 		}
 	})
