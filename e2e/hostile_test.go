@@ -71,6 +71,11 @@ type hostileEnv struct {
 	sender *didcomm.Packer
 	seed   int
 
+	// metrics reads /metrics from 127.0.0.8 on kept-alive connections:
+	// a new client per read would leave an idle connection each, and
+	// the accept gate counts those against the address.
+	metrics *http.Client
+
 	mu    sync.Mutex
 	acked []string
 }
@@ -186,7 +191,8 @@ func startHostileNode(t *testing.T) *hostileEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &hostileEnv{t: t, n: n, node: n.did}
+	env := &hostileEnv{t: t, n: n, node: n.did, metrics: clientFromIP("127.0.0.8")}
+	t.Cleanup(env.metrics.CloseIdleConnections)
 	deadline := time.Now().Add(startTimeout)
 	for env.mesh == "" && time.Now().Before(deadline) {
 		for _, line := range strings.Split(n.stdout.String(), "\n") {
@@ -260,6 +266,7 @@ func (env *hostileEnv) setupMediation() {
 	}
 	t.Cleanup(func() { seen.Close() })
 	hc := clientFromIP("127.0.0.7")
+	defer hc.CloseIdleConnections()
 	url := env.n.httpURL() + "/didcomm"
 	ex := func(ctx context.Context, packed []byte) ([]byte, error) {
 		out, err := transport.PostHTTP(ctx, hc, url, packed)
@@ -418,6 +425,7 @@ func (env *hostileEnv) honestRelay(ctx context.Context, ip string, record func(t
 // below the per-(address, recipient) rate.
 func (env *hostileEnv) honestDIDComm(ctx context.Context, ip string, record func(time.Duration, error)) {
 	hc := clientFromIP(ip)
+	defer hc.CloseIdleConnections()
 	url := env.n.httpURL() + "/didcomm"
 	for i := 0; ctx.Err() == nil; i++ {
 		fwd := env.forward(i)
@@ -477,11 +485,14 @@ func (env *hostileEnv) checkAcked() {
 
 // metric reads one unlabelled (or fully written) series from /metrics.
 func (env *hostileEnv) metric(series string) (float64, bool) {
-	res, err := clientFromIP("127.0.0.8").Get(env.n.httpURL() + "/metrics")
+	res, err := env.metrics.Get(env.n.httpURL() + "/metrics")
 	if err != nil {
 		return 0, false
 	}
-	defer res.Body.Close()
+	defer func() {
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+	}()
 	sc := bufio.NewScanner(res.Body)
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
@@ -730,6 +741,7 @@ func attackDIDComm(ctx context.Context, env *hostileEnv) (string, string) {
 	var mu sync.Mutex
 	status := map[int]int{}
 	hc := clientFromIP("127.0.0.1")
+	defer hc.CloseIdleConnections()
 	fwds := make([][]byte, 64)
 	for i := range fwds {
 		fwds[i] = env.forward(1000 + i)

@@ -99,10 +99,11 @@ func newConn(r *Relay, ws *websocket.Conn, addr clientaddr.Key, host string) *co
 
 // A connection may send invalidBurst malformed, oversized or binary
 // messages, and invalidPerSecond more each second; one that sends more is
-// not a client with a bug but a flood, and is closed.
+// not a client with a bug (nor a conformance suite trying every malformed
+// frame it knows) but a flood, and is closed.
 const (
-	invalidPerSecond = 1
-	invalidBurst     = 20
+	invalidPerSecond = 2
+	invalidBurst     = 100
 )
 
 // badMessage counts an invalid message and reports whether the
