@@ -220,8 +220,10 @@ func Open(opts Options) (*Node, error) {
 		relay:    rl,
 		mesh:     mp,
 		ln:       ln,
-		srv:      &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
-		reg:      reg,
+		// An idle keep-alive connection holds a slot in the relay's accept
+		// gate (spec/limits.md): it is closed after a minute.
+		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute},
+		reg: reg,
 	}, nil
 }
 
