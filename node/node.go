@@ -210,6 +210,7 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 		return nil, err
 	}
 	dc.AttachLibp2p(mp.m.Host())
+	dc.TrustProxies(rcfg.TrustedProxies)
 	ip := openIroh(opts, mp, dc)
 	if ip != nil {
 		reg.MustRegister(newIrohCollector(ip))
