@@ -210,6 +210,7 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 		return nil, err
 	}
 	dc.AttachLibp2p(mp.m.Host())
+	dc.TrustProxies(rcfg.TrustedProxies)
 	ip := openIroh(opts, mp, dc)
 	if ip != nil {
 		reg.MustRegister(newIrohCollector(ip))
@@ -248,10 +249,12 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 		mesh:     mp,
 		iroh:     ip,
 		ln:       ln,
-		srv:      &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
-		reg:      reg,
-		lock:     lock,
-		dash:     dash,
+		// An idle keep-alive connection holds a slot in the relay's accept
+		// gate (spec/limits.md): it is closed after a minute.
+		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute},
+		reg:  reg,
+		lock: lock,
+		dash: dash,
 	}, nil
 }
 
