@@ -35,6 +35,7 @@ import (
 	"fleetmesh.org/fleetmesh/dashboard"
 	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/identity"
+	irohrelay "fleetmesh.org/fleetmesh/iroh/relay"
 	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
@@ -132,11 +133,13 @@ type Node struct {
 	relay    *relay.Relay
 	mesh     *meshPart
 	iroh     *irohPart // nil when iroh is off
-	ln       net.Listener
-	srv      *http.Server
-	reg      *prometheus.Registry
-	lock     *homeLock
-	dash     *dashboard.Dashboard // nil when disabled
+	// irohRelay is the iroh relay an anchor serves; nil when off.
+	irohRelay *irohrelay.Server
+	ln        net.Listener
+	srv       *http.Server
+	reg       *prometheus.Registry
+	lock      *homeLock
+	dash      *dashboard.Dashboard // nil when disabled
 }
 
 // Open opens the node's store and binds its listener; Serve then runs it.
@@ -221,6 +224,7 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/", rl)
 	mux.Handle("/didcomm", dc)
+	irohRelay := openIrohRelay(opts, mp, mux)
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
@@ -241,14 +245,15 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	}
 	return &Node{
-		opts:     opts,
-		boundary: policy,
-		store:    st,
-		didcomm:  dc,
-		relay:    rl,
-		mesh:     mp,
-		iroh:     ip,
-		ln:       ln,
+		opts:      opts,
+		boundary:  policy,
+		store:     st,
+		didcomm:   dc,
+		relay:     rl,
+		mesh:      mp,
+		iroh:      ip,
+		irohRelay: irohRelay,
+		ln:        ln,
 		// An idle keep-alive connection holds a slot in the relay's accept
 		// gate (spec/limits.md): it is closed after a minute.
 		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute},
@@ -323,6 +328,9 @@ func (n *Node) Serve(ctx context.Context) error {
 	n.srv.Shutdown(sctx)
 	if n.iroh != nil {
 		n.iroh.close()
+	}
+	if n.irohRelay != nil {
+		n.irohRelay.Close()
 	}
 	if err := n.mesh.close(); err != nil {
 		n.opts.Log.Warn("mesh close", "err", err)
