@@ -153,7 +153,9 @@ async function connection (msg) {
   const key = msg.id + ' ' + msg.alpn
   let p = outgoing.get(key)
   if (!p) {
-    const addr = new EndpointAddr(EndpointId.fromString(msg.id), msg.relay || null, msg.addrs || [])
+    // A peer whose relay the node does not know is tried at this
+    // endpoint's home relay: fleetmesh nodes share their anchors' relays.
+    const addr = new EndpointAddr(EndpointId.fromString(msg.id), msg.relay || endpoint.addr().relayUrl() || null, msg.addrs || [])
     p = endpoint.connect(addr, Array.from(Buffer.from(msg.alpn))).then((conn) => {
       track(conn, 'out')
       conn.closed().catch(() => {}).then(() => { if (outgoing.get(key) === p) outgoing.delete(key) })
