@@ -30,6 +30,11 @@ func (s *Store) Query(ctx context.Context, f *nostr.Filter, limit int, fn func(*
 	if closed {
 		return ErrClosed
 	}
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
+	if s.db == nil {
+		return errNoDB
+	}
 	snap := s.db.NewSnapshot()
 	defer snap.Close()
 	now := s.opts.Now().Unix()
