@@ -133,6 +133,7 @@ type Node struct {
 	ln       net.Listener
 	srv      *http.Server
 	reg      *prometheus.Registry
+	health   *healthChecks
 }
 
 // Open opens the node's store and binds its listener; Serve then runs it.
@@ -199,10 +200,8 @@ func Open(opts Options) (*Node, error) {
 	mux.Handle("/", rl)
 	mux.Handle("/didcomm", dc)
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		w.Write([]byte("ok\n"))
-	})
+	health := &healthChecks{}
+	mux.Handle("/healthz", health)
 	if opts.DebugMesh {
 		mux.HandleFunc("/debug/mesh", mp.serveDebug)
 	}
@@ -222,6 +221,7 @@ func Open(opts Options) (*Node, error) {
 		ln:       ln,
 		srv:      &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
 		reg:      reg,
+		health:   health,
 	}, nil
 }
 
