@@ -68,18 +68,29 @@ func (g *Gateway) catchUpOut(ctx context.Context, s *session) error {
 		func(f nostr.Filter) error { return g.pageOut(ctx, s, f) })
 }
 
-// catchUp runs one direction's catch-up over each filter's window: NIP-77
-// first, since windows when the backend cannot (or the window is too
-// large); the cursor's base moves to the start time once all succeeded.
+// catchUp runs one direction's catch-up over each filter: NIP-77 over the
+// whole filter first, and where the backend cannot (or the filter holds
+// more than max_sync_records) since windows from the cursor; the cursor's
+// base moves to the start time once all succeeded.
+//
+// NIP-77 is not windowed by the cursor because a created_at cursor cannot
+// be lossless: an event arrives with the created_at its author gave it,
+// so one arriving (on either side) with a created_at older than cursor −
+// overlap just before a crash, or while the connection was down, lies
+// outside every window after it. Reconciling the whole filter finds it
+// whatever its created_at; its traffic grows with the differences, not
+// with the set, and its cost on each side with the events in the filter,
+// which max_sync_records bounds (spec/gateway.md, "Cursors and catch-up").
 func (g *Gateway) catchUp(ctx context.Context, s *session, dir string, filters []nostr.Filter, w *watermark,
 	viaNegentropy func(f nostr.Filter, i int) error, viaSince func(f nostr.Filter) error) error {
 	started := time.Now().Unix()
 	method := "negentropy"
-	for i, f := range g.window(filters, w.start()) {
+	windows := g.window(filters, w.start())
+	for i, f := range g.window(filters, 0) {
 		err := viaNegentropy(f, i)
 		if fallback(err) {
 			method = "since"
-			err = viaSince(f)
+			err = viaSince(windows[i])
 		}
 		if err != nil {
 			return err
