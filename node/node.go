@@ -148,6 +148,7 @@ func Open(opts Options) (*Node, error) {
 
 	st, err := store.Open(opts.Home.Path(cfg.Store.Dir), store.Options{
 		CacheBytes: int64(cfg.Store.CacheMB) << 20,
+		MaxBytes:   cfg.Mesh.StorageMaxBytes,
 		Logger:     opts.Log,
 	})
 	if err != nil {

@@ -341,3 +341,28 @@ func oneOf(t *testing.T, fx *fixture, a, b *model, r *rand.Rand, history []*nost
 	}
 	t.Fatalf("%s: the store holds %v, neither the model before the save nor after it", what, got)
 }
+
+// TestStorageBound: at MaxBytes a save that would write is refused with
+// ErrFull, one that writes nothing (a duplicate) is still answered, and
+// reads go on.
+func TestStorageBound(t *testing.T) {
+	fx := newFixtureWith(t, 1, Options{MaxBytes: 1}, t.TempDir())
+	e := fx.event(0, 1, fx.now, nil, "first")
+	_, err := fx.s.Save(context.Background(), e)
+	if !errors.Is(err, ErrFull) || !strings.Contains(err.Error(), "storage_max_bytes") {
+		t.Fatalf("save at the bound: %v, want ErrFull naming storage_max_bytes", err)
+	}
+	fx.restart()
+	fx.s.opts.MaxBytes = 0 // space returns
+	if r := fx.save(e); r != Stored {
+		t.Fatalf("after space returned: %v", r)
+	}
+	fx.restart()
+	fx.s.opts.MaxBytes = 1
+	if r := fx.save(e); r != Duplicate {
+		t.Fatalf("duplicate at the bound: %v", r)
+	}
+	if got := fx.query(nostr.Filter{IDs: [][32]byte{e.ID}}, 1); len(got) != 1 {
+		t.Fatal("reads stopped at the bound")
+	}
+}

@@ -73,6 +73,10 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives Pebble's and the sweeper's messages (default: discard).
 	Logger *slog.Logger
+	// MaxBytes bounds the store's size on disk (0: no bound); at it, saves
+	// fail with ErrFull. Saves also fail with ErrFull when the filesystem
+	// has less than 2.2 memtables and 4 MiB free (bound.go).
+	MaxBytes uint64
 
 	// fs is the filesystem Pebble writes to (default: the OS's); tests
 	// wrap it to inject faults.
@@ -131,6 +135,9 @@ type Store struct {
 	failed  error
 	retryAt time.Time
 	backoff time.Duration
+	// boundAt and boundErr are the writer's last bound check (bound.go).
+	boundAt time.Time
+	used    uint64
 
 	writes chan *saveReq
 	stop   chan struct{}
@@ -165,6 +172,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		MemTableSize: opts.MemTableBytes,
 		Logger:       pebbleLogger{opts.Logger, fatal},
 		FS:           opts.fs,
+	}
+	if po.FS == nil {
+		po.FS = vfs.Default
 	}
 	// Every save looks up keys that are almost never there (the new
 	// event's id, its NIP-09 tombstone). Pebble has no filters unless
@@ -374,6 +384,18 @@ func (s *Store) commit(reqs []*saveReq, serial uint64) uint64 {
 			b.Close()
 			live = ok
 			continue
+		}
+		// A group that writes nothing (duplicates, superseded) is
+		// answered even at the bound.
+		if !b.Empty() {
+			if err := s.checkBound(); err != nil {
+				b.Close()
+				serial = start
+				for _, r := range live {
+					r.err = err
+				}
+				break
+			}
 		}
 		err := s.commitBatch(b)
 		b.Close()
