@@ -104,7 +104,7 @@ func sameAsModel(t *testing.T, fx *fixture, m *model, r *rand.Rand, history []*n
 // saves beside it are committed whole. FLEETMESH_STORE_FAULTS=full runs
 // eight times as many events.
 func TestSaveAllOrNothing(t *testing.T) {
-	events := 8
+	events := 5
 	if os.Getenv("FLEETMESH_STORE_FAULTS") == "full" {
 		events = 80
 	}
