@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"fleetmesh.org/fleetmesh/nostr"
+	"fleetmesh.org/fleetmesh/store"
 )
 
 // checkFilters applies the per-REQ limits; it returns a CLOSED reason.
@@ -50,15 +52,24 @@ func (c *conn) handleReq(m *nostr.ClientMessage) {
 	c.mu.Lock()
 	if old, ok := c.subs[m.SubID]; ok {
 		old.end()
+		delete(c.subs, m.SubID)
 		c.r.m.subs.Dec()
-	} else if len(c.subs) >= c.r.cfg.MaxSubscriptions {
+	}
+	if len(c.subs) >= c.r.cfg.MaxSubscriptions {
 		c.mu.Unlock()
 		cancel()
 		c.r.m.rejected.WithLabelValues("too_many_subs").Inc()
 		c.closed(m.SubID, fmt.Sprintf("blocked: this connection has %d open subscriptions, the relay's limit; CLOSE one first", c.r.cfg.MaxSubscriptions))
 		return
 	}
-	s := &subscription{filters: m.Filters, cancel: cancel}
+	if !c.r.addrs.openSub(c.addr) {
+		c.mu.Unlock()
+		cancel()
+		c.r.m.rejected.WithLabelValues("too_many_subs_ip").Inc()
+		c.closed(m.SubID, fmt.Sprintf("blocked: your address has %d open subscriptions, the relay's limit; CLOSE some first", c.r.cfg.IPMaxSubscriptions))
+		return
+	}
+	s := &subscription{filters: m.Filters, cancel: cancel, unslot: func() { c.r.addrs.closeSub(c.addr) }}
 	if c.r.Interest != nil {
 		s.release = c.r.Interest(m.Filters)
 	}
@@ -69,6 +80,15 @@ func (c *conn) handleReq(m *nostr.ClientMessage) {
 	c.handlers.Add(1)
 	go func() {
 		defer c.handlers.Done()
+		if reason := c.admitWork(ctx); reason != "" {
+			c.dropSub(m.SubID, s)
+			c.closed(m.SubID, reason)
+			return
+		}
+		ctx, meter := withMeter(ctx)
+		defer c.charge(meter)
+		cut := new(atomic.Bool)
+		ctx = context.WithValue(ctx, bufferCutKey{}, cut)
 		start := time.Now()
 		seen := make(map[[32]byte]struct{})
 		for i := range m.Filters {
@@ -78,16 +98,21 @@ func (c *conn) handleReq(m *nostr.ClientMessage) {
 				err = c.answerWithLookup(ctx, m.SubID, f, seen)
 			} else {
 				qctx, qcancel := context.WithTimeout(ctx, c.r.cfg.QueryTimeout)
-				err = c.r.store.Query(qctx, f, c.limitOf(f), func(ev *nostr.Event) bool {
-					if _, dup := seen[ev.ID]; dup || !c.canRead(ev) {
+				err = c.queryStored(qctx, f, c.limitOf(f), func(id [32]byte, _ int64, appendJSON func([]byte) []byte) bool {
+					if _, dup := seen[id]; dup {
 						return true
 					}
-					seen[ev.ID] = struct{}{}
-					return c.sendCtx(ctx, frame("EVENT", m.SubID, ev))
+					seen[id] = struct{}{}
+					return c.sendCtx(ctx, eventFrame(m.SubID, appendJSON))
 				})
 				qcancel()
 			}
 			if ctx.Err() != nil {
+				return
+			}
+			if cut.Load() {
+				c.dropSub(m.SubID, s)
+				c.closed(m.SubID, "rate-limited: this relay's send buffers are full and this connection is reading slowly; read faster or retry later")
 				return
 			}
 			if err != nil {
@@ -99,21 +124,73 @@ func (c *conn) handleReq(m *nostr.ClientMessage) {
 	}()
 }
 
+// rawQuerier is the optional part of a Store that hands out matches as
+// they are stored (store.Store does): a REQ then writes each event's JSON
+// straight from its stored record, with no nostr.Event in between.
+type rawQuerier interface {
+	QueryRaw(ctx context.Context, f *nostr.Filter, limit int, fn func(*store.Raw) bool) error
+}
+
+// queryStored calls fn with each stored event that matches f and that this
+// connection may read, newest first, at most limit: its id, created_at and
+// a function appending its JSON (valid only during the call).
+func (c *conn) queryStored(ctx context.Context, f *nostr.Filter, limit int, fn func(id [32]byte, createdAt int64, appendJSON func([]byte) []byte) bool) error {
+	if rq, ok := c.r.store.(rawQuerier); ok {
+		var derr error
+		err := rq.QueryRaw(ctx, f, limit, func(r *store.Raw) bool {
+			if c.restrictedKind(r.Kind()) {
+				ev, err := r.Event()
+				if err != nil {
+					derr = err
+					return false
+				}
+				if !c.canRead(ev) {
+					return true
+				}
+			}
+			return fn(r.ID(), r.CreatedAt(), r.AppendJSON)
+		})
+		return cmp.Or(err, derr)
+	}
+	return c.r.store.Query(ctx, f, limit, func(ev *nostr.Event) bool {
+		if !c.canRead(ev) {
+			return true
+		}
+		return fn(ev.ID, ev.CreatedAt, ev.AppendJSON)
+	})
+}
+
+// eventFrame encodes ["EVENT",subID,event] with the event's JSON from
+// appendJSON, in one allocation sized for a typical event.
+func eventFrame(subID string, appendJSON func([]byte) []byte) []byte {
+	b := make([]byte, 0, 1024+len(subID))
+	b = append(b, `["EVENT",`...)
+	b = nostr.AppendString(b, subID)
+	b = append(b, ',')
+	b = appendJSON(b)
+	return append(b, ']')
+}
+
 // answerWithLookup answers one filter from the store and the mesh: both
 // result sets are merged, deduplicated, sorted newest first and cut to the
 // filter's limit, so a client sees one relay whatever node holds the data.
 func (c *conn) answerWithLookup(ctx context.Context, subID string, f *nostr.Filter, seen map[[32]byte]struct{}) error {
 	limit := c.limitOf(f)
-	var evs []*nostr.Event
-	keep := func(ev *nostr.Event) {
-		if _, dup := seen[ev.ID]; dup || !c.canRead(ev) || !f.Matches(ev) {
-			return
+	type found struct {
+		id        [32]byte
+		createdAt int64
+		frame     []byte
+	}
+	var evs []found
+	keep := func(id [32]byte, createdAt int64, appendJSON func([]byte) []byte) bool {
+		if _, dup := seen[id]; !dup {
+			seen[id] = struct{}{}
+			evs = append(evs, found{id, createdAt, eventFrame(subID, appendJSON)})
 		}
-		seen[ev.ID] = struct{}{}
-		evs = append(evs, ev)
+		return true
 	}
 	qctx, qcancel := context.WithTimeout(ctx, c.r.cfg.QueryTimeout)
-	err := c.r.store.Query(qctx, f, limit, func(ev *nostr.Event) bool { keep(ev); return true })
+	err := c.queryStored(qctx, f, limit, keep)
 	qcancel()
 	if err != nil {
 		return err
@@ -121,17 +198,21 @@ func (c *conn) answerWithLookup(ctx context.Context, subID string, f *nostr.Filt
 	// An ids filter fully answered here needs no lookup.
 	if f.IDs == nil || len(evs) < len(f.IDs) {
 		lctx, lcancel := context.WithTimeout(ctx, c.r.cfg.LookupTimeout)
-		c.r.Lookup(lctx, f, limit, keep)
+		c.r.Lookup(lctx, f, limit, func(ev *nostr.Event) {
+			if c.canRead(ev) && f.Matches(ev) {
+				keep(ev.ID, ev.CreatedAt, ev.AppendJSON)
+			}
+		})
 		lcancel()
 	}
-	slices.SortFunc(evs, func(a, b *nostr.Event) int {
-		if a.CreatedAt != b.CreatedAt {
-			return cmp.Compare(b.CreatedAt, a.CreatedAt)
+	slices.SortFunc(evs, func(a, b found) int {
+		if a.createdAt != b.createdAt {
+			return cmp.Compare(b.createdAt, a.createdAt)
 		}
-		return slices.Compare(a.ID[:], b.ID[:])
+		return slices.Compare(a.id[:], b.id[:])
 	})
 	for _, ev := range evs[:min(len(evs), limit)] {
-		if !c.sendCtx(ctx, frame("EVENT", subID, ev)) {
+		if !c.sendCtx(ctx, ev.frame) {
 			return nil
 		}
 	}
@@ -149,8 +230,14 @@ func (c *conn) handleCount(m *nostr.ClientMessage) {
 	c.handlers.Add(1)
 	go func() {
 		defer c.handlers.Done()
+		if reason := c.admitWork(c.ctx); reason != "" {
+			c.closed(m.SubID, reason)
+			return
+		}
 		ctx, cancel := context.WithTimeout(c.ctx, c.r.cfg.QueryTimeout)
 		defer cancel()
+		ctx, meter := withMeter(ctx)
+		defer c.charge(meter)
 		var n int64
 		var approx bool
 		var err error
@@ -158,13 +245,24 @@ func (c *conn) handleCount(m *nostr.ClientMessage) {
 			n, approx, err = c.r.store.Count(ctx, &m.Filters[0])
 		} else {
 			seen := make(map[[32]byte]struct{})
+			rows := 0
 			for i := range m.Filters {
-				err = c.r.store.Query(ctx, &m.Filters[i], 1<<30, func(ev *nostr.Event) bool {
+				// A walk is bounded by MaxCountRows; a count cut short
+				// by it is approximate.
+				err = c.r.store.Query(ctx, &m.Filters[i], c.r.cfg.MaxCountRows, func(ev *nostr.Event) bool {
 					if c.canRead(ev) {
 						seen[ev.ID] = struct{}{}
 					}
+					rows++
+					if rows >= c.r.cfg.MaxCountRows {
+						approx = true
+						return false
+					}
 					return true
 				})
+				if approx {
+					break
+				}
 				if err != nil {
 					break
 				}
@@ -202,5 +300,16 @@ func (c *conn) deliver(ev *nostr.Event, evJSON *[]byte) {
 	}
 	for _, id := range matched {
 		c.sendLive(frame("EVENT", id, rawJSON(*evJSON)))
+	}
+}
+
+// dropSub ends subscription s under id, if it is still the one there.
+func (c *conn) dropSub(id string, s *subscription) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.subs[id] == s {
+		s.end()
+		delete(c.subs, id)
+		c.r.m.subs.Dec()
 	}
 }
