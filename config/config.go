@@ -49,6 +49,8 @@ type Config struct {
 	Boundary BoundaryConfig `toml:"boundary"`
 	Mesh     MeshConfig     `toml:"mesh"`
 	Runtime  RuntimeConfig  `toml:"runtime"`
+	// Accounting is windows, receipts and grants (config/accounting.go).
+	Accounting AccountingConfig `toml:"accounting"`
 }
 
 // RuntimeConfig tunes the Go runtime the node runs on.
@@ -282,7 +284,8 @@ func Default() Config {
 			LookupProviders:     3,
 			LookupDHTIDs:        16,
 		},
-		Log: LogConfig{Level: "info", Format: "text"},
+		Log:        LogConfig{Level: "info", Format: "text"},
+		Accounting: DefaultAccounting(),
 	}
 }
 
@@ -362,6 +365,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.Mesh.validateDurability(); err != nil {
+		return err
+	}
+	if err := c.Accounting.validate(); err != nil {
 		return err
 	}
 	for _, r := range c.Boundary.Rules {

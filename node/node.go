@@ -30,6 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"fleetmesh.org/fleetmesh/accounting"
 	"fleetmesh.org/fleetmesh/boundary"
 	"fleetmesh.org/fleetmesh/config"
 	"fleetmesh.org/fleetmesh/didcomm/agent"
@@ -130,6 +131,7 @@ type Node struct {
 	didcomm  *agent.Service
 	relay    *relay.Relay
 	mesh     *meshPart
+	acct     *accountingPart
 	ln       net.Listener
 	srv      *http.Server
 	reg      *prometheus.Registry
@@ -184,7 +186,8 @@ func Open(opts Options) (*Node, error) {
 		st.Close()
 		return nil, err
 	}
-	mp, err := openMesh(opts, st, rl, policy)
+	acct := newMeter(opts)
+	mp, err := openMesh(opts, st, rl, policy, acct)
 	if err != nil {
 		dc.Close()
 		ln.Close()
@@ -192,12 +195,20 @@ func Open(opts Options) (*Node, error) {
 		return nil, err
 	}
 	dc.AttachLibp2p(mp.m.Host())
+	if err := acct.open(opts, dc, mp.m.Host(), reg); err != nil {
+		mp.close()
+		dc.Close()
+		ln.Close()
+		st.Close()
+		return nil, err
+	}
 	mp.registerMetrics(reg)
 	reg.MustRegister(newMeshCollector(mp.m))
 
 	mux := http.NewServeMux()
 	mux.Handle("/", rl)
 	mux.Handle("/didcomm", dc)
+	acct.mount(mux)
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
@@ -219,6 +230,7 @@ func Open(opts Options) (*Node, error) {
 		didcomm:  dc,
 		relay:    rl,
 		mesh:     mp,
+		acct:     acct,
 		ln:       ln,
 		srv:      &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
 		reg:      reg,
@@ -245,6 +257,9 @@ func (n *Node) Relay() *relay.Relay { return n.relay }
 // path and the gateway apply too.
 func (n *Node) Boundary() *boundary.Policy { return n.boundary }
 
+// Accounting is the node's accounting: receipts, grants, reports.
+func (n *Node) Accounting() *accounting.Service { return n.acct.s }
+
 // Registry is the node's Prometheus registry, for other parts' metrics.
 func (n *Node) Registry() *prometheus.Registry { return n.reg }
 
@@ -256,6 +271,7 @@ func (n *Node) Serve(ctx context.Context) error {
 	go func() { errc <- n.srv.Serve(n.ln) }()
 	n.opts.Log.Info("relay listening", "url", n.RelayURL(), "did", n.opts.Key.DID(), "signatures", nostr.Backend)
 	n.mesh.start(n.opts, n.RelayURL())
+	n.acct.start()
 	if n.opts.Ready != nil {
 		n.opts.Ready("ws://" + n.ln.Addr().String())
 	}
@@ -271,6 +287,9 @@ func (n *Node) Serve(ctx context.Context) error {
 		n.opts.Log.Warn("relay shutdown", "err", err)
 	}
 	n.srv.Shutdown(sctx)
+	if err := n.acct.close(); err != nil {
+		n.opts.Log.Warn("accounting close", "err", err)
+	}
 	if err := n.mesh.close(); err != nil {
 		n.opts.Log.Warn("mesh close", "err", err)
 	}
