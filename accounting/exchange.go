@@ -503,7 +503,7 @@ func (s *Service) handlePropose(msg *didcomm.Message) (*didcomm.Message, error) 
 		if h != nil && body.WindowStart <= h.WindowStart {
 			return problem(CodeChain, "window %d is not after the pair's last receipt (window %d)", body.WindowStart, h.WindowStart)
 		}
-		if why := agree(body.Counts, mine, s.cfg.Tolerance); why != "" {
+		if why := agree(body.Counts, mine, s.cfg.Tolerance, s.cfg.Slack); why != "" {
 			p.Theirs, p.Rounds = &body.Counts, body.Round
 			if err := putJSON(tx, bPending, k, p); err != nil {
 				return err

@@ -26,6 +26,11 @@ type Config struct {
 	// Tolerance is how far, as a fraction of the larger figure, the two
 	// sides' counts of one service may differ and still be signed.
 	Tolerance float64
+	// Slack is how many units (events, and their bytes at the window's
+	// mean event size) the sides may differ by whatever the tolerance:
+	// events in flight at a boundary are counted in one window by the
+	// sender and in the next by the receiver.
+	Slack uint64
 	// DisputePeriod is how long after a window's end its exchange may
 	// go on; then unresolved windows are disputed and the window is
 	// reported.
@@ -176,13 +181,18 @@ func (s *Service) Round(ctx context.Context, now time.Time) {
 // agree compares a's and b's figures for one window: what a gave against
 // what b received and the other way round, service by service, within the
 // tolerance. It returns "" or what disagrees.
-func agree(a, b receipt.Side, tol float64) string {
+func agree(a, b receipt.Side, tol float64, slack uint64) string {
 	cmp := func(what string, x, y receipt.Counts) string {
 		fx, fy := x.Fields(), y.Fields()
+		events := max(x.Events, y.Events)
 		for i := range fx {
 			hi := max(fx[i].Value, fy[i].Value)
-			diff := max(fx[i].Value, fy[i].Value) - min(fx[i].Value, fy[i].Value)
-			if float64(diff) > math.Floor(tol*float64(hi)) {
+			diff := hi - min(fx[i].Value, fy[i].Value)
+			allowed := slack
+			if fx[i].Name == "bytes" && events > 0 {
+				allowed = slack * ((hi + events - 1) / events)
+			}
+			if float64(diff) > max(math.Floor(tol*float64(hi)), float64(allowed)) {
 				return fmt.Sprintf("%s %s: %d against %d", what, fx[i].Name, fx[i].Value, fy[i].Value)
 			}
 		}

@@ -15,6 +15,10 @@ type AccountingConfig struct {
 	// Tolerance is how far two sides' counts of a service may differ, as
 	// a fraction of the larger, and still be signed.
 	Tolerance float64 `toml:"tolerance"`
+	// Slack is how many events (with their bytes) the sides may differ
+	// by whatever the tolerance: events in flight at a window boundary
+	// fall in one window at the sender and the next at the receiver.
+	Slack uint64 `toml:"slack"`
 	// DisputePeriod is how long after a window's end its exchange may go
 	// on before the window is reported ("" = one window).
 	DisputePeriod string `toml:"dispute_period"`
@@ -35,7 +39,7 @@ type AccountingConfig struct {
 
 // DefaultAccounting is the [accounting] a new node starts with.
 func DefaultAccounting() AccountingConfig {
-	return AccountingConfig{Window: "1h", Tolerance: 0.02, DisputeRounds: 3, RequireGrant: []string{},
+	return AccountingConfig{Window: "1h", Tolerance: 0.02, Slack: 2, DisputeRounds: 3, RequireGrant: []string{},
 		AcceptGrants: true, OfferEvents: 100_000, GrantLength: "720h", GrantNotice: "1h"}
 }
 

@@ -59,7 +59,7 @@ func (ap *accountingPart) allow(p peer.ID) error {
 
 func (ap *accountingPart) open(opts Options, dc *agent.Service, h host.Host, reg prometheus.Registerer) error {
 	c := opts.Config.Accounting
-	cfg := accounting.Config{Window: c.WindowDuration(), Tolerance: c.Tolerance, DisputeRounds: c.DisputeRounds, AcceptGrants: c.AcceptGrants}
+	cfg := accounting.Config{Window: c.WindowDuration(), Tolerance: c.Tolerance, Slack: c.Slack, DisputeRounds: c.DisputeRounds, AcceptGrants: c.AcceptGrants}
 	cfg.DisputePeriod, _ = time.ParseDuration(c.DisputePeriod)
 	for _, n := range c.RequireGrant {
 		if s, ok := meter.ParseService(n); ok {
