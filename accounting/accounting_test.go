@@ -10,6 +10,7 @@ import (
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/host"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	dto "github.com/prometheus/client_model/go"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"fleetmesh.org/fleetmesh/didcomm"
@@ -47,7 +48,10 @@ func newNodes(t testing.TB, count int, cfg Config, connect func(mn mocknet.Mockn
 		if err != nil {
 			t.Fatal(err)
 		}
-		addr, _ := ma.NewMultiaddr(fmt.Sprintf("/ip4/10.0.%d.%d/tcp/4001", i>>8, i&0xff+1))
+		addr, err := ma.NewMultiaddr(fmt.Sprintf("/ip4/10.%d.%d.%d/tcp/4001", (i+1)>>16, ((i+1)>>8)&0xff, (i+1)&0xff))
+		if err != nil {
+			t.Fatal(err)
+		}
 		h, err := mn.AddPeer(key.Libp2pKey(), addr)
 		if err != nil {
 			t.Fatal(err)
@@ -306,6 +310,11 @@ func TestGrantOfferEnforceRevoke(t *testing.T) {
 	err = x.s.Allow(y.h.ID(), meter.Events, 1)
 	if err == nil || !strings.Contains(err.Error(), g.ID) || !strings.HasPrefix(err.Error(), "rate-limited:") {
 		t.Fatalf("over quota: %v, want a refusal naming grant %s", err, g.ID)
+	}
+	var m dto.Metric
+	x.s.m.grantRefusals.WithLabelValues("events", "over_quota").Write(&m)
+	if n := m.GetCounter().GetValue(); n != 1 {
+		t.Fatalf("refusals counted: %v, want 1", n)
 	}
 	if _, err := x.s.Revoke(ctx, g.ID); err != nil {
 		t.Fatal(err)
