@@ -454,6 +454,9 @@ func (s *Service) handlePropose(msg *didcomm.Message) (*didcomm.Message, error) 
 	if a != msg.From || b != s.did {
 		return nil, problem(CodeInvalid, "the receipt of %s and %s is proposed by %s, whose DID sorts first", a, b, a)
 	}
+	if body.WindowStart < 0 || body.WindowStart%s.meter.Length() != 0 {
+		return nil, problem(CodeInvalid, "window_start %d is not a UTC-aligned window start", body.WindowStart)
+	}
 	if body.WindowSecs != s.meter.Length() {
 		return nil, problem(CodeInvalid, "window of %ds; this node's windows are %ds", body.WindowSecs, s.meter.Length())
 	}

@@ -171,7 +171,12 @@ func (s *Service) fetchFrom(ctx context.Context, from, did string) (int, error) 
 		return 0, fmt.Errorf("answer from %s: %w", from, err)
 	}
 	n := 0
-	for _, raw := range a.Receipts {
+	for _, raw := range a.Receipts[:min(len(a.Receipts), maxAnswerReceipts)] {
+		// Only what was asked for: an answer cannot fill this node's
+		// store with other pairs' receipts.
+		if r, err := receipt.Decode(raw); err != nil || !r.Has(did) {
+			continue
+		}
 		ok, err := s.Ingest(raw)
 		if err != nil {
 			s.log.Info("accounting: fetched receipt refused", "from", from, "err", err)
