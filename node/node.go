@@ -167,7 +167,7 @@ func Open(opts Options) (*Node, error) {
 		"class":       cfg.Class,
 	}
 	if rcfg.URL == "" {
-		rcfg.URL = "ws://" + ln.Addr().String()
+		rcfg.URL = relay.LocalURL(ln.Addr())
 	}
 	policy, err := boundary.New(cfg.Boundary.Rules, opts.Log, reg)
 	if err != nil {
@@ -273,7 +273,7 @@ func (n *Node) Serve(ctx context.Context) error {
 	n.mesh.start(n.opts, n.RelayURL())
 	n.acct.start()
 	if n.opts.Ready != nil {
-		n.opts.Ready("ws://" + n.ln.Addr().String())
+		n.opts.Ready(relay.LocalURL(n.ln.Addr()))
 	}
 	var serveErr error
 	select {
