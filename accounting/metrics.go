@@ -1,6 +1,10 @@
 package accounting
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"fleetmesh.org/fleetmesh/meter"
+)
 
 type metrics struct {
 	receipts      *prometheus.CounterVec
@@ -22,6 +26,20 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		grantRefusals: c("grant_refusals_total", "Requests refused for want of a grant or over a grant's quota.", "service", "reason"),
 		reports:       prometheus.NewCounter(prometheus.CounterOpts{Namespace: "fleetmesh", Subsystem: "accounting", Name: "reports_total", Help: "Window reports signed."}),
 		windows:       prometheus.NewCounter(prometheus.CounterOpts{Namespace: "fleetmesh", Subsystem: "accounting", Name: "windows_closed_total", Help: "Accounting windows closed."}),
+	}
+	// Every series exists from the start, at 0, so a dashboard sees it
+	// before the first event.
+	m.receipts.WithLabelValues("signed", "")
+	m.receipts.WithLabelValues("refused", "invalid")
+	for _, st := range []string{"opened", "disputed"} {
+		m.disputes.WithLabelValues(st)
+	}
+	for _, src := range []string{"built", "received", "refused"} {
+		m.forkProofs.WithLabelValues(src)
+	}
+	for _, svc := range meter.Names() {
+		m.grantRefusals.WithLabelValues(svc, "over_quota")
+		m.grantRefusals.WithLabelValues(svc, "no_grant")
 	}
 	if reg != nil {
 		reg.MustRegister(m.receipts, m.disputes, m.forkProofs, m.grantRefusals, m.reports, m.windows)
