@@ -38,8 +38,11 @@ func (r receiptJSON) side(did string) sideJSON {
 	return r.CountsB
 }
 
-// accountingConfig is a mesh node with windows of a few seconds.
-const accountingConfig = meshConfig + "\n[accounting]\nwindow = '2s'\ndispute_period = '4s'\n"
+// accountingConfig is a mesh node with windows of a few seconds whose
+// anti-entropy rounds are rare, so that events travel by gossip alone and
+// the figures can be compared with what the test sent.
+const accountingConfig = "\n[mesh]\nsync_interval = \"1h\"\nmaintain_interval = \"1s\"\n" +
+	"\n[accounting]\nwindow = '2s'\ndispute_period = '4s'\n"
 
 func receipts(t *testing.T, home, did string) []receiptJSON {
 	t.Helper()
@@ -146,12 +149,14 @@ func TestAccountingTwoNodes(t *testing.T) {
 		rxy += int(r.side(y.did).Received.Events)
 		ryx += int(r.side(x.did).Received.Events)
 	}
-	// What each node received adds up to exactly what the test sent (an
-	// event in flight at a boundary may fall in neighbouring windows at
-	// the two ends, so sums are compared). The sender counts GossipSub
-	// RPCs it wrote, which may include a message the receiver dropped
-	// unread (sent before it had joined the topic): within the slack.
-	if rxy != sentX || ryx != sentY || gx < sentX || gx > sentX+2 || gy < sentY || gy > sentY+2 {
+	// The figures add up to what the test sent (sums, since an event in
+	// flight at a boundary may fall in neighbouring windows at the two
+	// ends), give or take the mesh's own redundancy: the start-up sync
+	// round may fetch an event gossip also delivers (both sides count the
+	// second transfer), and the sender counts a GossipSub RPC the receiver
+	// dropped unread before it had joined the topic (the sender alone).
+	within := func(got, sent int) bool { return got >= sent && got <= sent+2 }
+	if !within(rxy, sentX) || !within(ryx, sentY) || !within(gx, sentX) || !within(gy, sentY) {
 		t.Fatalf("receipts say x gave %d events (y received %d) and y gave %d (x received %d); the test sent %d and %d", gx, rxy, gy, ryx, sentX, sentY)
 	}
 	verifyReceipts(t, xh, x.did)
