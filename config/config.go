@@ -51,6 +51,7 @@ type Config struct {
 	Runtime  RuntimeConfig  `toml:"runtime"`
 	// Accounting is windows, receipts and grants (config/accounting.go).
 	Accounting AccountingConfig `toml:"accounting"`
+	Iroh       IrohConfig       `toml:"iroh"`
 	// Dashboard is the operator page at /dashboard on the relay port.
 	Dashboard DashboardConfig `toml:"dashboard"`
 }
@@ -272,6 +273,7 @@ func Default() Config {
 		},
 		Store:   StoreConfig{Dir: "data", CacheMB: 64},
 		Runtime: RuntimeConfig{GCPercent: 200},
+		Iroh:    DefaultIroh(),
 		Mesh: MeshConfig{
 			Listen:            []string{},
 			Bootstrap:         []string{},
@@ -348,6 +350,9 @@ func (c *Config) Validate() error {
 		c.Class = ClassAuto
 	default:
 		return fmt.Errorf("class %q: must be anchor, home, leaf or auto", c.Class)
+	}
+	if err := c.Iroh.validate(); err != nil {
+		return err
 	}
 	if c.Runtime.GCPercent < 0 {
 		return fmt.Errorf("runtime: gc_percent %d: must be >= 0 (0 = Go's default; to turn the collector off set GOGC=off)", c.Runtime.GCPercent)

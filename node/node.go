@@ -133,6 +133,7 @@ type Node struct {
 	relay    *relay.Relay
 	mesh     *meshPart
 	acct     *accountingPart
+	iroh     *irohPart // nil when iroh is off
 	ln       net.Listener
 	srv      *http.Server
 	reg      *prometheus.Registry
@@ -219,6 +220,10 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 		st.Close()
 		return nil, err
 	}
+	ip := openIroh(opts, mp, dc)
+	if ip != nil {
+		reg.MustRegister(newIrohCollector(ip))
+	}
 	mp.registerMetrics(reg)
 	reg.MustRegister(newMeshCollector(mp.m))
 
@@ -253,6 +258,7 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 		relay:    rl,
 		mesh:     mp,
 		acct:     acct,
+		iroh:     ip,
 		ln:       ln,
 		srv:      &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
 		reg:      reg,
@@ -296,6 +302,10 @@ func (n *Node) Serve(ctx context.Context) error {
 	n.opts.Log.Info("relay listening", "url", n.RelayURL(), "did", n.opts.Key.DID(), "signatures", nostr.Backend)
 	n.mesh.start(n.opts, n.RelayURL())
 	n.acct.start()
+	if n.iroh != nil {
+		n.iroh.start(n.mesh.every, n.mesh.filters)
+		n.iroh.waitIroh()
+	}
 	// The dashboard samples the metrics until shutdown starts, so that it
 	// never gathers from a part that is closing.
 	stopDash := func() {}
@@ -326,6 +336,9 @@ func (n *Node) Serve(ctx context.Context) error {
 	n.srv.Shutdown(sctx)
 	if err := n.acct.close(); err != nil {
 		n.opts.Log.Warn("accounting close", "err", err)
+	}
+	if n.iroh != nil {
+		n.iroh.close()
 	}
 	if err := n.mesh.close(); err != nil {
 		n.opts.Log.Warn("mesh close", "err", err)
