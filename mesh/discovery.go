@@ -139,13 +139,7 @@ func (d *discovery) round(ctx context.Context) {
 		d.dial(ctx, d.candidates(min(need, d.m.cfg.ReconnectPeers)))
 	}
 	if d.m.pex != nil {
-		var speakers []peer.ID
-		for _, p := range h.Network().Peers() {
-			if ok, _ := h.Peerstore().SupportsProtocols(p, PEXProtocol); len(ok) > 0 {
-				speakers = append(speakers, p)
-			}
-		}
-		if len(speakers) > 0 {
+		if speakers := d.m.pexSpeakers(); len(speakers) > 0 {
 			d.m.pex.tryExchange(speakers[rand.IntN(len(speakers))])
 		}
 	}
@@ -244,17 +238,6 @@ func (d *discovery) touchConnected() {
 	for _, p := range d.m.h.Network().Peers() {
 		d.m.book.Observe(p, nil, now)
 	}
-}
-
-// knownPeers is the DHT's source of peers to bootstrap from when its
-// routing table is empty: the configured bootstrap peers and the most
-// recently seen remembered ones.
-func (m *Mesh) knownPeers() []peer.AddrInfo {
-	out := append([]peer.AddrInfo(nil), m.boot...)
-	for _, e := range m.book.Recent(m.cfg.ReconnectPeers) {
-		out = append(out, peer.AddrInfo{ID: e.ID, Addrs: e.Addrs})
-	}
-	return out
 }
 
 func (d *discovery) close() error {

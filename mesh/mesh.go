@@ -171,7 +171,9 @@ func (m *Mesh) start(hooks Hooks) error {
 		m.dht, err = dht.New(m.h,
 			dht.ProtocolPrefix(DHTProtocolPrefix),
 			dht.Mode(mode),
-			dht.BootstrapPeersFunc(m.knownPeers),
+			// The DHT's source of peers to bootstrap from when its
+			// routing table is empty.
+			dht.BootstrapPeersFunc(func() []peer.AddrInfo { return m.KnownPeers(len(m.boot) + m.cfg.ReconnectPeers) }),
 		)
 		if err != nil {
 			return fmt.Errorf("mesh: DHT: %w", err)
@@ -208,6 +210,7 @@ func (m *Mesh) start(hooks Hooks) error {
 		m.placer = newPlacer(m)
 		m.h.SetStreamHandler(PEXProtocol, m.pex.handle)
 		m.goroutine(m.placer.run)
+		m.goroutine(m.pex.spreadNews)
 	}
 	if m.dht != nil {
 		m.prov = newProvider(m)
