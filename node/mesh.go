@@ -62,6 +62,7 @@ type meshPart struct {
 	// Durability and content routing bounds (node/durability.go,
 	// node/lookup.go).
 	durablePeers, providers, dhtIDs int
+	lookupStats                     lookupCounters
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
