@@ -65,7 +65,11 @@ func newHost(key *identity.Key, cfg Config, n *nat) (host.Host, error) {
 	opts := []libp2p.Option{
 		libp2p.Identity(key.Libp2pKey()),
 		libp2p.ListenAddrStrings(cfg.ListenAddrs...),
-		libp2p.Transport(tcp.NewTCPTransport),
+		// Without SO_REUSEPORT a second node given the same TCP port
+		// fails to bind it instead of sharing it with the first (issue
+		// 12). TCP hole punching needs the port reuse; QUIC's, which
+		// shares one UDP socket, does not, and DCUtR tries both.
+		libp2p.Transport(tcp.NewTCPTransport, tcp.DisableReuseport()),
 		libp2p.Transport(quic.NewTransport),
 		libp2p.Transport(ws.New),
 		libp2p.Security(noise.ID, noise.New),
@@ -103,7 +107,14 @@ func newHost(key *identity.Key, cfg Config, n *nat) (host.Host, error) {
 	if err != nil {
 		rm.Close()
 		cm.Close()
+		if inUse := checkAddrsFree(cfg.ListenAddrs); inUse != nil {
+			return nil, inUse
+		}
 		return nil, fmt.Errorf("mesh: libp2p host: %w", err)
+	}
+	if err := checkListening(h, cfg.ListenAddrs); err != nil {
+		h.Close()
+		return nil, err
 	}
 	return h, nil
 }
