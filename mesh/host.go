@@ -6,6 +6,7 @@ import (
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/metrics"
 	"github.com/libp2p/go-libp2p/p2p/host/autorelay"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
@@ -41,12 +42,13 @@ func NewHost(key *identity.Key, cfg Config) (host.Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newHost(key, cfg, n)
+	return newHost(key, cfg, n, nil)
 }
 
 // newHost is NewHost for a validated cfg with defaults, with n as
-// AutoRelay's peer source and the hole punch tracer.
-func newHost(key *identity.Key, cfg Config, n *nat) (host.Host, error) {
+// AutoRelay's peer source and the hole punch tracer, and bw, if not nil,
+// counting bytes per protocol.
+func newHost(key *identity.Key, cfg Config, n *nat, bw *metrics.BandwidthCounter) (host.Host, error) {
 	cm, err := connmgr.NewConnManager(cfg.ConnLowWater, cfg.ConnHighWater, connmgr.WithGracePeriod(cfg.ConnGracePeriod))
 	if err != nil {
 		return nil, fmt.Errorf("mesh: connection manager: %w", err)
@@ -102,6 +104,9 @@ func newHost(key *identity.Key, cfg Config, n *nat) (host.Host, error) {
 	}
 	if cfg.NATPortMap {
 		opts = append(opts, libp2p.NATPortMap())
+	}
+	if bw != nil {
+		opts = append(opts, libp2p.BandwidthReporter(bw))
 	}
 	h, err := libp2p.New(opts...)
 	if err != nil {

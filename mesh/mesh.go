@@ -12,6 +12,7 @@ import (
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/metrics"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -67,6 +68,8 @@ type Mesh struct {
 	// placer and prov are nil without peer exchange and without a DHT.
 	placer *placer
 	prov   *provider
+	// bw counts bytes per protocol on a host made by Open; nil otherwise.
+	bw *metrics.BandwidthCounter
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -93,7 +96,8 @@ func Open(key *identity.Key, cfg Config, hooks Hooks) (*Mesh, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, err := newHost(key, m.cfg, m.nat)
+	m.bw = metrics.NewBandwidthCounter()
+	h, err := newHost(key, m.cfg, m.nat, m.bw)
 	if err != nil {
 		m.cancel()
 		return nil, err

@@ -35,6 +35,9 @@ type DescriptorInfo struct {
 	Relay bool
 	// Storage is set when the node offers storage and is not a leaf.
 	Storage bool
+	// Class is the class the node declares (anchor, home or leaf), for
+	// operators' counts; the mesh decides nothing on it.
+	Class string
 }
 
 // DescriptorVerifier checks a signed node descriptor (opaque to the mesh)
@@ -408,6 +411,17 @@ func (p *pex) storageNodes(now time.Time) []peer.ID {
 		}
 	}
 	return out
+}
+
+// class returns the class the newest unexpired descriptor of id declares,
+// "" if none is known.
+func (p *pex) class(id peer.ID) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if k, ok := p.known[id]; ok && time.Now().Before(k.info.Expires) {
+		return k.info.Class
+	}
+	return ""
 }
 
 // descriptor returns the newest verified descriptor known for id.

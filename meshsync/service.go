@@ -73,6 +73,7 @@ type Service struct {
 	policy *boundary.Policy
 	cfg    Config
 	log    *slog.Logger
+	count  counters
 }
 
 // New registers the sync protocol on h.
@@ -132,8 +133,8 @@ const maxShardScan = 1 << 30
 
 // sync runs one session for f, restricted to shards (listed as given, for
 // the wire) when set is not nil.
-func (s *Service) sync(ctx context.Context, p peer.ID, f nostr.Filter, set shardSet, shards []int) (Stats, error) {
-	var st Stats
+func (s *Service) sync(ctx context.Context, p peer.ID, f nostr.Filter, set shardSet, shards []int) (st Stats, err error) {
+	defer func() { s.count.record(st, err) }()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.SessionTimeout)
 	defer cancel()
 	str, err := s.h.NewStream(ctx, p, protocol.ID(ProtocolID))

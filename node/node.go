@@ -133,6 +133,11 @@ type Node struct {
 	ln       net.Listener
 	srv      *http.Server
 	reg      *prometheus.Registry
+	// errs keeps recent warnings and errors, statusToken reads the
+	// status, started is when Serve began (node/status.go).
+	errs        *errorRing
+	statusToken string
+	started     time.Time
 }
 
 // Open opens the node's store and binds its listener; Serve then runs it.
@@ -140,6 +145,12 @@ type Node struct {
 func Open(opts Options) (*Node, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	errs := newErrorRing(opts.Log.Handler())
+	opts.Log = slog.New(errs)
+	token, err := newStatusToken()
+	if err != nil {
+		return nil, err
 	}
 	cfg := opts.Config
 	reg := prometheus.NewRegistry()
@@ -193,10 +204,12 @@ func Open(opts Options) (*Node, error) {
 	}
 	dc.AttachLibp2p(mp.m.Host())
 	mp.registerMetrics(reg)
-	reg.MustRegister(newMeshCollector(mp.m))
+	reg.MustRegister(newMeshCollector(mp.m), newMeshObserver(mp))
 
+	var n *Node
 	mux := http.NewServeMux()
 	mux.Handle("/", rl)
+	mux.HandleFunc(StatusPath, func(w http.ResponseWriter, r *http.Request) { n.serveStatus(w, r) })
 	mux.Handle("/didcomm", dc)
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -212,17 +225,20 @@ func Open(opts Options) (*Node, error) {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	}
-	return &Node{
-		opts:     opts,
-		boundary: policy,
-		store:    st,
-		didcomm:  dc,
-		relay:    rl,
-		mesh:     mp,
-		ln:       ln,
-		srv:      &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
-		reg:      reg,
-	}, nil
+	n = &Node{
+		opts:        opts,
+		errs:        errs,
+		statusToken: token,
+		boundary:    policy,
+		store:       st,
+		didcomm:     dc,
+		relay:       rl,
+		mesh:        mp,
+		ln:          ln,
+		srv:         &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
+		reg:         reg,
+	}
+	return n, nil
 }
 
 // MeshAddrs are the node's libp2p multiaddrs with its PeerID, as another
@@ -252,10 +268,15 @@ func (n *Node) Registry() *prometheus.Registry { return n.reg }
 // taking messages, let in-flight saves commit and their OKs go out, stop
 // HTTP, close the store. Nothing acknowledged is lost.
 func (n *Node) Serve(ctx context.Context) error {
+	n.started = time.Now()
 	errc := make(chan error, 1)
 	go func() { errc <- n.srv.Serve(n.ln) }()
 	n.opts.Log.Info("relay listening", "url", n.RelayURL(), "did", n.opts.Key.DID(), "signatures", nostr.Backend)
 	n.mesh.start(n.opts, n.RelayURL())
+	if err := n.writeRunFile(n.ln.Addr()); err != nil {
+		n.opts.Log.Warn("fleetmesh status will not find this node", "err", err)
+	}
+	defer n.removeRunFile()
 	if n.opts.Ready != nil {
 		n.opts.Ready("ws://" + n.ln.Addr().String())
 	}
