@@ -68,6 +68,8 @@ type Mesh struct {
 	// placer and prov are nil without peer exchange and without a DHT.
 	placer *placer
 	prov   *provider
+	// live judges storage nodes down; nil without peer exchange.
+	live *liveness
 	// bw counts bytes per protocol on a host made by Open; nil otherwise.
 	bw *metrics.BandwidthCounter
 
@@ -215,6 +217,10 @@ func (m *Mesh) start(hooks Hooks) error {
 		m.h.SetStreamHandler(PEXProtocol, m.pex.handle)
 		m.goroutine(m.placer.run)
 		m.goroutine(m.pex.spreadNews)
+		m.live = newLiveness(m)
+		if err := m.live.start(); err != nil {
+			return err
+		}
 	}
 	if m.dht != nil {
 		m.prov = newProvider(m)
@@ -525,6 +531,9 @@ func (m *Mesh) Close() error {
 	}
 	if m.disc != nil {
 		errs = append(errs, m.disc.close())
+	}
+	if m.live != nil {
+		errs = append(errs, m.live.close())
 	}
 	m.wg.Wait()
 	if m.nat != nil {

@@ -64,6 +64,9 @@ func (mp *meshPart) syncDurable(ctx context.Context, log *slog.Logger) {
 				return
 			}
 			log.Debug("mesh: durable sync", "peer", s.peer, "shards", len(s.shards), "err", err)
+			// A holder that cannot be reached may be dead: the mesh
+			// probes it and places without it if so.
+			mp.m.ReportUnreachable(s.peer)
 			continue
 		}
 		if st.Need+st.Have > 0 {
