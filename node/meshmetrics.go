@@ -19,6 +19,7 @@ type meshObserver struct {
 	peers, gossipBytes, gossipMessages                *prometheus.Desc
 	syncSessions, syncRounds, syncEvents, syncBytes   *prometheus.Desc
 	lookups, lookupDials, belowR, addrBook, replicate *prometheus.Desc
+	relayPushed                                       *prometheus.Desc
 }
 
 func newMeshObserver(mp *meshPart) *meshObserver {
@@ -39,11 +40,12 @@ func newMeshObserver(mp *meshPart) *meshObserver {
 		belowR:         d("shards_below_replication", "Author shards that fewer than R storage nodes hold in this node's placement."),
 		replicate:      d("replication", "R, the storage nodes each author shard should be held by."),
 		addrBook:       d("address_book_peers", "Peers remembered in the address book."),
+		relayPushed:    d("relay_push_events_total", "New events peers reached only through a relay accepted from this node's pushes."),
 	}
 }
 
 func (o *meshObserver) descs() []*prometheus.Desc {
-	return []*prometheus.Desc{o.peers, o.gossipBytes, o.gossipMessages, o.syncSessions, o.syncRounds, o.syncEvents, o.syncBytes, o.lookups, o.lookupDials, o.belowR, o.replicate, o.addrBook}
+	return []*prometheus.Desc{o.peers, o.gossipBytes, o.gossipMessages, o.syncSessions, o.syncRounds, o.syncEvents, o.syncBytes, o.lookups, o.lookupDials, o.belowR, o.replicate, o.addrBook, o.relayPushed}
 }
 
 func (o *meshObserver) Describe(ch chan<- *prometheus.Desc) {
@@ -90,6 +92,7 @@ func (o *meshObserver) Collect(ch chan<- prometheus.Metric) {
 	gauge(o.belowR, float64(below))
 	gauge(o.replicate, float64(r))
 	gauge(o.addrBook, float64(m.AddrBookLen()))
+	counter(o.relayPushed, o.mp.relayPushed.Load())
 }
 
 // shardsBelowR counts the shards that fewer than R storage nodes hold in
