@@ -32,6 +32,7 @@ import (
 
 	"fleetmesh.org/fleetmesh/boundary"
 	"fleetmesh.org/fleetmesh/config"
+	"fleetmesh.org/fleetmesh/dashboard"
 	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/mesh"
@@ -133,6 +134,8 @@ type Node struct {
 	ln       net.Listener
 	srv      *http.Server
 	reg      *prometheus.Registry
+	lock     *homeLock
+	dash     *dashboard.Dashboard // nil when disabled
 	// errs keeps recent warnings and errors, statusToken reads the
 	// status, started is when Serve began (node/status.go).
 	errs        *errorRing
@@ -146,6 +149,20 @@ func Open(opts Options) (*Node, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	lock, err := lockHome(opts.Home)
+	if err != nil {
+		return nil, err
+	}
+	n, err := open(opts, lock)
+	if err != nil {
+		lock.release()
+		return nil, err
+	}
+	return n, nil
+}
+
+// open is Open once the home is locked; the node it returns owns the lock.
+func open(opts Options, lock *homeLock) (*Node, error) {
 	errs := newErrorRing(opts.Log.Handler())
 	opts.Log = slog.New(errs)
 	token, err := newStatusToken()
@@ -176,7 +193,7 @@ func Open(opts Options) (*Node, error) {
 		"class":       cfg.Class,
 	}
 	if rcfg.URL == "" {
-		rcfg.URL = "ws://" + ln.Addr().String()
+		rcfg.URL = relay.LocalURL(ln.Addr())
 	}
 	policy, err := boundary.New(cfg.Boundary.Rules, opts.Log, reg)
 	if err != nil {
@@ -219,6 +236,11 @@ func Open(opts Options) (*Node, error) {
 	if opts.DebugMesh {
 		mux.HandleFunc("/debug/mesh", mp.serveDebug)
 	}
+	var dash *dashboard.Dashboard
+	if cfg.Dashboard.Enabled {
+		dash = dashboard.New(reg, dashboard.Options{Token: cfg.Dashboard.Token, Title: opts.Key.DID(), Interval: cfg.Dashboard.SampleEvery()})
+		mux.Handle("/dashboard", dash)
+	}
 	if opts.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -237,6 +259,8 @@ func Open(opts Options) (*Node, error) {
 		ln:          ln,
 		srv:         &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
 		reg:         reg,
+		lock:        lock,
+		dash:        dash,
 	}
 	return n, nil
 }
@@ -277,14 +301,27 @@ func (n *Node) Serve(ctx context.Context) error {
 		n.opts.Log.Warn("fleetmesh status will not find this node", "err", err)
 	}
 	defer n.removeRunFile()
+	// The dashboard samples the metrics until shutdown starts, so that it
+	// never gathers from a part that is closing.
+	stopDash := func() {}
+	if n.dash != nil {
+		dctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			n.dash.Run(dctx)
+		}()
+		stopDash = func() { cancel(); <-done }
+	}
 	if n.opts.Ready != nil {
-		n.opts.Ready("ws://" + n.ln.Addr().String())
+		n.opts.Ready(relay.LocalURL(n.ln.Addr()))
 	}
 	var serveErr error
 	select {
 	case <-ctx.Done():
 	case serveErr = <-errc:
 	}
+	stopDash()
 	n.opts.Log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -298,7 +335,9 @@ func (n *Node) Serve(ctx context.Context) error {
 	if err := n.didcomm.Close(); err != nil {
 		n.opts.Log.Warn("didcomm close", "err", err)
 	}
-	if err := n.store.Close(); err != nil {
+	err := n.store.Close()
+	n.lock.release()
+	if err != nil {
 		return fmt.Errorf("node: close store: %w", err)
 	}
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
