@@ -16,7 +16,8 @@ import (
 // when its descriptor expires (a day later): the shard's next holder in
 // rendezvous order takes its place and fills it by anti-entropy. A storage
 // node is probed when its last connection closes and when a sync with it
-// fails (Mesh.ReportUnreachable): Durability.HolderProbes dials in a row,
+// fails (Mesh.ReportUnreachable), if this node has ever been connected to
+// it: Durability.HolderProbes dials in a row,
 // Durability.HolderProbeInterval apart, must fail. A node judged down
 // counts again as soon as it connects. Only nodes this node has been
 // connected to or synced with are judged; in a large mesh others judge the
@@ -28,10 +29,14 @@ type liveness struct {
 	mu      sync.Mutex
 	down    map[peer.ID]time.Time
 	probing map[peer.ID]bool
+	// met are the peers this node has been connected to: only they are
+	// judged, since a peer this node never reached may be alive behind a
+	// NAT or a partition that others see through.
+	met map[peer.ID]bool
 }
 
 func newLiveness(m *Mesh) *liveness {
-	return &liveness{m: m, down: make(map[peer.ID]time.Time), probing: make(map[peer.ID]bool)}
+	return &liveness{m: m, down: make(map[peer.ID]time.Time), probing: make(map[peer.ID]bool), met: make(map[peer.ID]bool)}
 }
 
 func (l *liveness) start() error {
@@ -118,6 +123,7 @@ func (l *liveness) isDown(id peer.ID) bool {
 
 func (l *liveness) up(id peer.ID) {
 	l.mu.Lock()
+	l.met[id] = true
 	_, was := l.down[id]
 	delete(l.down, id)
 	l.mu.Unlock()
@@ -136,7 +142,7 @@ func (l *liveness) probe(id peer.ID) bool {
 	}
 	l.mu.Lock()
 	_, down := l.down[id]
-	if down || l.probing[id] {
+	if down || l.probing[id] || !l.met[id] {
 		l.mu.Unlock()
 		return false
 	}
