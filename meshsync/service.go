@@ -81,6 +81,7 @@ type Service struct {
 	cfg    Config
 	log    *slog.Logger
 	dial   Dialer
+	stats  counters
 }
 
 // New registers the sync protocol on h.
@@ -140,8 +141,8 @@ const maxShardScan = 1 << 30
 
 // sync runs one session for f, restricted to shards (listed as given, for
 // the wire) when set is not nil.
-func (s *Service) sync(ctx context.Context, p peer.ID, f nostr.Filter, set shardSet, shards []int) (Stats, error) {
-	var st Stats
+func (s *Service) sync(ctx context.Context, p peer.ID, f nostr.Filter, set shardSet, shards []int) (st Stats, err error) {
+	defer func() { s.stats.record(st, err) }()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.SessionTimeout)
 	defer cancel()
 	str, err := s.open(ctx, p)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -68,6 +69,11 @@ type meshPart struct {
 	// Durability and content routing bounds (node/durability.go,
 	// node/lookup.go).
 	durablePeers, providers, dhtIDs int
+	lookupStats                     lookupCounters
+	// push carries new events to relayed peers (node/relaypush.go);
+	// relayPushed counts the events they accepted.
+	push        *relayPush
+	relayPushed atomic.Uint64
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -185,6 +191,8 @@ func (mp *meshPart) wire(rl *relay.Relay, log *slog.Logger) {
 		}
 	})
 	mp.provideStored(rl)
+	mp.push = newRelayPush(mp, log)
+	rl.OnStored = append(rl.OnStored, mp.push.hook)
 	if mp.lookups > 0 {
 		rl.Lookup = func(ctx context.Context, f *nostr.Filter, limit int, fn func(*nostr.Event)) {
 			mp.lookup(ctx, f, limit, fn)
@@ -273,6 +281,7 @@ func (mp *meshPart) start(opts Options, relayURL string) {
 	}
 	run(func() { mp.runReprovide(ctx, mp.st, mp.reprovide, opts.Log) })
 	run(func() { mp.runDurable(ctx, opts.Log) })
+	run(func() { mp.push.run(ctx) })
 	run(func() {
 		repeat(ctx, firstRound, mp.every, nil, func() {
 			for _, p := range mp.syncPeers(1) {

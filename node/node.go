@@ -140,6 +140,11 @@ type Node struct {
 	lock     *homeLock
 	dash     *dashboard.Dashboard // nil when disabled
 	health   *healthChecks
+	// errs keeps recent warnings and errors, statusToken reads the
+	// status, started is when Serve began (node/status.go).
+	errs        *errorRing
+	statusToken string
+	started     time.Time
 }
 
 // Open opens the node's store and binds its listener; Serve then runs it.
@@ -162,6 +167,12 @@ func Open(opts Options) (*Node, error) {
 
 // open is Open once the home is locked; the node it returns owns the lock.
 func open(opts Options, lock *homeLock) (*Node, error) {
+	errs := newErrorRing(opts.Log.Handler())
+	opts.Log = slog.New(errs)
+	token, err := newStatusToken()
+	if err != nil {
+		return nil, err
+	}
 	cfg := opts.Config
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -228,10 +239,12 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 		reg.MustRegister(newIrohCollector(ip))
 	}
 	mp.registerMetrics(reg)
-	reg.MustRegister(newMeshCollector(mp.m))
+	reg.MustRegister(newMeshCollector(mp.m), newMeshObserver(mp))
 
+	var n *Node
 	mux := http.NewServeMux()
 	mux.Handle("/", rl)
+	mux.HandleFunc(StatusPath, func(w http.ResponseWriter, r *http.Request) { n.serveStatus(w, r) })
 	mux.Handle("/didcomm", dc)
 	acct.mount(mux)
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -251,16 +264,18 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	}
-	return &Node{
-		opts:     opts,
-		boundary: policy,
-		store:    st,
-		didcomm:  dc,
-		relay:    rl,
-		mesh:     mp,
-		acct:     acct,
-		iroh:     ip,
-		ln:       ln,
+	n = &Node{
+		opts:        opts,
+		errs:        errs,
+		statusToken: token,
+		boundary:    policy,
+		store:       st,
+		didcomm:     dc,
+		relay:       rl,
+		mesh:        mp,
+		acct:        acct,
+		iroh:        ip,
+		ln:          ln,
 		// An idle keep-alive connection holds a slot in the relay's accept
 		// gate (spec/limits.md): it is closed after a minute.
 		srv:    &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute},
@@ -268,7 +283,8 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 		lock:   lock,
 		dash:   dash,
 		health: health,
-	}, nil
+	}
+	return n, nil
 }
 
 // MeshAddrs are the node's libp2p multiaddrs with its PeerID, as another
@@ -301,6 +317,7 @@ func (n *Node) Registry() *prometheus.Registry { return n.reg }
 // taking messages, let in-flight saves commit and their OKs go out, stop
 // HTTP, close the store. Nothing acknowledged is lost.
 func (n *Node) Serve(ctx context.Context) error {
+	n.started = time.Now()
 	errc := make(chan error, 1)
 	go func() { errc <- n.srv.Serve(n.ln) }()
 	n.opts.Log.Info("relay listening", "url", n.RelayURL(), "did", n.opts.Key.DID(), "signatures", nostr.Backend)
@@ -310,6 +327,10 @@ func (n *Node) Serve(ctx context.Context) error {
 		n.iroh.start(n.mesh.every, n.mesh.filters)
 		n.iroh.waitIroh()
 	}
+	if err := n.writeRunFile(n.ln.Addr()); err != nil {
+		n.opts.Log.Warn("fleetmesh status will not find this node", "err", err)
+	}
+	defer n.removeRunFile()
 	// The dashboard samples the metrics until shutdown starts, so that it
 	// never gathers from a part that is closing.
 	stopDash := func() {}
