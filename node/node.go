@@ -185,6 +185,14 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fleetmesh_store_bytes",
+			Help: "Space the store's files take on disk, as storage_max_bytes counts it."},
+			func() float64 { return float64(st.DiskBytes()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fleetmesh_store_max_bytes",
+			Help: "The store's bound, storage_max_bytes (0: none)."},
+			func() float64 { return float64(st.MaxBytes()) }),
+	)
 	ln, err := net.Listen("tcp", cfg.Relay.Listen)
 	if err != nil {
 		st.Close()

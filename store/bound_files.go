@@ -20,3 +20,11 @@ func (s *Store) allocated() uint64 {
 	}
 	return total
 }
+
+// DiskBytes is the space the store's files take on disk, counted as
+// storage_max_bytes counts it (in blocks). It lists the store's directory:
+// for metrics and status, not for every save.
+func (s *Store) DiskBytes() uint64 { return s.allocated() }
+
+// MaxBytes is the store's storage bound (0: none).
+func (s *Store) MaxBytes() uint64 { return s.opts.MaxBytes }
