@@ -19,7 +19,8 @@ var DefaultPanels = []Panel{
 		{Metric: "fleetmesh_mesh_peers", By: "class"},
 	}},
 	{Title: "Sync traffic", Unit: "bytes/s", Series: []Series{
-		{Metric: "fleetmesh_sync_bytes_total", Rate: true, By: "direction"},
+		{Metric: "fleetmesh_mesh_sync_bytes_total", Rate: true, By: "direction", Name: "sync"},
+		{Metric: "fleetmesh_mesh_gossipsub_bytes_total", Rate: true, By: "direction", Name: "gossip"},
 	}},
 	{Title: "Storage", Unit: "bytes", Series: []Series{
 		{Metric: "fleetmesh_store_bytes", Name: "used"},
@@ -27,7 +28,10 @@ var DefaultPanels = []Panel{
 	}},
 	{Title: "Durable shards", Unit: "shards", Series: []Series{
 		{Metric: "fleetmesh_mesh_durable_shards", Name: "held"},
-		{Metric: "fleetmesh_mesh_shards_below_r", Name: "below R"},
+		{Metric: "fleetmesh_mesh_shards_below_replication", Name: "below R"},
+	}},
+	{Title: "Receipts", Unit: "per second", Series: []Series{
+		{Metric: "fleetmesh_accounting_receipts_total", Rate: true, By: "result"},
 	}},
 	{Title: "Refusals", Unit: "refusals/s", Series: []Series{
 		{Metric: "fleetmesh_relay_rejections_total", Rate: true, By: "reason"},

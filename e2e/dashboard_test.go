@@ -129,7 +129,7 @@ func TestDashboardInChromium(t *testing.T) {
 	if got.Status != http.StatusOK || got.Title != "fleetmesh node" {
 		t.Fatalf("page: status %d title %q", got.Status, got.Title)
 	}
-	want := map[string]string{"Events in": "stored", "Clients": "connections"}
+	want := map[string]string{"Events in": "stored", "Clients": "connections", "Storage": "used"}
 	for _, p := range got.Panels {
 		name, ok := want[p.Title]
 		if !ok {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -190,10 +189,7 @@ func TestDiskLoss(t *testing.T) {
 			return ok && v == count
 		})
 	}
-	waitMetric(t, nodes[victim], "the victim holds the first author's shard", func(f map[string]*dto.MetricFamily) bool {
-		v, ok := sample(f, "fleetmesh_mesh_durable_shard", "shard", strconv.Itoa(shareShard))
-		return ok && v == 1
-	})
+	waitDurable(t, nodes[victim], shareShard)
 
 	var mine, theirs []string
 	for i := range 6 {

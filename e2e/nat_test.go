@@ -89,7 +89,13 @@ type labNode struct {
 
 func startLabNode(t *testing.T, lab *netLab, ns string, bootstrap ...string) *labNode {
 	t.Helper()
-	home := newHome(t, natNodeConfig)
+	return startLabNodeWith(t, lab, ns, natNodeConfig, bootstrap...)
+}
+
+// startLabNodeWith is startLabNode with config as the node's config.toml.
+func startLabNodeWith(t *testing.T, lab *netLab, ns, config string, bootstrap ...string) *labNode {
+	t.Helper()
+	home := newHome(t, config)
 	id := runID(t, home)
 	args := []string{"netns", "exec", ns, binary, "run", "--home", home, "--listen", labRelayListen, "--debug-mesh"}
 	for _, b := range bootstrap {
@@ -140,31 +146,7 @@ func (n *labNode) ws(ctx context.Context) (*websocket.Conn, error) {
 // homes' connection took: both are valid outcomes.
 func TestNATTraversal(t *testing.T) {
 	needBinary(t)
-	lab := newNetLab(t)
-	inet := lab.addNS("inet")
-	plug := lab.bridge(inet, "br0")
-	anchorNS, rtrA, rtrB := lab.addNS("anchor"), lab.addNS("rtra"), lab.addNS("rtrb")
-	homeA, homeB := lab.addNS("homea"), lab.addNS("homeb")
-
-	lab.veth(inet, "p-anchor", anchorNS, "eth0")
-	plug("p-anchor")
-	lab.addr(anchorNS, "eth0", labAnchorIP+labPrefix)
-	for _, r := range []struct{ ns, port, wan, lan, home string }{
-		{rtrA, "p-rtra", labRouterA, labLANA, homeA},
-		{rtrB, "p-rtrb", labRouterB, labLANB, homeB},
-	} {
-		lab.veth(inet, r.port, r.ns, "wan0")
-		plug(r.port)
-		lab.addr(r.ns, "wan0", r.wan+labPrefix)
-		lab.veth(r.ns, "lan0", r.home, "eth0")
-		lab.addr(r.ns, "lan0", r.lan+"1/24")
-		lab.addr(r.home, "eth0", r.lan+"2/24")
-		lab.must("ip", "-n", r.home, "route", "add", "default", "via", r.lan+"1")
-		lab.natRouter(r.ns, "wan0")
-	}
-	netem := lab.delay(anchorNS, "eth0", labDelay)
-	netem = lab.delay(rtrA, "wan0", labDelay) && netem
-	netem = lab.delay(rtrB, "wan0", labDelay) && netem
+	lab, anchorNS, homeA, homeB, netem := newNATLab(t)
 
 	start := time.Now()
 	deadline := start.Add(natTestBudget)
@@ -337,4 +319,41 @@ func holePunchLog(log string) string {
 		}
 	}
 	return strings.Join(lines[max(0, len(lines)-3):], "")
+}
+
+// newNATLab builds the lab's topology: an internet bridge, an anchor on it
+// with a public address, and two homes, each behind its own NAT router,
+// with delay on the internet links where the kernel can add it. It
+// returns the lab, the anchor's and homes' namespaces, and whether the
+// delay is in place.
+func newNATLab(t *testing.T) (lab *netLab, anchorNS, homeA, homeB string, netem bool) {
+	t.Helper()
+	lab = newNetLab(t)
+	inet := lab.addNS("inet")
+	plug := lab.bridge(inet, "br0")
+	anchorNS = lab.addNS("anchor")
+	rtrA, rtrB := lab.addNS("rtra"), lab.addNS("rtrb")
+	homeA, homeB = lab.addNS("homea"), lab.addNS("homeb")
+
+	lab.veth(inet, "p-anchor", anchorNS, "eth0")
+	plug("p-anchor")
+	lab.addr(anchorNS, "eth0", labAnchorIP+labPrefix)
+	for _, r := range []struct{ ns, port, wan, lan, home string }{
+		{rtrA, "p-rtra", labRouterA, labLANA, homeA},
+		{rtrB, "p-rtrb", labRouterB, labLANB, homeB},
+	} {
+		lab.veth(inet, r.port, r.ns, "wan0")
+		plug(r.port)
+		lab.addr(r.ns, "wan0", r.wan+labPrefix)
+		lab.veth(r.ns, "lan0", r.home, "eth0")
+		lab.addr(r.ns, "lan0", r.lan+"1/24")
+		lab.addr(r.home, "eth0", r.lan+"2/24")
+		lab.must("ip", "-n", r.home, "route", "add", "default", "via", r.lan+"1")
+		lab.natRouter(r.ns, "wan0")
+	}
+	netem = lab.delay(anchorNS, "eth0", labDelay)
+	netem = lab.delay(rtrA, "wan0", labDelay) && netem
+	netem = lab.delay(rtrB, "wan0", labDelay) && netem
+	return lab, anchorNS, homeA, homeB, netem
+
 }

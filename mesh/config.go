@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 )
@@ -29,6 +30,10 @@ const (
 // TOML file. Zero fields take the defaults of DefaultConfig; Validate says
 // what is wrong with the rest.
 type Config struct {
+	// GossipTracer, if set, also traces GossipSub: the node's metering of
+	// forwarded events per peer (meter.GossipTracer).
+	GossipTracer pubsub.RawTracer
+
 	// ListenAddrs are the multiaddrs the host listens on: /tcp, /udp/…/quic-v1
 	// and /tcp/…/ws are understood.
 	ListenAddrs []string
@@ -101,6 +106,14 @@ type Config struct {
 	PEXTimeout time.Duration
 	// PEXConcurrency bounds exchanges running at once.
 	PEXConcurrency int
+	// PEXNewsFanout is how many connected peers a node runs an exchange
+	// with as soon as it learns of a node it did not know, so that news of
+	// a newcomer reaches the whole mesh in a few hops rather than at the
+	// next maintenance round (mesh/pexnews.go).
+	PEXNewsFanout int
+	// PEXNewsInterval is the least time between two such spreads: news
+	// that arrives meanwhile goes out together in the next.
+	PEXNewsInterval time.Duration
 
 	// Durability places the shards this node holds for durability and
 	// bounds the announcement of their events (spec/mesh-placement.md).
@@ -213,6 +226,8 @@ func DefaultConfig() Config {
 		PEXKnownMax:           1024,
 		PEXTimeout:            10 * time.Second,
 		PEXConcurrency:        4,
+		PEXNewsFanout:         8,
+		PEXNewsInterval:       500 * time.Millisecond,
 		RelayService:          RelayAuto,
 		RelayLimits:           DefaultRelayLimits(),
 		RelaySearchInterval:   30 * time.Second,
@@ -247,6 +262,8 @@ func (c Config) withDefaults() Config {
 	setInt(&c.PEXKnownMax, d.PEXKnownMax)
 	setDur(&c.PEXTimeout, d.PEXTimeout)
 	setInt(&c.PEXConcurrency, d.PEXConcurrency)
+	setInt(&c.PEXNewsFanout, d.PEXNewsFanout)
+	setDur(&c.PEXNewsInterval, d.PEXNewsInterval)
 	if c.RelayService == "" {
 		c.RelayService = d.RelayService
 	}
@@ -322,6 +339,8 @@ func (c Config) Validate() error {
 		{"PEXKnownMax", int64(c.PEXKnownMax)},
 		{"PEXTimeout", int64(c.PEXTimeout)},
 		{"PEXConcurrency", int64(c.PEXConcurrency)},
+		{"PEXNewsFanout", int64(c.PEXNewsFanout)},
+		{"PEXNewsInterval", int64(c.PEXNewsInterval)},
 		{"RelayLimits.MaxReservations", int64(c.RelayLimits.MaxReservations)},
 		{"RelayLimits.MaxReservationsPerIP", int64(c.RelayLimits.MaxReservationsPerIP)},
 		{"RelayLimits.MaxCircuits", int64(c.RelayLimits.MaxCircuits)},

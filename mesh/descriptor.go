@@ -34,6 +34,7 @@ func VerifyWith(v *descriptor.Verifier) DescriptorVerifier {
 			Expires: time.Unix(d.Expires, 0),
 			Relay:   d.Class == descriptor.ClassAnchor || d.Offers.CircuitRelay != nil,
 			Storage: storage,
+			Class:   string(d.Class),
 		}
 		for _, s := range d.Addresses.Libp2p {
 			a, err := ma.NewMultiaddr(s)

@@ -31,12 +31,14 @@ type discovery struct {
 
 	mu     sync.Mutex
 	failed map[peer.ID]time.Time
+	// bootFailed is the redial backoff of bootstrap peers (bootbackoff.go).
+	bootFailed map[peer.ID]bootFailure
 }
 
 // newDiscovery makes the discovery part; start runs it. The two are apart
 // so that the mesh's other parts can refer to it before anything runs.
 func newDiscovery(m *Mesh) *discovery {
-	return &discovery{m: m, wake: make(chan struct{}, 1), failed: make(map[peer.ID]time.Time)}
+	return &discovery{m: m, wake: make(chan struct{}, 1), failed: make(map[peer.ID]time.Time), bootFailed: make(map[peer.ID]bootFailure)}
 }
 
 func (d *discovery) start() error {
@@ -87,9 +89,7 @@ func (d *discovery) identified(ctx context.Context) {
 			}
 			ev := e.(event.EvtPeerIdentificationCompleted)
 			d.m.book.Observe(ev.Peer, ev.ListenAddrs, time.Now())
-			d.mu.Lock()
-			delete(d.failed, ev.Peer)
-			d.mu.Unlock()
+			d.forgetFailure(ev.Peer)
 			if d.m.pex != nil && slices.Contains(ev.Protocols, PEXProtocol) && d.m.pex.joining() {
 				d.m.pex.tryExchange(ev.Peer)
 			}
@@ -102,6 +102,7 @@ func (d *discovery) identified(ctx context.Context) {
 func (d *discovery) forgetFailure(id peer.ID) {
 	d.mu.Lock()
 	delete(d.failed, id)
+	delete(d.bootFailed, id)
 	d.mu.Unlock()
 }
 
@@ -139,13 +140,7 @@ func (d *discovery) round(ctx context.Context) {
 		d.dial(ctx, d.candidates(min(need, d.m.cfg.ReconnectPeers)))
 	}
 	if d.m.pex != nil {
-		var speakers []peer.ID
-		for _, p := range h.Network().Peers() {
-			if ok, _ := h.Peerstore().SupportsProtocols(p, PEXProtocol); len(ok) > 0 {
-				speakers = append(speakers, p)
-			}
-		}
-		if len(speakers) > 0 {
+		if speakers := d.m.pexSpeakers(); len(speakers) > 0 {
 			d.m.pex.tryExchange(speakers[rand.IntN(len(speakers))])
 		}
 	}
@@ -175,6 +170,9 @@ func (d *discovery) candidates(n int) []peer.AddrInfo {
 			return
 		}
 		if _, bad := d.failed[pi.ID]; bad {
+			return
+		}
+		if f, bad := d.bootFailed[pi.ID]; bad && now.Before(f.retry) {
 			return
 		}
 		for _, o := range out {
@@ -209,11 +207,16 @@ func (d *discovery) dial(ctx context.Context, peers []peer.AddrInfo) {
 			dctx, cancel := context.WithTimeout(network.WithAllowLimitedConn(ctx, "fleetmesh: reach a peer behind NAT"), d.m.cfg.DialTimeout)
 			defer cancel()
 			if err := d.m.h.Connect(dctx, pi); err != nil {
-				if ctx.Err() == nil {
-					d.mu.Lock()
-					d.failed[pi.ID] = time.Now()
-					d.mu.Unlock()
+				if ctx.Err() != nil {
+					return
 				}
+				if d.isBootstrap(pi.ID) {
+					d.bootstrapFailed(pi, err)
+					return
+				}
+				d.mu.Lock()
+				d.failed[pi.ID] = time.Now()
+				d.mu.Unlock()
 				d.m.log.Debug("dial failed", "peer", pi.ID, "err", err)
 			}
 		}()
@@ -244,17 +247,6 @@ func (d *discovery) touchConnected() {
 	for _, p := range d.m.h.Network().Peers() {
 		d.m.book.Observe(p, nil, now)
 	}
-}
-
-// knownPeers is the DHT's source of peers to bootstrap from when its
-// routing table is empty: the configured bootstrap peers and the most
-// recently seen remembered ones.
-func (m *Mesh) knownPeers() []peer.AddrInfo {
-	out := append([]peer.AddrInfo(nil), m.boot...)
-	for _, e := range m.book.Recent(m.cfg.ReconnectPeers) {
-		out = append(out, peer.AddrInfo{ID: e.ID, Addrs: e.Addrs})
-	}
-	return out
 }
 
 func (d *discovery) close() error {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/metrics"
 	"github.com/libp2p/go-libp2p/p2p/host/autorelay"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
@@ -41,13 +42,14 @@ func NewHost(key *identity.Key, cfg Config) (host.Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newHost(key, cfg, n, nil)
+	return newHost(key, cfg, n, nil, nil)
 }
 
 // newHost is NewHost for a validated cfg with defaults, with n as
-// AutoRelay's peer source and the hole punch tracer, and rep told of what
-// the resource manager refuses (nil: nobody).
-func newHost(key *identity.Key, cfg Config, n *nat, rep rcmgr.MetricsReporter) (host.Host, error) {
+// AutoRelay's peer source and the hole punch tracer, rep told of what
+// the resource manager refuses (nil: nobody), and bw, if not nil,
+// counting bytes per protocol.
+func newHost(key *identity.Key, cfg Config, n *nat, rep rcmgr.MetricsReporter, bw *metrics.BandwidthCounter) (host.Host, error) {
 	cm, err := connmgr.NewConnManager(cfg.ConnLowWater, cfg.ConnHighWater, connmgr.WithGracePeriod(cfg.ConnGracePeriod))
 	if err != nil {
 		return nil, fmt.Errorf("mesh: connection manager: %w", err)
@@ -60,7 +62,11 @@ func newHost(key *identity.Key, cfg Config, n *nat, rep rcmgr.MetricsReporter) (
 	opts := []libp2p.Option{
 		libp2p.Identity(key.Libp2pKey()),
 		libp2p.ListenAddrStrings(cfg.ListenAddrs...),
-		libp2p.Transport(tcp.NewTCPTransport),
+		// Without SO_REUSEPORT a second node given the same TCP port
+		// fails to bind it instead of sharing it with the first (issue
+		// 12). TCP hole punching needs the port reuse; QUIC's, which
+		// shares one UDP socket, does not, and DCUtR tries both.
+		libp2p.Transport(tcp.NewTCPTransport, tcp.DisableReuseport()),
 		libp2p.Transport(quic.NewTransport),
 		libp2p.Transport(ws.New),
 		libp2p.Security(noise.ID, noise.New),
@@ -94,11 +100,21 @@ func newHost(key *identity.Key, cfg Config, n *nat, rep rcmgr.MetricsReporter) (
 	if cfg.NATPortMap {
 		opts = append(opts, libp2p.NATPortMap())
 	}
+	if bw != nil {
+		opts = append(opts, libp2p.BandwidthReporter(bw))
+	}
 	h, err := libp2p.New(opts...)
 	if err != nil {
 		rm.Close()
 		cm.Close()
+		if inUse := checkAddrsFree(cfg.ListenAddrs); inUse != nil {
+			return nil, inUse
+		}
 		return nil, fmt.Errorf("mesh: libp2p host: %w", err)
+	}
+	if err := checkListening(h, cfg.ListenAddrs); err != nil {
+		h.Close()
+		return nil, err
 	}
 	return h, nil
 }

@@ -12,6 +12,7 @@ import (
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/metrics"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -68,6 +69,10 @@ type Mesh struct {
 	// placer and prov are nil without peer exchange and without a DHT.
 	placer *placer
 	prov   *provider
+	// live judges storage nodes down; nil without peer exchange.
+	live *liveness
+	// bw counts bytes per protocol on a host made by Open; nil otherwise.
+	bw *metrics.BandwidthCounter
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -94,7 +99,8 @@ func Open(key *identity.Key, cfg Config, hooks Hooks) (*Mesh, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, err := newHost(key, m.cfg, m.nat, resourceReporter{m.misb})
+	m.bw = metrics.NewBandwidthCounter()
+	h, err := newHost(key, m.cfg, m.nat, resourceReporter{m.misb}, m.bw)
 	if err != nil {
 		m.cancel()
 		return nil, err
@@ -173,7 +179,9 @@ func (m *Mesh) start(hooks Hooks) error {
 		m.dht, err = dht.New(m.h,
 			dht.ProtocolPrefix(DHTProtocolPrefix),
 			dht.Mode(mode),
-			dht.BootstrapPeersFunc(m.knownPeers),
+			// The DHT's source of peers to bootstrap from when its
+			// routing table is empty.
+			dht.BootstrapPeersFunc(func() []peer.AddrInfo { return m.KnownPeers(len(m.boot) + m.cfg.ReconnectPeers) }),
 		)
 		if err != nil {
 			return fmt.Errorf("mesh: DHT: %w", err)
@@ -191,6 +199,9 @@ func (m *Mesh) start(hooks Hooks) error {
 		pubsub.WithSubscriptionFilter(pubsub.WrapLimitSubscriptionFilter(
 			pubsub.NewRegexpSubscriptionFilter(regexp.MustCompile("^"+regexp.QuoteMeta(TopicPrefix)+"(0|[1-9][0-9]{0,2})$")),
 			ShardCount)),
+	}
+	if m.cfg.GossipTracer != nil {
+		opts = append(opts, pubsub.WithRawTracer(m.cfg.GossipTracer)) // metering (package meter)
 	}
 	if m.dht != nil && !m.cfg.DisableTopicDiscovery {
 		rt := m.dht.RoutingTable()
@@ -210,6 +221,11 @@ func (m *Mesh) start(hooks Hooks) error {
 		m.placer = newPlacer(m)
 		m.h.SetStreamHandler(PEXProtocol, m.pex.handle)
 		m.goroutine(m.placer.run)
+		m.goroutine(m.pex.spreadNews)
+		m.live = newLiveness(m)
+		if err := m.live.start(); err != nil {
+			return err
+		}
 	}
 	if m.dht != nil {
 		m.prov = newProvider(m)
@@ -521,6 +537,9 @@ func (m *Mesh) Close() error {
 	}
 	if m.disc != nil {
 		errs = append(errs, m.disc.close())
+	}
+	if m.live != nil {
+		errs = append(errs, m.live.close())
 	}
 	m.wg.Wait()
 	if m.nat != nil {

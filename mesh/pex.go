@@ -45,6 +45,9 @@ type DescriptorInfo struct {
 	Relay bool
 	// Storage is set when the node offers storage and is not a leaf.
 	Storage bool
+	// Class is the class the node declares (anchor, home or leaf), for
+	// operators' counts; the mesh decides nothing on it.
+	Class string
 }
 
 // DescriptorVerifier checks a signed node descriptor (opaque to the mesh)
@@ -57,6 +60,9 @@ type knownDescriptor struct {
 	raw  []byte
 	sum  descriptorSum
 	info DescriptorInfo
+	// learnt is when this node first learnt of the node: offers carry
+	// the freshest first (pexnews.go).
+	learnt time.Time
 }
 
 // pex runs peer exchange: it keeps this node's own signed descriptor and a
@@ -78,6 +84,8 @@ type pex struct {
 
 	// met is set once an exchange with a peer has completed, either way.
 	met bool
+
+	news pexNews
 }
 
 func newPEX(m *Mesh, verify DescriptorVerifier) *pex {
@@ -88,6 +96,7 @@ func newPEX(m *Mesh, verify DescriptorVerifier) *pex {
 		inbound: clientaddr.NewBuckets(pexInboundPerRound/m.cfg.MaintainInterval.Seconds(), pexInboundBurst, maxScored),
 		known:   make(map[peer.ID]*knownDescriptor),
 		sums:    make(map[descriptorSum]*knownDescriptor),
+		news:    newPEXNews(),
 	}
 }
 
@@ -151,7 +160,7 @@ func (p *pex) handle(s network.Stream) {
 		s.Reset()
 		return
 	}
-	p.accept(third.descriptors)
+	p.acceptFrom(remote, third.descriptors)
 	p.setMet()
 	if _, err := s.Write(appendPEXMessage(nil, pexMessage{descriptors: p.serve(third.want, offer)})); err != nil {
 		s.Reset()
@@ -202,7 +211,7 @@ func (p *pex) exchange(ctx context.Context, id peer.ID) (int, error) {
 	if len(fourth.offer) > 0 || len(fourth.want) > 0 || !asked(fourth.descriptors, want) {
 		return fail(fmt.Errorf("%w: the last message carries sums or descriptors that were not asked for", ErrPEXMalformed))
 	}
-	n := p.accept(fourth.descriptors)
+	n := p.acceptFrom(id, fourth.descriptors)
 	p.setMet()
 	return n, nil
 }
@@ -271,6 +280,7 @@ func (p *pex) offer(remote peer.ID) []descriptorSum {
 		}
 	}
 	rand.Shuffle(len(others), func(i, j int) { others[i], others[j] = others[j], others[i] })
+	freshFirst(others, now)
 	for _, k := range others {
 		if len(out) == cap(out) {
 			break
@@ -319,7 +329,11 @@ func (p *pex) serve(want, offered []descriptorSum) [][]byte {
 // accept verifies each descriptor and keeps those that are new or newer
 // than what we hold, adding their addresses to the peerstore and the address
 // book. It returns how many it kept.
-func (p *pex) accept(raws [][]byte) int {
+func (p *pex) accept(raws [][]byte) int { return p.acceptFrom("", raws) }
+
+// acceptFrom is accept for descriptors that from sent; a node we did not
+// know before is news to spread (pexnews.go).
+func (p *pex) acceptFrom(from peer.ID, raws [][]byte) int {
 	kept := 0
 	for _, raw := range raws {
 		sum := sha256.Sum256(raw)
@@ -337,10 +351,16 @@ func (p *pex) accept(raws [][]byte) int {
 		if info.ID == p.m.h.ID() || !time.Now().Before(info.Expires) {
 			continue
 		}
-		if !p.store(&knownDescriptor{raw: bytes.Clone(raw), sum: sum, info: info}) {
+		p.mu.Lock()
+		_, had := p.known[info.ID]
+		p.mu.Unlock()
+		if !p.store(&knownDescriptor{raw: bytes.Clone(raw), sum: sum, info: info, learnt: time.Now()}) {
 			continue
 		}
 		kept++
+		if !had {
+			p.noteNewcomer(from)
+		}
 		p.m.stats.add(func(s *Stats) { s.DescriptorsAccepted++ })
 		// New addresses (a relay address, say) are a new chance to reach
 		// a peer that failed before.
@@ -365,6 +385,7 @@ func (p *pex) store(k *knownDescriptor) bool {
 			return false
 		}
 		delete(p.sums, old.sum)
+		k.learnt = old.learnt
 		if old.info.Storage != k.info.Storage {
 			p.m.placer.poke()
 		}
@@ -414,6 +435,17 @@ func (p *pex) storageNodes(now time.Time) []peer.ID {
 		}
 	}
 	return out
+}
+
+// class returns the class the newest unexpired descriptor of id declares,
+// "" if none is known.
+func (p *pex) class(id peer.ID) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if k, ok := p.known[id]; ok && time.Now().Before(k.info.Expires) {
+		return k.info.Class
+	}
+	return ""
 }
 
 // descriptor returns the newest verified descriptor known for id.

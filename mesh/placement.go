@@ -34,6 +34,12 @@ type DurabilityConfig struct {
 	// burst of descriptors (a node joining and exchanging with everyone)
 	// costs one recomputation.
 	PlacementDebounce time.Duration
+	// HolderProbes is how many dials in a row, HolderProbeInterval apart,
+	// must fail before a storage node that dropped its connection or
+	// failed a sync is judged down and left out of the placement until it
+	// connects again (mesh/liveness.go).
+	HolderProbes        int
+	HolderProbeInterval time.Duration
 
 	// ProvideQueue bounds the event CIDs waiting to be announced in the
 	// DHT; beyond it new ones are dropped and counted.
@@ -54,13 +60,15 @@ type DurabilityConfig struct {
 // announcements a second, 4096 waiting.
 func DefaultDurabilityConfig() DurabilityConfig {
 	return DurabilityConfig{
-		Replication:        3,
-		PlacementDebounce:  2 * time.Second,
-		ProvideQueue:       4096,
-		ProvideBatch:       16,
-		ProvideInterval:    time.Second,
-		ProvideConcurrency: 4,
-		ProvideTimeout:     30 * time.Second,
+		Replication:         3,
+		PlacementDebounce:   2 * time.Second,
+		HolderProbes:        2,
+		HolderProbeInterval: time.Second,
+		ProvideQueue:        4096,
+		ProvideBatch:        16,
+		ProvideInterval:     time.Second,
+		ProvideConcurrency:  4,
+		ProvideTimeout:      30 * time.Second,
 	}
 }
 
@@ -68,6 +76,8 @@ func (c DurabilityConfig) withDefaults() DurabilityConfig {
 	d := DefaultDurabilityConfig()
 	setInt(&c.Replication, d.Replication)
 	setDur(&c.PlacementDebounce, d.PlacementDebounce)
+	setInt(&c.HolderProbes, d.HolderProbes)
+	setDur(&c.HolderProbeInterval, d.HolderProbeInterval)
 	setInt(&c.ProvideQueue, d.ProvideQueue)
 	setInt(&c.ProvideBatch, d.ProvideBatch)
 	setDur(&c.ProvideInterval, d.ProvideInterval)
@@ -84,6 +94,8 @@ func (c DurabilityConfig) validate() error {
 	}{
 		{"Replication", int64(c.Replication)},
 		{"PlacementDebounce", int64(c.PlacementDebounce)},
+		{"HolderProbes", int64(c.HolderProbes)},
+		{"HolderProbeInterval", int64(c.HolderProbeInterval)},
 		{"ProvideQueue", int64(c.ProvideQueue)},
 		{"ProvideBatch", int64(c.ProvideBatch)},
 		{"ProvideInterval", int64(c.ProvideInterval)},
@@ -289,7 +301,13 @@ func (p *placer) run(ctx context.Context) {
 		case <-p.wake:
 			arm()
 		case <-tick.C:
-			arm()
+			// A look for expired descriptors, not a change: it must not
+			// put off a recomputation already due, or with a maintenance
+			// interval shorter than the debounce every change would wait
+			// placementMaxWait debounce intervals.
+			if since.IsZero() {
+				arm()
+			}
 		case <-debounce.C:
 			d := p.m.cfg.Durability.PlacementDebounce
 			if !p.m.pex.hasMet() && time.Since(started) < placementMaxWait*d {
@@ -307,7 +325,7 @@ func (p *placer) run(ctx context.Context) {
 // recompute places the shards over the storage nodes known now and, if
 // that changed what this node holds, moves its durability subscriptions.
 func (p *placer) recompute() error {
-	nodes := p.m.pex.storageNodes(time.Now())
+	nodes := slices.DeleteFunc(p.m.pex.storageNodes(time.Now()), p.m.live.isDown)
 	slices.Sort(nodes)
 	p.mu.Lock()
 	same := slices.Equal(nodes, p.cur.nodes)

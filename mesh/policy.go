@@ -146,6 +146,9 @@ type Stats struct {
 	StorageNodes int
 	// PlacementChanges counts recomputations that changed the placement.
 	PlacementChanges uint64
+	// HoldersDown counts storage nodes judged down by liveness probes and
+	// left out of the placement until they connect again.
+	HoldersDown uint64
 
 	// ProvideQueued counts event CIDs queued for a DHT announcement;
 	// ProvideDropped those refused because the queue was full. Provided

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -65,6 +64,9 @@ func (mp *meshPart) syncDurable(ctx context.Context, log *slog.Logger) {
 				return
 			}
 			log.Debug("mesh: durable sync", "peer", s.peer, "shards", len(s.shards), "err", err)
+			// A holder that cannot be reached may be dead: the mesh
+			// probes it and places without it if so.
+			mp.m.ReportUnreachable(s.peer)
 			continue
 		}
 		if st.Need+st.Have > 0 {
@@ -143,15 +145,14 @@ func planDurableSync(pl mesh.Placement, self peer.ID, held []int, max int) []dur
 type meshCollector struct {
 	m *mesh.Mesh
 
-	durableShards, durableShard, storageNodes, placementChanges *prometheus.Desc
-	provides, providerLookups, providersFound                   *prometheus.Desc
+	durableShards, storageNodes, placementChanges *prometheus.Desc
+	provides, providerLookups, providersFound     *prometheus.Desc
 }
 
 func newMeshCollector(m *mesh.Mesh) *meshCollector {
 	return &meshCollector{
 		m:                m,
 		durableShards:    prometheus.NewDesc("fleetmesh_mesh_durable_shards", "Author shards this node holds for durability.", nil, nil),
-		durableShard:     prometheus.NewDesc("fleetmesh_mesh_durable_shard", "1 for each author shard this node holds for durability.", []string{"shard"}, nil),
 		storageNodes:     prometheus.NewDesc("fleetmesh_mesh_storage_nodes", "Storage nodes the placement is computed over.", nil, nil),
 		placementChanges: prometheus.NewDesc("fleetmesh_mesh_placement_changes_total", "Placement recomputations that changed the placement.", nil, nil),
 		provides:         prometheus.NewDesc("fleetmesh_mesh_provides_total", "Event CID announcements in the DHT, by outcome.", []string{"result"}, nil),
@@ -161,7 +162,7 @@ func newMeshCollector(m *mesh.Mesh) *meshCollector {
 }
 
 func (c *meshCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.durableShards, c.durableShard, c.storageNodes, c.placementChanges, c.provides, c.providerLookups, c.providersFound} {
+	for _, d := range []*prometheus.Desc{c.durableShards, c.storageNodes, c.placementChanges, c.provides, c.providerLookups, c.providersFound} {
 		ch <- d
 	}
 }
@@ -169,9 +170,6 @@ func (c *meshCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *meshCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.m.Stats()
 	ch <- prometheus.MustNewConstMetric(c.durableShards, prometheus.GaugeValue, float64(len(s.DurableShards)))
-	for _, sh := range s.DurableShards {
-		ch <- prometheus.MustNewConstMetric(c.durableShard, prometheus.GaugeValue, 1, strconv.Itoa(sh))
-	}
 	ch <- prometheus.MustNewConstMetric(c.storageNodes, prometheus.GaugeValue, float64(s.StorageNodes))
 	ch <- prometheus.MustNewConstMetric(c.placementChanges, prometheus.CounterValue, float64(s.PlacementChanges))
 	for result, v := range map[string]uint64{"queued": s.ProvideQueued, "dropped": s.ProvideDropped, "provided": s.Provided, "failed": s.ProvideFailed} {

@@ -21,6 +21,9 @@ type lookupReport struct {
 	// the providers found for them, and FoundRouted the events fetched
 	// from those providers.
 	Routed, Providers, FoundRouted int
+	// Dialled counts the known peers dialled for the ids the first stage
+	// missed, FoundDialled the events the peers of that stage served.
+	Dialled, FoundDialled int
 }
 
 // lookup answers the relay's Lookup hook: the events matching f that this
@@ -29,7 +32,9 @@ type lookupReport struct {
 // First it asks up to lookups peers at once: for a filter naming authors,
 // the holders of those authors' shards (connected ones first), then
 // connected peers. Then, for a filter naming ids, the ids still missing
-// (at most dhtIDs of them) are searched for by content routing: the
+// are asked of up to lookups peers the first stage did not ask (connected
+// ones, then bootstrap peers and the address book's, dialled now), and at
+// the same time (at most dhtIDs of them) searched for by content routing: the
 // providers of each id's CID in the DHT (at most providers per id, peers
 // already asked left out) are asked for that id. The second stage starts
 // when the first has finished or half the time has passed, whichever is
@@ -50,13 +55,19 @@ func (mp *meshPart) lookup(ctx context.Context, f *nostr.Filter, limit int, fn f
 		fn(ev)
 	}
 	rep.Asked = mp.lookupPeers(f)
+	defer func() {
+		mu.Lock()
+		n := len(found)
+		mu.Unlock()
+		mp.lookupStats.record(n)
+	}()
 	first := make(chan struct{})
 	go func() {
 		defer close(first)
 		mp.sync.Lookup(ctx, rep.Asked, *f, limit, keep)
 	}()
 	defer func() { <-first }()
-	if f.IDs == nil || mp.providers <= 0 || mp.dhtIDs <= 0 || !mp.m.ContentRouting() {
+	if f.IDs == nil {
 		return rep
 	}
 	var half <-chan time.Time
@@ -74,11 +85,28 @@ func (mp *meshPart) lookup(ctx context.Context, f *nostr.Filter, limit int, fn f
 	mu.Lock()
 	var missing [][32]byte
 	for _, id := range f.IDs {
-		if !found[id] && !slices.Contains(missing, id) && len(missing) < mp.dhtIDs {
+		if !found[id] && !slices.Contains(missing, id) {
 			missing = append(missing, id)
 		}
 	}
 	mu.Unlock()
+	if len(missing) == 0 {
+		return rep
+	}
+	var stages sync.WaitGroup
+	stages.Go(func() {
+		rep.Dialled, rep.FoundDialled = mp.lookupKnown(ctx, f, missing, rep.Asked, keep)
+	})
+	if mp.providers > 0 && mp.dhtIDs > 0 && mp.m.ContentRouting() {
+		stages.Go(func() { mp.lookupProviders(ctx, f, missing[:min(len(missing), mp.dhtIDs)], &rep, keep) })
+	}
+	stages.Wait()
+	return rep
+}
+
+// lookupProviders is the content routing stage of lookup: the providers
+// of each id in missing are asked for it.
+func (mp *meshPart) lookupProviders(ctx context.Context, f *nostr.Filter, missing [][32]byte, rep *lookupReport, keep func(*nostr.Event)) {
 	rep.Routed = len(missing)
 	var wg sync.WaitGroup
 	var rmu sync.Mutex
@@ -108,7 +136,6 @@ func (mp *meshPart) lookup(ctx context.Context, f *nostr.Filter, limit int, fn f
 		})
 	}
 	wg.Wait()
-	return rep
 }
 
 // lookupPeers lists up to mp.lookups peers for the first stage: the

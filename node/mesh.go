@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -22,6 +23,7 @@ import (
 	"fleetmesh.org/fleetmesh/descriptor"
 	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/meshsync"
+	"fleetmesh.org/fleetmesh/meter"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
 	"fleetmesh.org/fleetmesh/store"
@@ -69,6 +71,11 @@ type meshPart struct {
 	// Durability and content routing bounds (node/durability.go,
 	// node/lookup.go).
 	durablePeers, providers, dhtIDs int
+	lookupStats                     lookupCounters
+	// push carries new events to relayed peers (node/relaypush.go);
+	// relayPushed counts the events they accepted.
+	push        *relayPush
+	relayPushed atomic.Uint64
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -92,7 +99,7 @@ func (l meshLocal) Ingest(ctx context.Context, ev *nostr.Event, _ peer.ID) error
 	return err
 }
 
-func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.Policy) (*meshPart, error) {
+func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.Policy, acct *accountingPart) (*meshPart, error) {
 	mc := opts.Config.Mesh
 	filters, err := mc.SubscribeFilters()
 	if err != nil {
@@ -118,7 +125,8 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 		Durability:           mesh.DurabilityConfig{Replication: mc.Replication},
 		// The mesh keeps to its share of the file limit, so that it and
 		// the relay's clients never take the store's (spec/limits.md).
-		MaxFDs: rl.FileBudget().Mesh,
+		MaxFDs:       rl.FileBudget().Mesh,
+		GossipTracer: meter.GossipTracer(acct.meter),
 	}
 	applyNATConfig(&mcfg, opts.Config)
 	natChanged := make(chan struct{}, 1)
@@ -148,7 +156,7 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 	}
 	mp := &meshPart{
 		m:          m,
-		sync:       meshsync.New(m.Host(), local, policy, meshsync.Config{}, opts.Log),
+		sync:       meshsync.New(m.Host(), local, policy, meshsync.Config{Meter: acct.meter, Allow: acct.allow}, opts.Log),
 		filters:    filters,
 		every:      every,
 		lookups:    mc.LookupPeers,
@@ -185,6 +193,8 @@ func (mp *meshPart) wire(rl *relay.Relay, log *slog.Logger) {
 		}
 	})
 	mp.provideStored(rl)
+	mp.push = newRelayPush(mp, log)
+	rl.OnStored = append(rl.OnStored, mp.push.hook)
 	if mp.lookups > 0 {
 		rl.Lookup = func(ctx context.Context, f *nostr.Filter, limit int, fn func(*nostr.Event)) {
 			mp.lookup(ctx, f, limit, fn)
@@ -273,6 +283,7 @@ func (mp *meshPart) start(opts Options, relayURL string) {
 	}
 	run(func() { mp.runReprovide(ctx, mp.st, mp.reprovide, opts.Log) })
 	run(func() { mp.runDurable(ctx, opts.Log) })
+	run(func() { mp.push.run(ctx) })
 	run(func() {
 		repeat(ctx, firstRound, mp.every, nil, func() {
 			for _, p := range mp.syncPeers(1) {

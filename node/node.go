@@ -30,6 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"fleetmesh.org/fleetmesh/accounting"
 	"fleetmesh.org/fleetmesh/boundary"
 	"fleetmesh.org/fleetmesh/config"
 	"fleetmesh.org/fleetmesh/dashboard"
@@ -132,6 +133,7 @@ type Node struct {
 	didcomm  *agent.Service
 	relay    *relay.Relay
 	mesh     *meshPart
+	acct     *accountingPart
 	iroh     *irohPart // nil when iroh is off
 	// irohRelay is the iroh relay an anchor serves; nil when off.
 	irohRelay *irohrelay.Server
@@ -140,6 +142,12 @@ type Node struct {
 	reg       *prometheus.Registry
 	lock      *homeLock
 	dash      *dashboard.Dashboard // nil when disabled
+	health    *healthChecks
+	// errs keeps recent warnings and errors, statusToken reads the
+	// status, started is when Serve began (node/status.go).
+	errs        *errorRing
+	statusToken string
+	started     time.Time
 }
 
 // Open opens the node's store and binds its listener; Serve then runs it.
@@ -162,17 +170,32 @@ func Open(opts Options) (*Node, error) {
 
 // open is Open once the home is locked; the node it returns owns the lock.
 func open(opts Options, lock *homeLock) (*Node, error) {
+	errs := newErrorRing(opts.Log.Handler())
+	opts.Log = slog.New(errs)
+	token, err := newStatusToken()
+	if err != nil {
+		return nil, err
+	}
 	cfg := opts.Config
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	st, err := store.Open(opts.Home.Path(cfg.Store.Dir), store.Options{
 		CacheBytes: int64(cfg.Store.CacheMB) << 20,
+		MaxBytes:   cfg.Mesh.StorageMaxBytes,
 		Logger:     opts.Log,
 	})
 	if err != nil {
 		return nil, err
 	}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fleetmesh_store_bytes",
+			Help: "Space the store's files take on disk, as storage_max_bytes counts it."},
+			func() float64 { return float64(st.DiskBytes()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fleetmesh_store_max_bytes",
+			Help: "The store's bound, storage_max_bytes (0: none)."},
+			func() float64 { return float64(st.MaxBytes()) }),
+	)
 	ln, err := net.Listen("tcp", cfg.Relay.Listen)
 	if err != nil {
 		st.Close()
@@ -205,7 +228,8 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 		st.Close()
 		return nil, err
 	}
-	mp, err := openMesh(opts, st, rl, policy)
+	acct := newMeter(opts)
+	mp, err := openMesh(opts, st, rl, policy, acct)
 	if err != nil {
 		dc.Close()
 		ln.Close()
@@ -214,22 +238,30 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 	}
 	dc.AttachLibp2p(mp.m.Host())
 	dc.TrustProxies(rcfg.TrustedProxies)
+	if err := acct.open(opts, dc, mp.m.Host(), reg); err != nil {
+		mp.close()
+		dc.Close()
+		ln.Close()
+		st.Close()
+		return nil, err
+	}
 	ip := openIroh(opts, mp, dc)
 	if ip != nil {
 		reg.MustRegister(newIrohCollector(ip))
 	}
 	mp.registerMetrics(reg)
-	reg.MustRegister(newMeshCollector(mp.m))
+	reg.MustRegister(newMeshCollector(mp.m), newMeshObserver(mp))
 
+	var n *Node
 	mux := http.NewServeMux()
 	mux.Handle("/", rl)
+	mux.HandleFunc(StatusPath, func(w http.ResponseWriter, r *http.Request) { n.serveStatus(w, r) })
 	mux.Handle("/didcomm", dc)
+	acct.mount(mux)
 	irohRelay := openIrohRelay(opts, mp, mux)
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		w.Write([]byte("ok\n"))
-	})
+	health := &healthChecks{}
+	mux.Handle("/healthz", health)
 	if opts.DebugMesh {
 		mux.HandleFunc("/debug/mesh", mp.serveDebug)
 	}
@@ -244,23 +276,28 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	}
-	return &Node{
-		opts:      opts,
-		boundary:  policy,
-		store:     st,
-		didcomm:   dc,
-		relay:     rl,
-		mesh:      mp,
-		iroh:      ip,
-		irohRelay: irohRelay,
-		ln:        ln,
+	n = &Node{
+		opts:        opts,
+		errs:        errs,
+		statusToken: token,
+		boundary:    policy,
+		store:       st,
+		didcomm:     dc,
+		relay:       rl,
+		mesh:        mp,
+		acct:        acct,
+		iroh:        ip,
+		irohRelay:   irohRelay,
+		ln:          ln,
 		// An idle keep-alive connection holds a slot in the relay's accept
 		// gate (spec/limits.md): it is closed after a minute.
-		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute},
-		reg:  reg,
-		lock: lock,
-		dash: dash,
-	}, nil
+		srv:    &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute},
+		reg:    reg,
+		lock:   lock,
+		dash:   dash,
+		health: health,
+	}
+	return n, nil
 }
 
 // MeshAddrs are the node's libp2p multiaddrs with its PeerID, as another
@@ -283,6 +320,9 @@ func (n *Node) Relay() *relay.Relay { return n.relay }
 // path and the gateway apply too.
 func (n *Node) Boundary() *boundary.Policy { return n.boundary }
 
+// Accounting is the node's accounting: receipts, grants, reports.
+func (n *Node) Accounting() *accounting.Service { return n.acct.s }
+
 // Registry is the node's Prometheus registry, for other parts' metrics.
 func (n *Node) Registry() *prometheus.Registry { return n.reg }
 
@@ -290,14 +330,20 @@ func (n *Node) Registry() *prometheus.Registry { return n.reg }
 // taking messages, let in-flight saves commit and their OKs go out, stop
 // HTTP, close the store. Nothing acknowledged is lost.
 func (n *Node) Serve(ctx context.Context) error {
+	n.started = time.Now()
 	errc := make(chan error, 1)
 	go func() { errc <- n.srv.Serve(n.ln) }()
 	n.opts.Log.Info("relay listening", "url", n.RelayURL(), "did", n.opts.Key.DID(), "signatures", nostr.Backend)
 	n.mesh.start(n.opts, n.RelayURL())
+	n.acct.start()
 	if n.iroh != nil {
 		n.iroh.start(n.mesh.every, n.mesh.filters)
 		n.iroh.waitIroh()
 	}
+	if err := n.writeRunFile(n.ln.Addr()); err != nil {
+		n.opts.Log.Warn("fleetmesh status will not find this node", "err", err)
+	}
+	defer n.removeRunFile()
 	// The dashboard samples the metrics until shutdown starts, so that it
 	// never gathers from a part that is closing.
 	stopDash := func() {}
@@ -326,6 +372,9 @@ func (n *Node) Serve(ctx context.Context) error {
 		n.opts.Log.Warn("relay shutdown", "err", err)
 	}
 	n.srv.Shutdown(sctx)
+	if err := n.acct.close(); err != nil {
+		n.opts.Log.Warn("accounting close", "err", err)
+	}
 	if n.iroh != nil {
 		n.iroh.close()
 	}

@@ -6,6 +6,7 @@ type metrics struct {
 	conns       prometheus.Gauge
 	subs        prometheus.Gauge
 	stored      *prometheus.CounterVec
+	sent        prometheus.Counter
 	rejected    *prometheus.CounterVec
 	saveSeconds prometheus.Histogram
 	reqSeconds  prometheus.Histogram
@@ -22,6 +23,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		stored: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleetmesh_relay_events_total", Help: "Events admitted, by store result.",
 		}, []string{"result"}),
+		sent: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fleetmesh_relay_events_sent_total", Help: "Events sent to clients, stored answers and live deliveries.",
+		}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleetmesh_relay_rejections_total", Help: "Refused messages, by reason.",
 		}, []string{"reason"}),
@@ -35,7 +39,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.conns, m.subs, m.stored, m.rejected, m.saveSeconds, m.reqSeconds)
+		reg.MustRegister(m.conns, m.subs, m.stored, m.sent, m.rejected, m.saveSeconds, m.reqSeconds)
 	}
 	return m
 }

@@ -103,6 +103,7 @@ func (c *conn) handleReq(m *nostr.ClientMessage) {
 						return true
 					}
 					seen[id] = struct{}{}
+					c.r.m.sent.Inc()
 					return c.sendCtx(ctx, eventFrame(m.SubID, appendJSON))
 				})
 				qcancel()
@@ -212,6 +213,7 @@ func (c *conn) answerWithLookup(ctx context.Context, subID string, f *nostr.Filt
 		return slices.Compare(a.id[:], b.id[:])
 	})
 	for _, ev := range evs[:min(len(evs), limit)] {
+		c.r.m.sent.Inc()
 		if !c.sendCtx(ctx, ev.frame) {
 			return nil
 		}
@@ -298,6 +300,7 @@ func (c *conn) deliver(ev *nostr.Event, evJSON *[]byte) {
 	if *evJSON == nil {
 		*evJSON = ev.AppendJSON(nil)
 	}
+	c.r.m.sent.Add(float64(len(matched)))
 	for _, id := range matched {
 		c.sendLive(frame("EVENT", id, rawJSON(*evJSON)))
 	}

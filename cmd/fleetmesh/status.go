@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"fleetmesh.org/fleetmesh/node"
+)
+
+func init() {
+	register("status", "show a running node's identity, reachability, peers, shards, storage and recent errors", runStatus)
+}
+
+// statusTimeout bounds the one request to the node.
+const statusTimeout = 10 * time.Second
+
+func runStatus(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := homeFlag(fs)
+	asJSON := fs.Bool("json", false, "print the status as one JSON object")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *dir == "" {
+		return fmt.Errorf("%w: --home DIR is required", errUsage)
+	}
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	st, err := node.ReadStatus(ctx, home(*dir))
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(st)
+	}
+	printStatus(stdout, st)
+	return nil
+}
+
+func printStatus(w io.Writer, st node.Status) {
+	fmt.Fprintf(w, "did           %s\n", st.DID)
+	fmt.Fprintf(w, "peer_id       %s\n", st.PeerID)
+	fmt.Fprintf(w, "class         %s (configured %s)\n", st.Class, st.ClassConfig)
+	relay := "off"
+	if st.RelayService {
+		relay = "on"
+	}
+	fmt.Fprintf(w, "reachability  %s (relay service %s; reservations with %d relays)\n", st.Reachability, relay, len(st.Relays))
+	fmt.Fprintf(w, "relay         %s\n", st.RelayURL)
+	for _, a := range st.MeshAddrs {
+		fmt.Fprintf(w, "mesh          %s\n", a)
+	}
+	var kinds []string
+	for _, k := range st.PeerKinds {
+		kinds = append(kinds, fmt.Sprintf("%d %s over %s", k.Count, k.Class, k.Transport))
+	}
+	fmt.Fprintf(w, "peers         %d connected", st.Peers)
+	if len(kinds) > 0 {
+		fmt.Fprintf(w, " (%s)", strings.Join(kinds, ", "))
+	}
+	fmt.Fprintf(w, "; %d in the address book\n", st.AddressBookPeers)
+	sh := st.Shards
+	fmt.Fprintf(w, "shards        %d subscribed, %d held for durability; %d of all below R=%d over %d storage nodes\n",
+		sh.Subscribed, len(sh.Durable), sh.BelowReplication, sh.Replication, sh.StorageNodes)
+	fmt.Fprintf(w, "storage       %d bytes in %s\n", st.Storage.Bytes, st.Storage.Dir)
+	fmt.Fprintf(w, "uptime        %s\n", time.Duration(st.UptimeSeconds)*time.Second)
+	if len(st.Errors) == 0 {
+		fmt.Fprintln(w, "errors        none")
+		return
+	}
+	fmt.Fprintf(w, "errors        the last %d, oldest first:\n", len(st.Errors))
+	for _, e := range st.Errors {
+		var attrs []string
+		for k, v := range e.Attrs {
+			attrs = append(attrs, k+"="+v)
+		}
+		sort.Strings(attrs)
+		fmt.Fprintf(w, "  %s %-5s %s %s\n", e.Time.UTC().Format(time.RFC3339), e.Level, e.Message, strings.Join(attrs, " "))
+	}
+}

@@ -1,0 +1,125 @@
+package mesh
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// newsFresh is how long a node stays news after this node first learnt of
+// it: its descriptor is offered before older ones, so that an exchange run
+// to spread it carries it even when the offer cannot hold everything.
+const newsFresh = 30 * time.Second
+
+// pexNews spreads word of newcomers at once. Peer exchange alone is pull:
+// a node that joined before a newcomer would hear of it only at its next
+// maintenance round's one exchange, so a small mesh formed around one
+// bootstrap node stays a star until then, and falls apart if that node
+// leaves first (issue 12). Instead, when an exchange (either side of it)
+// brings the descriptor of a node this node did not know, it runs an
+// exchange with up to Config.PEXNewsFanout connected peers other than the
+// one that told it, and dials the newcomer (the maintainer wakes). Those
+// peers do the same for what is news to them, so the word floods the mesh
+// in a few hops and stops where everyone knows. Only new nodes are news, not
+// a known node's re-signed descriptor, so the cost follows joins, not time.
+type pexNews struct {
+	wake chan struct{}
+
+	mu sync.Mutex
+	// told are the peers that brought the news since the last spread:
+	// they know it already.
+	told map[peer.ID]bool
+}
+
+func newPEXNews() pexNews {
+	return pexNews{wake: make(chan struct{}, 1), told: make(map[peer.ID]bool)}
+}
+
+// noteNewcomer records that from (empty if unknown) brought the descriptor
+// of a node we did not know, and asks for a spread and a dial round.
+func (p *pex) noteNewcomer(from peer.ID) {
+	p.news.mu.Lock()
+	if from != "" {
+		p.news.told[from] = true
+	}
+	p.news.mu.Unlock()
+	select {
+	case p.news.wake <- struct{}{}:
+	default:
+	}
+	p.m.wakeMaintainer()
+}
+
+// spreadNews runs until ctx ends: on news, one exchange with each of up to
+// Config.PEXNewsFanout connected peers that did not bring it, then a pause
+// of Config.PEXNewsInterval that gathers the news arriving meanwhile.
+func (p *pex) spreadNews(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.news.wake:
+		}
+		p.news.mu.Lock()
+		told := p.news.told
+		p.news.told = make(map[peer.ID]bool)
+		p.news.mu.Unlock()
+		var to []peer.ID
+		for _, id := range p.m.pexSpeakers() {
+			if !told[id] {
+				to = append(to, id)
+			}
+		}
+		rand.Shuffle(len(to), func(i, j int) { to[i], to[j] = to[j], to[i] })
+		var wg sync.WaitGroup
+		for _, id := range to[:min(len(to), p.m.cfg.PEXNewsFanout)] {
+			wg.Go(func() {
+				if _, err := p.exchange(ctx, id); err != nil {
+					p.m.log.Debug("peer exchange to spread news failed", "peer", id, "err", err)
+				}
+			})
+		}
+		wg.Wait()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(p.m.cfg.PEXNewsInterval):
+		}
+	}
+}
+
+// pexSpeakers are the directly connected peers that speak peer exchange.
+func (m *Mesh) pexSpeakers() []peer.ID {
+	h := m.h
+	var out []peer.ID
+	for _, id := range h.Network().Peers() {
+		if h.Network().Connectedness(id) != network.Connected {
+			continue
+		}
+		if ok, _ := h.Peerstore().SupportsProtocols(id, PEXProtocol); len(ok) > 0 {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// freshFirst moves the descriptors learnt within newsFresh of now to the
+// front of ks, keeping the order within each part.
+func freshFirst(ks []*knownDescriptor, now time.Time) {
+	slices.SortStableFunc(ks, func(a, b *knownDescriptor) int {
+		fa, fb := now.Sub(a.learnt) < newsFresh, now.Sub(b.learnt) < newsFresh
+		switch {
+		case fa == fb:
+			return 0
+		case fa:
+			return -1
+		default:
+			return 1
+		}
+	})
+}

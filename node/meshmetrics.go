@@ -1,0 +1,108 @@
+package node
+
+import (
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"fleetmesh.org/fleetmesh/mesh"
+	"fleetmesh.org/fleetmesh/meshsync"
+)
+
+// meshObserver exports what an operator needs to see of the mesh (issue
+// 12): connected peers by class and transport, GossipSub traffic, sync
+// sessions, rounds and bytes, lookups, durable shard coverage and the
+// address book's size. Every label set is bounded: no label names a peer
+// or a shard. NAT reachability and relay reservations are registerMetrics'.
+type meshObserver struct {
+	mp *meshPart
+
+	peers, gossipBytes, gossipMessages                *prometheus.Desc
+	syncSessions, syncRounds, syncEvents, syncBytes   *prometheus.Desc
+	lookups, lookupDials, belowR, addrBook, replicate *prometheus.Desc
+	relayPushed                                       *prometheus.Desc
+}
+
+func newMeshObserver(mp *meshPart) *meshObserver {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("fleetmesh_mesh_"+name, help, labels, nil)
+	}
+	return &meshObserver{
+		mp:             mp,
+		peers:          d("peers", "Connected mesh peers, by the class their descriptor declares (unknown without one) and the transport of their best connection.", "class", "transport"),
+		gossipBytes:    d("gossipsub_bytes_total", "GossipSub RPC bytes (messages and control) before muxing and encryption.", "direction"),
+		gossipMessages: d("gossipsub_messages_total", "GossipSub event messages: published here, received (duplicates included), delivered to the store, dropped behind a full buffer, rejected as invalid.", "kind"),
+		syncSessions:   d("sync_sessions_total", "Anti-entropy sessions this node started, by outcome.", "result"),
+		syncRounds:     d("sync_rounds_total", "Negentropy round trips of the sessions this node started."),
+		syncEvents:     d("sync_events_total", "Events fetched from peers and pushed to them by those sessions.", "direction"),
+		syncBytes:      d("sync_bytes_total", "Bytes on sync protocol streams, both sides, lookups included.", "direction"),
+		lookups:        d("lookups_total", "REQ lookups in the mesh: hit found at least one event, miss none.", "result"),
+		lookupDials:    d("lookup_dials_total", "Known, unconnected peers dialled by lookups that missed among the peers asked first."),
+		belowR:         d("shards_below_replication", "Author shards that fewer than R storage nodes hold in this node's placement."),
+		replicate:      d("replication", "R, the storage nodes each author shard should be held by."),
+		addrBook:       d("address_book_peers", "Peers remembered in the address book."),
+		relayPushed:    d("relay_push_events_total", "New events peers reached only through a relay accepted from this node's pushes."),
+	}
+}
+
+func (o *meshObserver) descs() []*prometheus.Desc {
+	return []*prometheus.Desc{o.peers, o.gossipBytes, o.gossipMessages, o.syncSessions, o.syncRounds, o.syncEvents, o.syncBytes, o.lookups, o.lookupDials, o.belowR, o.replicate, o.addrBook, o.relayPushed}
+}
+
+func (o *meshObserver) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range o.descs() {
+		ch <- d
+	}
+}
+
+func (o *meshObserver) Collect(ch chan<- prometheus.Metric) {
+	m := o.mp.m
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	for k, n := range m.PeerCounts() {
+		gauge(o.peers, float64(n), k.Class, k.Transport)
+	}
+	s := m.Stats()
+	counter(o.gossipBytes, s.RPCBytesReceived, "in")
+	counter(o.gossipBytes, s.RPCBytesSent, "out")
+	var invalid uint64
+	for _, n := range s.Invalid {
+		invalid += n
+	}
+	for kind, v := range map[string]uint64{"published": s.Published, "received": s.MessagesReceived, "delivered": s.Delivered, "dropped": s.Dropped, "invalid": invalid} {
+		counter(o.gossipMessages, v, kind)
+	}
+	c := o.mp.sync.Counters()
+	counter(o.syncSessions, c.Sessions-c.Failed, "ok")
+	counter(o.syncSessions, c.Failed, "failed")
+	counter(o.syncRounds, c.Rounds)
+	counter(o.syncEvents, c.Fetched, "fetched")
+	counter(o.syncEvents, c.Pushed, "pushed")
+	in, out := m.ProtocolBytes(protocol.ID(meshsync.ProtocolID))
+	counter(o.syncBytes, in, "in")
+	counter(o.syncBytes, out, "out")
+	l := &o.mp.lookupStats
+	counter(o.lookups, l.hits.Load(), "hit")
+	counter(o.lookups, l.misses.Load(), "miss")
+	counter(o.lookupDials, l.dials.Load())
+	below, r := shardsBelowR(m.Placement())
+	gauge(o.belowR, float64(below))
+	gauge(o.replicate, float64(r))
+	gauge(o.addrBook, float64(m.AddrBookLen()))
+	counter(o.relayPushed, o.mp.relayPushed.Load())
+}
+
+// shardsBelowR counts the shards that fewer than R storage nodes hold in
+// pl, and returns R.
+func shardsBelowR(pl mesh.Placement) (below, r int) {
+	r = pl.Replication()
+	for s := range mesh.ShardCount {
+		if len(pl.Holders(s)) < r {
+			below++
+		}
+	}
+	return below, r
+}

@@ -1,0 +1,333 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// RunFile is the file a running node writes in its home so that
+// `fleetmesh status --home DIR` can find it: where its status is served
+// and the token that reads it. The node removes it at a clean shutdown; a
+// node killed without warning leaves it behind, and status then says no
+// node answers there.
+const RunFile = "node.run"
+
+// StatusPath is where a node serves its status on the relay port, to
+// bearers of the token in its RunFile only: the status names peers'
+// counts, errors and the storage in use, which is the operator's business.
+const StatusPath = "/status"
+
+// runInfo is RunFile's content.
+type runInfo struct {
+	PID   int    `json:"pid"`
+	URL   string `json:"url"`
+	Token string `json:"token"`
+}
+
+// Status is what `fleetmesh status` shows of a running node (StatusPath).
+type Status struct {
+	DID    string `json:"did"`
+	PeerID string `json:"peer_id"`
+	// Class is the class the node declares now; ClassConfig the one
+	// configured (auto lets the NAT status decide).
+	Class        string   `json:"class"`
+	ClassConfig  string   `json:"class_config"`
+	Reachability string   `json:"reachability"`
+	RelayService bool     `json:"relay_service"`
+	Relays       []string `json:"relays"`
+	RelayURL     string   `json:"relay_url"`
+	MeshAddrs    []string `json:"mesh_addrs"`
+	// Peers is the number of connected mesh peers; PeerKinds splits it
+	// by class and transport.
+	Peers            int              `json:"peers"`
+	PeerKinds        []StatusPeerKind `json:"peer_kinds"`
+	AddressBookPeers int              `json:"address_book_peers"`
+	Shards           StatusShards     `json:"shards"`
+	Storage          StatusStorage    `json:"storage"`
+	// Errors are the most recent warnings and errors the node logged,
+	// oldest first.
+	Errors        []StatusError `json:"errors"`
+	StartedAt     time.Time     `json:"started_at"`
+	UptimeSeconds int64         `json:"uptime_seconds"`
+}
+
+// StatusPeerKind counts connected peers of one class and transport.
+type StatusPeerKind struct {
+	Class     string `json:"class"`
+	Transport string `json:"transport"`
+	Count     int    `json:"count"`
+}
+
+// StatusShards is the node's part of the author shards.
+type StatusShards struct {
+	// Subscribed are the shards it receives live (own filters, clients,
+	// durability); Durable those it holds for durability.
+	Subscribed int   `json:"subscribed"`
+	Durable    []int `json:"durable"`
+	// Replication is R; BelowReplication the shards fewer than R storage
+	// nodes hold in this node's placement; StorageNodes how many it
+	// places over.
+	Replication      int `json:"replication"`
+	BelowReplication int `json:"below_replication"`
+	StorageNodes     int `json:"storage_nodes"`
+}
+
+// StatusStorage is the event store's use of the disk.
+type StatusStorage struct {
+	Dir   string `json:"dir"`
+	Bytes int64  `json:"bytes"`
+}
+
+// StatusError is one logged warning or error.
+type StatusError struct {
+	Time    time.Time `json:"time"`
+	Level   string    `json:"level"`
+	Message string    `json:"message"`
+	// Attrs are the record's attributes as text.
+	Attrs map[string]string `json:"attrs,omitempty"`
+}
+
+// errorRing is a slog.Handler that passes every record on to next and
+// keeps the last few warnings and errors for the status.
+type errorRing struct {
+	next  slog.Handler
+	attrs []slog.Attr
+	ring  *ring
+}
+
+type ring struct {
+	mu   sync.Mutex
+	max  int
+	errs []StatusError
+}
+
+// statusErrors bounds the errors the status keeps.
+const statusErrors = 20
+
+func newErrorRing(next slog.Handler) *errorRing {
+	return &errorRing{next: next, ring: &ring{max: statusErrors}}
+}
+
+func (h *errorRing) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn || h.next.Enabled(ctx, l)
+}
+
+func (h *errorRing) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn {
+		e := StatusError{Time: r.Time, Level: r.Level.String(), Message: r.Message, Attrs: map[string]string{}}
+		add := func(a slog.Attr) bool {
+			e.Attrs[a.Key] = a.Value.String()
+			return true
+		}
+		for _, a := range h.attrs {
+			add(a)
+		}
+		r.Attrs(add)
+		h.ring.mu.Lock()
+		h.ring.errs = append(h.ring.errs, e)
+		if len(h.ring.errs) > h.ring.max {
+			h.ring.errs = slices.Delete(h.ring.errs, 0, len(h.ring.errs)-h.ring.max)
+		}
+		h.ring.mu.Unlock()
+	}
+	if !h.next.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return h.next.Handle(ctx, r)
+}
+
+func (h *errorRing) WithAttrs(as []slog.Attr) slog.Handler {
+	return &errorRing{next: h.next.WithAttrs(as), attrs: append(slices.Clone(h.attrs), as...), ring: h.ring}
+}
+
+func (h *errorRing) WithGroup(name string) slog.Handler {
+	return &errorRing{next: h.next.WithGroup(name), attrs: h.attrs, ring: h.ring}
+}
+
+func (h *errorRing) recent() []StatusError {
+	h.ring.mu.Lock()
+	defer h.ring.mu.Unlock()
+	return slices.Clone(h.ring.errs)
+}
+
+// status gathers the node's Status now.
+func (n *Node) status() Status {
+	mp := n.mesh
+	m := mp.m
+	nat := m.NATStatus()
+	st := Status{
+		DID:          n.opts.Key.DID(),
+		PeerID:       n.opts.Key.PeerID().String(),
+		Class:        string(mp.class(nat)),
+		ClassConfig:  n.opts.Config.Class,
+		Reachability: strings.ToLower(nat.Reachability.String()),
+		RelayService: nat.RelayService,
+		Relays:       []string{},
+		RelayURL:     n.RelayURL(),
+		MeshAddrs:    mp.addrs(),
+		PeerKinds:    []StatusPeerKind{},
+		Errors:       n.errs.recent(),
+		StartedAt:    n.started,
+	}
+	st.UptimeSeconds = int64(time.Since(n.started) / time.Second)
+	for _, r := range nat.Relays {
+		st.Relays = append(st.Relays, r.String())
+	}
+	for k, c := range m.PeerCounts() {
+		st.Peers += c
+		st.PeerKinds = append(st.PeerKinds, StatusPeerKind{Class: k.Class, Transport: k.Transport, Count: c})
+	}
+	slices.SortFunc(st.PeerKinds, func(a, b StatusPeerKind) int {
+		return strings.Compare(a.Class+"/"+a.Transport, b.Class+"/"+b.Transport)
+	})
+	st.AddressBookPeers = m.AddrBookLen()
+	stats := m.Stats()
+	st.Shards = StatusShards{
+		Subscribed:   len(m.Subscribed()),
+		Durable:      append([]int{}, stats.DurableShards...),
+		StorageNodes: stats.StorageNodes,
+	}
+	st.Shards.BelowReplication, st.Shards.Replication = shardsBelowR(m.Placement())
+	dir := n.opts.Home.Path(n.opts.Config.Store.Dir)
+	st.Storage = StatusStorage{Dir: dir, Bytes: dirBytes(dir)}
+	return st
+}
+
+// dirBytes is the size of the regular files under dir, best effort.
+func dirBytes(dir string) int64 {
+	var total int64
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				total += info.Size()
+			}
+		}
+		return nil
+	})
+	return total
+}
+
+func (n *Node) serveStatus(w http.ResponseWriter, r *http.Request) {
+	got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if subtle.ConstantTimeCompare([]byte(got), []byte(n.statusToken)) != 1 {
+		http.Error(w, "the status needs the token in the node home's "+RunFile+" (fleetmesh status --home DIR reads it)", http.StatusUnauthorized)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(n.status())
+}
+
+// newStatusToken makes the random token that reads the status.
+func newStatusToken() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("node: status token: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// writeRunFile writes RunFile for a node whose relay listens on addr.
+func (n *Node) writeRunFile(addr net.Addr) error {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return fmt.Errorf("node: %s: %w", RunFile, err)
+	}
+	// A wildcard listener is reached on loopback from the same machine.
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	info := runInfo{PID: os.Getpid(), URL: "http://" + net.JoinHostPort(host, port) + StatusPath, Token: n.statusToken}
+	data, err := json.Marshal(info)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(n.opts.Home.Dir, RunFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
+		return fmt.Errorf("node: write %s: %w", RunFile, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("node: write %s: %w", RunFile, err)
+	}
+	return nil
+}
+
+// removeRunFile removes RunFile if it is still this node's.
+func (n *Node) removeRunFile() {
+	path := filepath.Join(n.opts.Home.Dir, RunFile)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	var info runInfo
+	if json.Unmarshal(data, &info) == nil && info.Token == n.statusToken {
+		os.Remove(path)
+	}
+}
+
+// ErrNotRunning is returned by ReadStatus when no node answers for a
+// home.
+var ErrNotRunning = errors.New("no running node answers for this home")
+
+// ReadStatus reads the Status of the node running in home, through the
+// address and token in its RunFile.
+func ReadStatus(ctx context.Context, home Home) (Status, error) {
+	path := filepath.Join(home.Dir, RunFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Status{}, fmt.Errorf("%w: %s does not exist (start the node with fleetmesh run --home %s)", ErrNotRunning, path, home.Dir)
+	}
+	if err != nil {
+		return Status{}, err
+	}
+	var info runInfo
+	if err := json.Unmarshal(data, &info); err != nil || info.URL == "" || info.Token == "" {
+		return Status{}, fmt.Errorf("%s is not a node's run file (remove it and restart the node): %v", path, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, info.URL, nil)
+	if err != nil {
+		return Status{}, fmt.Errorf("%s names %q: %w", path, info.URL, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+info.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return Status{}, fmt.Errorf("%w: the node of %s (pid %d) does not answer at %s: %v (a node killed without a clean shutdown leaves %s behind)", ErrNotRunning, home.Dir, info.PID, info.URL, err, RunFile)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return Status{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return Status{}, fmt.Errorf("the node at %s answered %s: %s", info.URL, resp.Status, strings.TrimSpace(string(body)))
+	}
+	var st Status
+	if err := json.Unmarshal(body, &st); err != nil {
+		return Status{}, fmt.Errorf("the node at %s sent a status that is not JSON: %w", info.URL, err)
+	}
+	return st, nil
+}
