@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -58,18 +59,32 @@ type relayConn struct {
 
 // dialRelay opens a WebSocket on a fresh counted connection.
 func (w *wake) dialRelay(url string) (*relayConn, error) {
+	dctx, cancel := context.WithTimeout(w.ctx, dialTimeout)
+	defer cancel()
+	// gorilla's handshake heeds only the context's deadline, not its
+	// cancellation: closing the socket on cancel ends it at once.
+	var unwatch func() bool
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := w.dial(ctx, network, addr)
+		if err == nil {
+			unwatch = context.AfterFunc(dctx, func() { c.Close() })
+		}
+		return c, err
+	}
 	d := websocket.Dialer{
-		NetDialContext:   w.dial,
+		NetDialContext:   dial,
 		HandshakeTimeout: dialTimeout,
 		ReadBufferSize:   4096,
 		WriteBufferSize:  4096,
 	}
-	dctx, cancel := context.WithTimeout(w.ctx, dialTimeout)
-	defer cancel()
 	w.counter.rtts.Add(1)
 	ws, resp, err := d.DialContext(dctx, url, http.Header{})
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()
+	}
+	if unwatch != nil && !unwatch() && err == nil {
+		ws.Close() // cancelled as the handshake ended
+		err = dctx.Err()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", url, err)
