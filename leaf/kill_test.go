@@ -96,7 +96,7 @@ func TestKill9MidWake(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
 		select {
-		case <-time.After(time.Duration(rand.IntN(400)) * time.Millisecond):
+		case <-time.After(time.Duration(rand.IntN(1000)) * time.Millisecond):
 			_ = cmd.Process.Signal(syscall.SIGKILL)
 			<-done
 			killed++
