@@ -21,7 +21,7 @@ import (
 
 // pairedLeaf is a leaf paired (mediation granted) with a home behind a
 // proxy that passes traffic unchanged until the test says otherwise.
-func pairedLeaf(t *testing.T, cfg func(*relay.Config)) (*testHome, *netem.Proxy, *Leaf) {
+func pairedLeaf(t testing.TB, cfg func(*relay.Config)) (*testHome, *netem.Proxy, *Leaf) {
 	t.Helper()
 	h := newTestHome(t, cfg)
 	p, err := netem.New(h.addr, netem.Config{})

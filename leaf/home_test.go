@@ -26,7 +26,7 @@ import (
 // HTTP port, as node.Open wires them, without the mesh (a leaf never
 // talks to it).
 type testHome struct {
-	t      *testing.T
+	t      testing.TB
 	dir    string
 	key    *identity.Key
 	addr   string
@@ -39,7 +39,7 @@ type testHome struct {
 	wg  sync.WaitGroup
 }
 
-func newTestHome(t *testing.T, cfg func(*relay.Config)) *testHome {
+func newTestHome(t testing.TB, cfg func(*relay.Config)) *testHome {
 	t.Helper()
 	key, err := identity.GenerateKey()
 	if err != nil {
@@ -126,7 +126,7 @@ type sender struct {
 	packer *didcomm.Packer
 }
 
-func newSender(t *testing.T) *sender {
+func newSender(t testing.TB) *sender {
 	k, err := identity.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +140,7 @@ func newSender(t *testing.T) *sender {
 
 // queue forwards n basic messages to leaf through h's mediator and
 // returns their ids.
-func (h *testHome) queue(t *testing.T, s *sender, leafDID string, n int) []string {
+func (h *testHome) queue(t testing.TB, s *sender, leafDID string, n int) []string {
 	t.Helper()
 	ids := make([]string, 0, n)
 	for i := 0; i < n; i++ {
@@ -194,7 +194,7 @@ func signedEvents(t testing.TB, n int, base int64, signed int) []*nostr.Event {
 
 // save stores events in the home's store, many at a time so the store's
 // writer batches them.
-func (h *testHome) save(t *testing.T, evs []*nostr.Event) {
+func (h *testHome) save(t testing.TB, evs []*nostr.Event) {
 	t.Helper()
 	var wg sync.WaitGroup
 	errc := make(chan error, len(evs))

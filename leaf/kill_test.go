@@ -30,7 +30,9 @@ func TestMain(m *testing.M) {
 // background task would run it, until the parent kills it.
 func childWake(dir string) int {
 	cfg := NewConfig(dir)
-	cfg.DeliveryBatch = 20
+	if n, err := strconv.Atoi(os.Getenv(childBatchEnv)); err == nil {
+		cfg.DeliveryBatch = int64(n)
+	}
 	l, err := New(cfg, NewFileKeyStore(dir+"/leaf.key"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -45,6 +47,9 @@ func childWake(dir string) int {
 	fmt.Println(s.JSON())
 	return 0
 }
+
+// childBatchEnv sets the child's DeliveryBatch.
+const childBatchEnv = "FLEETMESH_LEAF_CHILD_BATCH"
 
 // TestKill9MidWake kills a leaf process with SIGKILL at random points of
 // its wakes, many times over: afterwards the messages stored are exactly
@@ -89,7 +94,7 @@ func TestKill9MidWake(t *testing.T) {
 	for i := 0; i < runs; i++ {
 		more()
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), childEnv+"="+dir)
+		cmd.Env = append(os.Environ(), childEnv+"="+dir, childBatchEnv+"=20")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}

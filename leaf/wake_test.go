@@ -11,11 +11,12 @@ import (
 
 	"fleetmesh.org/fleetmesh/netem"
 	"fleetmesh.org/fleetmesh/nostr"
+	"fleetmesh.org/fleetmesh/relay"
 )
 
 // newTestLeaf opens a leaf in a temporary directory, paired with h at
 // addr and subscribed to filter.
-func newTestLeaf(t *testing.T, h *testHome, addr, filter string) (*Leaf, string) {
+func newTestLeaf(t testing.TB, h *testHome, addr, filter string) (*Leaf, string) {
 	t.Helper()
 	dir := t.TempDir()
 	l, err := New(NewConfig(dir), NewFileKeyStore(dir+"/leaf.key"))
@@ -33,7 +34,7 @@ func newTestLeaf(t *testing.T, h *testHome, addr, filter string) (*Leaf, string)
 	return l, dir
 }
 
-func mustSync(t *testing.T, l *Leaf) *Summary {
+func mustSync(t testing.TB, l *Leaf) *Summary {
 	t.Helper()
 	s, err := l.Sync(nil)
 	if err != nil {
@@ -44,7 +45,7 @@ func mustSync(t *testing.T, l *Leaf) *Summary {
 }
 
 // storedMessageIDs returns the DIDComm ids of the stored messages.
-func storedMessageIDs(t *testing.T, l *Leaf) []string {
+func storedMessageIDs(t testing.TB, l *Leaf) []string {
 	t.Helper()
 	var ids []string
 	after := int64(0)
@@ -85,9 +86,9 @@ type loadedWake struct {
 	missing int
 }
 
-func setupLoaded(t *testing.T, messages, events, missing int, imp netem.Config) *loadedWake {
+func setupLoaded(t testing.TB, messages, events, missing int, imp netem.Config, home func(*relay.Config)) *loadedWake {
 	t.Helper()
-	h := newTestHome(t, nil)
+	h := newTestHome(t, home)
 	p, err := netem.New(h.addr, netem.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +126,7 @@ func setupLoaded(t *testing.T, messages, events, missing int, imp netem.Config) 
 // One wake picks up everything and catches up within the budget.
 func TestLoadedWakeImpaired(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	w := setupLoaded(t, 500, 10_000, 200, netem.Config{Latency: 75 * time.Millisecond, Loss: 0.01})
+	w := setupLoaded(t, 500, 10_000, 200, netem.Config{Latency: 75 * time.Millisecond, Loss: 0.01}, nil)
 	s := mustSync(t, w.leaf)
 	if s.Cancelled || !s.CaughtUp || s.Error != "" {
 		t.Fatalf("wake did not finish within its budget: %s", s.JSON())
