@@ -374,16 +374,6 @@ func (d *db) deleteMessage(seq int64) error {
 	})
 }
 
-// countMessages counts the stored messages.
-func (d *db) countMessages() (int, error) {
-	n := 0
-	err := d.bolt.View(func(tx *bolt.Tx) error {
-		n = tx.Bucket(bMsgs).Stats().KeyN
-		return nil
-	})
-	return n, err
-}
-
 // Outbox entry kinds.
 const (
 	outEvent   = "event"
