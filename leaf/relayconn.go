@@ -52,6 +52,7 @@ type relayConn struct {
 	notices []chan relayMsg
 
 	done    chan struct{}
+	quit    chan struct{} // closed by close: the reader stops waiting on queues
 	readErr error
 	stop    func() bool
 	nextSub int
@@ -90,7 +91,7 @@ func (w *wake) dialRelay(url string) (*relayConn, error) {
 		return nil, fmt.Errorf("dial %s: %w", url, err)
 	}
 	ws.SetReadLimit(maxRelayMessage)
-	rc := &relayConn{w: w, url: url, ws: ws, subs: map[string]chan relayMsg{}, oks: map[string]chan relayMsg{}, done: make(chan struct{})}
+	rc := &relayConn{w: w, url: url, ws: ws, subs: map[string]chan relayMsg{}, oks: map[string]chan relayMsg{}, done: make(chan struct{}), quit: make(chan struct{})}
 	// Cancelling the wake closes the socket, which ends the reader and
 	// every wait at once.
 	rc.stop = context.AfterFunc(w.ctx, func() { ws.NetConn().Close() })
@@ -100,6 +101,7 @@ func (w *wake) dialRelay(url string) (*relayConn, error) {
 
 func (rc *relayConn) close() {
 	rc.stop()
+	close(rc.quit)
 	rc.wmu.Lock()
 	_ = rc.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(100*time.Millisecond))
 	rc.wmu.Unlock()
@@ -174,6 +176,7 @@ func (rc *relayConn) deliver(waiters map[string]chan relayMsg, key string, m rel
 	}
 	select {
 	case ch <- m:
+	case <-rc.quit:
 	case <-rc.w.ctx.Done():
 	}
 }
