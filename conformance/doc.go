@@ -9,6 +9,9 @@
 // mesh-level checks (removing every bootstrap node) need several nodes and
 // live in the mesh's tests.
 //
-// It is not a load test and it changes nothing on the target beyond the
-// few events it publishes, each tagged with a random run id.
+// It is not a load test, and it leaves little behind on the target: the few
+// events it publishes are tagged with a random run id and expire (NIP-40)
+// an hour after the run by default, and its last step deletes them (NIP-09)
+// and checks that none is served any more; only that deletion request
+// stays, until it expires too.
 package conformance

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,12 +34,17 @@ type Target struct {
 	URL string
 	// Timeout bounds each wait for an answer (default 10 s).
 	Timeout time.Duration
+	// Expiry is how long the events the suite publishes live: each carries
+	// a NIP-40 expiration tag this far after its creation (default 1 h), so
+	// that a node that keeps them, or replicates them, drops them on its own.
+	Expiry time.Duration
 
 	http    string
 	nips    []int
 	key     nostr.SecretKey
 	runID   string
 	created int64
+	made    []string // ids of the stored kinds' events made, for the clean-up
 }
 
 type check struct {
@@ -63,6 +69,9 @@ var checks = []check{
 	{"boundary-key-material", 0, checkBoundaryKey},
 	{"boundary-remote-signing", 0, boundaryKind(nostr.KindNIP46Signer)},
 	{"boundary-http-auth-credential", 0, boundaryKind(nostr.KindNIP98Auth)},
+	// Last: delete (NIP-09) what the suite published, and check nothing of
+	// it is still served.
+	{"cleanup-deletes-its-events", 9, checkCleanup},
 }
 
 // Names lists the checks in order.
@@ -79,6 +88,9 @@ func Names() []string {
 func Run(ctx context.Context, t *Target, report func(Result)) ([]Result, error) {
 	if t.Timeout <= 0 {
 		t.Timeout = 10 * time.Second
+	}
+	if t.Expiry <= 0 {
+		t.Expiry = time.Hour
 	}
 	u, err := url.Parse(t.URL)
 	if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") {
@@ -115,12 +127,17 @@ func Run(ctx context.Context, t *Target, report func(Result)) ([]Result, error) 
 }
 
 // event makes a signed event of this run, tagged with the run id so that
-// checks find their own events and nobody else's.
+// checks find their own events and nobody else's, and with an expiration
+// (NIP-40) so that none outlives the run for long.
 func (t *Target) event(kind int, content string, tags ...[]string) *nostr.Event {
 	t.created++
-	ev := &nostr.Event{CreatedAt: t.created, Kind: kind, Tags: append(nostr.Tags{{"t", t.runID}}, tags...), Content: content}
+	base := nostr.Tags{{"t", t.runID}, {"expiration", strconv.FormatInt(t.created+int64(t.Expiry/time.Second), 10)}}
+	ev := &nostr.Event{CreatedAt: t.created, Kind: kind, Tags: append(base, tags...), Content: content}
 	if err := t.key.Sign(ev); err != nil {
 		panic(err)
+	}
+	if kind != nostr.KindDeletion && !(kind >= 20000 && kind < 30000) {
+		t.made = append(t.made, ev.IDHex())
 	}
 	return ev
 }
@@ -404,4 +421,27 @@ func boundaryKind(kind int) func(context.Context, *Target, *client) error {
 		}
 		return nil
 	}
+}
+
+// checkCleanup deletes every event of the run with one NIP-09 request and
+// checks that none is served afterwards. The deletion request itself stays
+// until its expiration.
+func checkCleanup(_ context.Context, t *Target, c *client) error {
+	tags := make([][]string, 0, len(t.made)+1)
+	for _, id := range t.made {
+		tags = append(tags, []string{"e", id})
+	}
+	if err := mustAccept(c, t.event(nostr.KindDeletion, "fleetmesh conformance run "+t.runID+" cleans up", tags...), "the clean-up deletion request"); err != nil {
+		return err
+	}
+	got, err := c.query("left", t.mine(nil))
+	if err != nil {
+		return err
+	}
+	for _, ev := range got {
+		if ev.Kind != nostr.KindDeletion {
+			return fmt.Errorf("after the clean-up the node still serves %d of the run's events (first: kind %d %s)", len(got), ev.Kind, ev.IDHex())
+		}
+	}
+	return nil
 }

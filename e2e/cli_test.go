@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -188,5 +189,32 @@ func TestIDOnMissingHome(t *testing.T) {
 	}
 	if strings.TrimSpace(errOut) == "" {
 		t.Error("no message for a missing home")
+	}
+}
+
+// TestConformanceCLI runs `fleetmesh conformance` against a running node:
+// every check passes, the summary line says so, and the suite's events are
+// gone afterwards (it deletes them; they also carry an expiration).
+func TestConformanceCLI(t *testing.T) {
+	n := startNode(t, newHome(t, ""))
+	out, errOut, err := cli(t, "conformance", "--target", n.url)
+	if err != nil {
+		t.Fatalf("fleetmesh conformance: %v\n%s\n%s", err, out, errOut)
+	}
+	if !strings.Contains(out, "conformance: all ") || !strings.Contains(out, "ok   cleanup-deletes-its-events") {
+		t.Fatalf("no summary or clean-up line:\n%s", out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	left, err := query(ctx, n.url, map[string]any{"kinds": []int{1, 7, 10078, 30078}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
+		t.Fatalf("the suite left %d events behind", len(left))
+	}
+	_, errOut, err = cli(t, "conformance", "--help")
+	if err != nil || !strings.Contains(errOut, "NIP-40") || !strings.Contains(errOut, "NIP-09") {
+		t.Fatalf("conformance --help does not say what it leaves behind: %v\n%s", err, errOut)
 	}
 }

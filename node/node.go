@@ -165,7 +165,7 @@ func Open(opts Options) (*Node, error) {
 		"class":       cfg.Class,
 	}
 	if rcfg.URL == "" {
-		rcfg.URL = "ws://" + ln.Addr().String()
+		rcfg.URL = relay.LocalURL(ln.Addr())
 	}
 	policy, err := boundary.New(cfg.Boundary.Rules, opts.Log, reg)
 	if err != nil {
@@ -257,7 +257,7 @@ func (n *Node) Serve(ctx context.Context) error {
 	n.opts.Log.Info("relay listening", "url", n.RelayURL(), "did", n.opts.Key.DID(), "signatures", nostr.Backend)
 	n.mesh.start(n.opts, n.RelayURL())
 	if n.opts.Ready != nil {
-		n.opts.Ready("ws://" + n.ln.Addr().String())
+		n.opts.Ready(relay.LocalURL(n.ln.Addr()))
 	}
 	var serveErr error
 	select {

@@ -13,10 +13,16 @@ command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v iptables >/dev/null 2>&1 || missing+=(iptables)
 [ -e /usr/include/secp256k1_schnorrsig.h ] || missing+=(libsecp256k1-dev)
+# nginx and systemd-analyze run the operator examples in deploy/
+# (e2e/deploy_test.go).
+command -v nginx >/dev/null 2>&1 || missing+=(nginx-light)
+command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    # Debian starts the nginx it installs; the tests run their own.
+    if command -v service >/dev/null 2>&1; then service nginx stop >/dev/null 2>&1 || true; fi
   else
     echo "scripts/test.sh: missing ${missing[*]} (apt-get install ${missing[*]})" >&2
     exit 1
@@ -50,3 +56,7 @@ echo "== go test -race"
 go test -race -count=1 -timeout 25m ./...
 echo "== go test -tags libsecp256k1 (the cgo signature backend)"
 go test -race -count=1 -tags libsecp256k1 ./nostr ./relay
+echo "== release builds (linux/arm64, linux/armv7; reproducibility check)"
+rel=$(mktemp -d)
+bash scripts/release.sh -o "$rel" -t "linux/arm64 linux/arm/7"
+rm -rf "$rel"

@@ -25,33 +25,27 @@ func init() {
 	register("didcomm", "pack, unpack and send DIDComm v2 messages (pack|unpack|ping|mediate|send|pickup|invite)", runDIDComm)
 }
 
-// didcommSubcommands are the verbs of `fleetmesh didcomm`.
-var didcommSubcommands = map[string]func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error{
-	"pack":    didcommPack,
-	"unpack":  didcommUnpack,
-	"ping":    didcommPing,
-	"invite":  didcommInvite,
-	"mediate": didcommMediate,
-	"send":    didcommSend,
-	"pickup":  didcommPickup,
+// didcommVerbs are the verbs of `fleetmesh didcomm`.
+var didcommVerbs = verbs{
+	"pack":    {"pack a plaintext message (stdin) into a signed or encrypted envelope", didcommPack},
+	"unpack":  {"unpack an envelope (stdin) and print its plaintext", didcommUnpack},
+	"ping":    {"send a trust-ping to a node and wait for its response", didcommPing},
+	"invite":  {"print an out-of-band invitation to this node (what a leaf pairs with)", didcommInvite},
+	"mediate": {"ask a node to mediate for this one (coordinate-mediation 3.0)", didcommMediate},
+	"send":    {"send a message to a DID through its mediator or endpoint", didcommSend},
+	"pickup":  {"pick up messages queued at a mediator (message pickup 3.0)", didcommPickup},
 }
 
 func runDIDComm(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: fleetmesh didcomm pack|unpack|ping|mediate|send|pickup|invite [flags]", errUsage)
-	}
-	sub, ok := didcommSubcommands[args[0]]
-	if !ok {
-		return fmt.Errorf("%w: unknown didcomm verb %q (pack, unpack, ping, mediate, send, pickup, invite)", errUsage, args[0])
-	}
-	return sub(ctx, args[1:], stdin, stdout, stderr)
+	return didcommVerbs.run(ctx, "didcomm", args, stdin, stdout, stderr)
 }
 
-// didcommLoadKey reads DIR/node.key and says how to make one when missing.
+// didcommPack reads a plaintext message on stdin and prints it packed:
+// authcrypt (the default), anoncrypt, signed or plaintext.
 func didcommPack(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("didcomm pack", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	home := fs.String("home", "", "node home directory (holds node.key)")
+	home := fs.String("home", defaultHome(), "node home directory (holds node.key)")
 	var to didcommDIDs
 	fs.Var(&to, "to", "recipient DID (repeatable; added to the message's `to`)")
 	mode := fs.String("mode", "authcrypt", "authcrypt, anoncrypt, signed or plaintext")
@@ -115,7 +109,7 @@ type unpackResult struct {
 func didcommUnpack(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("didcomm unpack", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	home := fs.String("home", "", "node home directory (holds node.key)")
+	home := fs.String("home", defaultHome(), "node home directory (holds node.key)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -250,7 +244,7 @@ func newPeerCommand(name, homeUse, flagName, endpointUse string, stderr io.Write
 	fs.SetOutput(stderr)
 	return &peerCommand{
 		fs:       fs,
-		home:     fs.String("home", "", homeUse),
+		home:     fs.String("home", defaultHome(), homeUse),
 		endpoint: fs.String(flagName, "", endpointUse),
 		flagName: flagName,
 	}
@@ -313,7 +307,7 @@ func didcommPing(ctx context.Context, args []string, stdin io.Reader, stdout, st
 func didcommInvite(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("didcomm invite", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	home := fs.String("home", "", "node home directory (holds node.key)")
+	home := fs.String("home", defaultHome(), "node home directory (holds node.key)")
 	endpoint := fs.String("endpoint", "", "where this node accepts DIDComm (http://HOST:PORT/didcomm)")
 	qr := fs.Bool("qr", false, "also print the invitation URL as a QR code")
 	if err := parse(fs, args); err != nil {
@@ -374,7 +368,7 @@ func didcommMediate(ctx context.Context, args []string, stdin io.Reader, stdout,
 func didcommSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("didcomm send", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	home := fs.String("home", "", "sender home directory (holds node.key)")
+	home := fs.String("home", defaultHome(), "sender home directory (holds node.key)")
 	to := fs.String("to", "", "recipient DID")
 	via := fs.String("via", "", "the recipient's mediator endpoint (http://HOST:PORT/didcomm)")
 	if err := parse(fs, args); err != nil {

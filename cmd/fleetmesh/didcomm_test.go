@@ -74,6 +74,29 @@ func TestDIDCommPackUnpackCLI(t *testing.T) {
 	}
 }
 
+// TestDIDCommHonoursFleetmeshHome: with no --home, the didcomm verbs use
+// $FLEETMESH_HOME, as every other command does.
+func TestDIDCommHonoursFleetmeshHome(t *testing.T) {
+	alice, aliceKey := nodeHome(t)
+	bob, bobKey := nodeHome(t)
+	plain := `{"id":"m2","type":"https://didcomm.org/basicmessage/2.0/message","body":{}}`
+	t.Setenv("FLEETMESH_HOME", alice)
+	code, packed, stderr := runCLI(t, plain, "didcomm", "pack", "--to", bobKey.DID())
+	if code != 0 {
+		t.Fatalf("pack exit %d: %s", code, stderr)
+	}
+	t.Setenv("FLEETMESH_HOME", bob)
+	code, out, stderr := runCLI(t, packed, "didcomm", "unpack")
+	var res unpackResult
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Sender != aliceKey.DID() {
+		t.Fatalf("unpack exit %d: %s %s", code, out, stderr)
+	}
+	t.Setenv("FLEETMESH_HOME", t.TempDir())
+	if code, _, stderr := runCLI(t, packed, "didcomm", "unpack"); code != 1 || !strings.Contains(stderr, "fleetmesh init --home") {
+		t.Fatalf("unpack with an empty $FLEETMESH_HOME: exit %d %s", code, stderr)
+	}
+}
+
 func TestDIDCommCLIErrors(t *testing.T) {
 	home, k := nodeHome(t)
 	empty := t.TempDir()
@@ -84,12 +107,12 @@ func TestDIDCommCLIErrors(t *testing.T) {
 		code   int
 		stderr string
 	}{
-		{"no verb", "", []string{"didcomm"}, 2, "pack|unpack"},
+		{"no verb", "", []string{"didcomm"}, 2, "needs a verb: invite, mediate, pack"},
 		{"unknown verb", "", []string{"didcomm", "shout"}, 2, "unknown didcomm verb"},
 		{"bad mode", "{}", []string{"didcomm", "pack", "--home", home, "--mode", "loud"}, 2, "unknown mode"},
 		{"bad flag", "{}", []string{"didcomm", "pack", "--nope"}, 2, "flag provided but not defined"},
 		{"no key", "{}", []string{"didcomm", "unpack", "--home", empty}, 1, "fleetmesh init --home"},
-		{"no home", "{}", []string{"didcomm", "unpack"}, 2, "--home DIR is required"},
+		{"empty home", "{}", []string{"didcomm", "unpack", "--home", ""}, 2, "--home DIR is required"},
 		{"encrypt to nobody", `{"type":"x","body":{}}`, []string{"didcomm", "pack", "--home", home}, 2, "needs --to"},
 		{"garbage to unpack", "hello", []string{"didcomm", "unpack", "--home", home}, 1, "e.p.msg.malformed"},
 		{"not a message", "[1]", []string{"didcomm", "pack", "--home", home, "--to", k.DID()}, 1, "not a DIDComm plaintext"},

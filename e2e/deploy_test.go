@@ -1,0 +1,230 @@
+package e2e
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// The files in deploy/ are what operators copy; these tests run them, so
+// that an example that no longer works fails here rather than on a server.
+
+// TestSystemdUnitVerifies checks deploy/fleetmesh.service with
+// systemd-analyze, with ExecStart pointed at the binary under test.
+func TestSystemdUnitVerifies(t *testing.T) {
+	needBinary(t)
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Fatal("systemd-analyze is missing (apt-get install systemd; scripts/test.sh does)")
+	}
+	unit, err := os.ReadFile(filepath.Join(moduleRoot, "deploy", "fleetmesh.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(unit), "ExecStart=/usr/local/bin/fleetmesh run\n") {
+		t.Fatal("deploy/fleetmesh.service: ExecStart is not /usr/local/bin/fleetmesh run")
+	}
+	path := filepath.Join(t.TempDir(), "fleetmesh.service")
+	fixed := strings.Replace(string(unit), "/usr/local/bin/fleetmesh", binary, 1)
+	if err := os.WriteFile(path, []byte(fixed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(analyze, "verify", path).CombinedOutput()
+	// verify also reports units the host lacks that the file names only
+	// in After=/Wants= (network-online.target exists everywhere systemd
+	// does); anything naming our unit is a real finding.
+	if err != nil || strings.Contains(string(out), "fleetmesh.service") {
+		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
+
+// TestTLSBehindNginx runs deploy/nginx.conf's server block, with a test
+// certificate and ports, in front of a node: a client connects over wss://,
+// publishes and reads its event back, and NIP-11 answers over https://.
+func TestTLSBehindNginx(t *testing.T) {
+	needBinary(t)
+	nginx, err := exec.LookPath("nginx")
+	if err != nil {
+		t.Fatal("nginx is missing (apt-get install nginx-light; scripts/test.sh does)")
+	}
+	dir := t.TempDir()
+	certPEM, keyPEM := selfSignedCert(t)
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	tlsAddr := gwFreeAddr(t)
+	home := newHome(t, "")
+	n := startNodeOnFreePort(t, home)
+	nodeAddr := strings.TrimPrefix(n.url, "ws://")
+
+	block, err := os.ReadFile(filepath.Join(moduleRoot, "deploy", "nginx.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := string(block)
+	for _, r := range [][2]string{
+		{"listen 443 ssl;", "listen " + tlsAddr + " ssl;"},
+		{"listen [::]:443 ssl;", ""},
+		{"/etc/letsencrypt/live/relay.example.org/fullchain.pem", certFile},
+		{"/etc/letsencrypt/live/relay.example.org/privkey.pem", keyFile},
+		{"http://127.0.0.1:7447", "http://" + nodeAddr},
+	} {
+		if !strings.Contains(site, r[0]) {
+			t.Fatalf("deploy/nginx.conf no longer has %q: update this test with it", r[0])
+		}
+		site = strings.ReplaceAll(site, r[0], r[1])
+	}
+	if err := os.WriteFile(filepath.Join(dir, "site.conf"), []byte(site), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A minimal main config around the server block, as Debian's
+	// /etc/nginx/nginx.conf is around sites-enabled.
+	user := ""
+	if os.Geteuid() == 0 {
+		user = "user root;\n"
+	}
+	main := fmt.Sprintf(`%sdaemon off;
+worker_processes 1;
+pid %[2]s/nginx.pid;
+error_log %[2]s/error.log;
+events { worker_connections 64; }
+http {
+    access_log off;
+    client_body_temp_path %[2]s/body;
+    proxy_temp_path %[2]s/proxy;
+    fastcgi_temp_path %[2]s/fastcgi;
+    uwsgi_temp_path %[2]s/uwsgi;
+    scgi_temp_path %[2]s/scgi;
+    include %[2]s/site.conf;
+}
+`, user, dir)
+	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(main), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(nginx, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"))
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	// nginx's worker outlives a killed master: run them in a process group
+	// of their own and stop the whole group.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	})
+
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certPEM)
+	tlsConf := &tls.Config{RootCAs: pool, ServerName: "relay.example.org"}
+	wss := "wss://" + tlsAddr
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dialer := websocket.Dialer{TLSClientConfig: tlsConf, HandshakeTimeout: 5 * time.Second}
+	var c *websocket.Conn
+	for {
+		c, _, err = dialer.DialContext(ctx, wss, nil)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			logs, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+			t.Fatalf("wss through nginx: %v\nnginx: %s\n%s", err, out.String(), logs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	defer c.Close()
+
+	u, err := newUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := u.sign(1, randomContent("tls"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, err := publishOne(c, ev)
+	if err != nil || !ok.Accepted {
+		t.Fatalf("publish over wss: %+v %v", ok, err)
+	}
+	got, err := storedEvents(c, "tls", map[string]any{"ids": []string{ev.ID}})
+	if err != nil || len(got) != 1 || got[0].ID != ev.ID {
+		t.Fatalf("read back over wss: %v %v", got, err)
+	}
+
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConf}, Timeout: 10 * time.Second}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+tlsAddr+"/", nil)
+	req.Header.Set("Accept", "application/nostr+json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("Content-Type"), "application/nostr+json") {
+		t.Fatalf("NIP-11 over https: %s %q", resp.Status, resp.Header.Get("Content-Type"))
+	}
+	// The example keeps /metrics off the public name.
+	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, "https://"+tlsAddr+"/metrics", nil)
+	if resp, err = hc.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("/metrics through the proxy: %s, want 404", resp.Status)
+	}
+}
+
+// selfSignedCert makes a certificate for relay.example.org and 127.0.0.1.
+func selfSignedCert(t *testing.T) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "relay.example.org"},
+		DNSNames:     []string{"relay.example.org"},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+}
