@@ -173,13 +173,13 @@ func TestHomeRestartMidWake(t *testing.T) {
 // windows, page by page, to the same result.
 func TestSinceFallback(t *testing.T) {
 	h, _, l := pairedLeaf(t, func(c *relay.Config) { c.MaxNegRecords = 10 })
-	evs := signedEvents(t, 1200, time.Now().Unix()-2000, 1200)
+	evs := signedEvents(t, 700, time.Now().Unix()-2000, 700)
 	h.save(t, evs)
 	if err := l.Subscribe(fmt.Sprintf(`{"authors":[%q]}`, evs[0].PubKeyHex())); err != nil {
 		t.Fatal(err)
 	}
 	s := mustSync(t, l)
-	if !s.CaughtUp || s.Method != "since" || s.EventsFetched != 1200 {
+	if !s.CaughtUp || s.Method != "since" || s.EventsFetched != 700 {
 		t.Fatalf("since catch-up: %s", s.JSON())
 	}
 	st, _ := l.db.loadState()
@@ -196,10 +196,10 @@ func TestSinceFallback(t *testing.T) {
 // fetch the evicted ones again.
 func TestEvictionBoundsTheStore(t *testing.T) {
 	h, _, l := pairedLeaf(t, nil)
-	evs := signedEvents(t, 300, time.Now().Unix()-1000, 300)
+	evs := signedEvents(t, 150, time.Now().Unix()-1000, 150)
 	h.save(t, evs)
 	size := len(evs[0].AppendJSON(nil))
-	l.cfg.MaxStoreBytes = int64(100 * size)
+	l.cfg.MaxStoreBytes = int64(50 * size)
 	if err := l.Subscribe(fmt.Sprintf(`{"authors":[%q]}`, evs[0].PubKeyHex())); err != nil {
 		t.Fatal(err)
 	}
@@ -211,11 +211,11 @@ func TestEvictionBoundsTheStore(t *testing.T) {
 	}
 	raw, _ := l.Query(fmt.Sprintf(`{"authors":[%q],"limit":1000}`, evs[0].PubKeyHex()))
 	var kept []nostr.Event
-	if err := json.Unmarshal(raw, &kept); err != nil || len(kept) != 100 {
-		t.Fatalf("kept %d events (%v), want the 100 that fit", len(kept), err)
+	if err := json.Unmarshal(raw, &kept); err != nil || len(kept) != 50 {
+		t.Fatalf("kept %d events (%v), want the 50 that fit", len(kept), err)
 	}
-	if kept[len(kept)-1].CreatedAt != evs[200].CreatedAt {
-		t.Fatalf("oldest kept is %d, want %d (the oldest are evicted first)", kept[len(kept)-1].CreatedAt, evs[200].CreatedAt)
+	if kept[len(kept)-1].CreatedAt != evs[100].CreatedAt {
+		t.Fatalf("oldest kept is %d, want %d (the oldest are evicted first)", kept[len(kept)-1].CreatedAt, evs[100].CreatedAt)
 	}
 	if s := mustSync(t, l); s.EventsFetched != 0 {
 		t.Fatalf("the next wake fetched evicted events again: %s", s.JSON())
