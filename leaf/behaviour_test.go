@@ -281,3 +281,30 @@ func TestSendMessageThroughHome(t *testing.T) {
 		t.Fatalf("recipient has %s", raw)
 	}
 }
+
+// panicky is an app callback that panics.
+type panicky struct{}
+
+func (panicky) OnProgress(string, int64, int64)        { panic("app bug") }
+func (panicky) Rank(int64, int64, int64, string) int64 { panic("app bug") }
+
+// TestNoPanicCrossesTheBoundary: an app callback's panic stays on its
+// side and the wake completes; a nil Config or KeyStore is an error.
+func TestNoPanicCrossesTheBoundary(t *testing.T) {
+	if _, err := New(nil, nil); err == nil {
+		t.Fatal("New(nil, nil) did not fail")
+	}
+	h, _, l := pairedLeaf(t, nil)
+	l.cfg.Eviction = EvictRanked
+	l.SetProgress(panicky{})
+	l.SetRanker(panicky{})
+	evs := signedEvents(t, 3, time.Now().Unix()-100, 3)
+	h.save(t, evs)
+	h.queue(t, newSender(t), l.DID(), 2)
+	if err := l.Subscribe(fmt.Sprintf(`{"authors":[%q]}`, evs[0].PubKeyHex())); err != nil {
+		t.Fatal(err)
+	}
+	if s := mustSync(t, l); !s.CaughtUp || s.PickedUp != 2 || s.EventsFetched != 3 {
+		t.Fatalf("wake with panicking callbacks: %s", s.JSON())
+	}
+}
