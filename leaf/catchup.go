@@ -170,8 +170,8 @@ func (w *wake) saveSub(sub *subState, fn func(*subState)) error {
 // from them) as our set, and returns the ids only the relay has.
 func (w *wake) reconcile(rc *relayConn, f *nostr.Filter) ([]negentropy.ID, error) {
 	items := make([]negentropy.Item, 0, 256)
-	err := w.l.db.eachEvent(f, func(ev *nostr.Event) bool {
-		items = append(items, negentropy.Item{Timestamp: uint64(max(ev.CreatedAt, 0)), ID: ev.ID})
+	err := w.l.db.eachItem(f, func(id [32]byte, createdAt int64) bool {
+		items = append(items, negentropy.Item{Timestamp: uint64(max(createdAt, 0)), ID: id})
 		return len(items) <= maxSyncRecords
 	})
 	if err != nil {

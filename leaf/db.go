@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -30,7 +31,7 @@ const (
 
 var (
 	bMeta       = []byte("meta")
-	bEvents     = []byte("events")      // id → rank ‖ event JSON
+	bEvents     = []byte("events")      // id → header ‖ event JSON
 	bRank       = []byte("rank")        // rank ‖ id → nil
 	bTomb       = []byte("tomb")        // id → created_at
 	bTombOrder  = []byte("tomb-order")  // seq → id
@@ -75,6 +76,36 @@ func openDB(dir string) (*db, error) {
 }
 
 func (d *db) close() error { return d.bolt.Close() }
+
+// An event's value starts with a header that lets a filter on ids,
+// authors, kinds and time be matched, and a negentropy item be made,
+// without decoding its JSON: rank (8) ‖ created_at (8) ‖ kind (4) ‖
+// pubkey (32).
+const headerSize = 8 + 8 + 4 + 32
+
+func eventHeader(rk []byte, ev *nostr.Event) []byte {
+	h := append(append(make([]byte, 0, headerSize), rk...), u64key(uint64(ev.CreatedAt))...)
+	h = binary.BigEndian.AppendUint32(h, uint32(ev.Kind))
+	return append(h, ev.PubKey[:]...)
+}
+
+// headerMatches checks f against the header's fields; it is exact for a
+// filter with no tag conditions (the caller decodes the event otherwise).
+func headerMatches(f *nostr.Filter, id, h []byte) bool {
+	createdAt := int64(binary.BigEndian.Uint64(h[8:16]))
+	kind := int(binary.BigEndian.Uint32(h[16:20]))
+	pub := [32]byte(h[20:52])
+	if f.IDs != nil && !slices.Contains(f.IDs, [32]byte(id)) {
+		return false
+	}
+	if f.Authors != nil && !slices.Contains(f.Authors, pub) {
+		return false
+	}
+	if f.Kinds != nil && !slices.Contains(f.Kinds, kind) {
+		return false
+	}
+	return (f.Since == 0 || createdAt >= f.Since) && (!f.HasUntil || createdAt <= f.Until)
+}
 
 func u64key(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 
@@ -167,7 +198,7 @@ func (d *db) putEvents(evs []*nostr.Event, rank rankFunc, maxBytes int64) (int, 
 				return err
 			}
 			rk := rankKey(rank(ev, len(raw), seq))
-			if err := eb.Put(ev.ID[:], append(append([]byte{}, rk...), raw...)); err != nil {
+			if err := eb.Put(ev.ID[:], append(eventHeader(rk, ev), raw...)); err != nil {
 				return err
 			}
 			if err := rb.Put(append(append([]byte{}, rk...), ev.ID[:]...), nil); err != nil {
@@ -184,12 +215,9 @@ func (d *db) putEvents(evs []*nostr.Event, rank rankFunc, maxBytes int64) (int, 
 			id := append([]byte{}, k[8:]...)
 			v := eb.Get(id)
 			if v != nil {
-				total -= int64(len(v) - 8)
-				var ev nostr.Event
-				if json.Unmarshal(v[8:], &ev) == nil {
-					if err := tombstone(tx, id, ev.CreatedAt); err != nil {
-						return err
-					}
+				total -= int64(len(v) - headerSize)
+				if err := tombstone(tx, id, int64(binary.BigEndian.Uint64(v[8:16]))); err != nil {
+					return err
 				}
 				if err := eb.Delete(id); err != nil {
 					return err
@@ -242,17 +270,40 @@ func (d *db) eachEvent(f *nostr.Filter, fn func(ev *nostr.Event) bool) error {
 	return d.bolt.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bEvents).Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
-			if len(k) != 32 {
+			if len(k) != 32 || len(v) < headerSize {
+				continue
+			}
+			if f != nil && !headerMatches(f, k, v) {
 				continue
 			}
 			var ev nostr.Event
-			if err := json.Unmarshal(v[8:], &ev); err != nil {
+			if err := json.Unmarshal(v[headerSize:], &ev); err != nil {
 				return fmt.Errorf("leaf: stored event %x: %w", k, err)
 			}
 			if f == nil || f.Matches(&ev) {
 				if !fn(&ev) {
 					return nil
 				}
+			}
+		}
+		return nil
+	})
+}
+
+// eachItem calls fn with the id and created_at of every stored event
+// matching f, decoding an event's JSON only when f has tag conditions.
+func (d *db) eachItem(f *nostr.Filter, fn func(id [32]byte, createdAt int64) bool) error {
+	if len(f.Tags) > 0 || f.Search != "" {
+		return d.eachEvent(f, func(ev *nostr.Event) bool { return fn(ev.ID, ev.CreatedAt) })
+	}
+	return d.bolt.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bEvents).Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if len(k) != 32 || len(v) < headerSize || !headerMatches(f, k, v) {
+				continue
+			}
+			if !fn([32]byte(k), int64(binary.BigEndian.Uint64(v[8:16]))) {
+				return nil
 			}
 		}
 		return nil
