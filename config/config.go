@@ -49,6 +49,27 @@ type Config struct {
 	Boundary BoundaryConfig `toml:"boundary"`
 	Mesh     MeshConfig     `toml:"mesh"`
 	Runtime  RuntimeConfig  `toml:"runtime"`
+	// Dashboard is the operator page at /dashboard on the relay port.
+	Dashboard DashboardConfig `toml:"dashboard"`
+}
+
+// DashboardConfig configures the operator dashboard (package dashboard).
+type DashboardConfig struct {
+	// Enabled serves /dashboard: plots of the node's own metrics.
+	Enabled bool `toml:"enabled"`
+	// Token, if set, admits requests from other addresses (and through a
+	// reverse proxy) that carry it; without it the page is served to
+	// loopback only. It is a credential: keep config.toml private.
+	Token string `toml:"token"`
+	// SampleInterval is how often the page's plots take a sample of the
+	// node's metrics (the last hour keeps 360 samples at most).
+	SampleInterval string `toml:"sample_interval"`
+}
+
+// SampleEvery parses SampleInterval (Validate has checked it).
+func (d DashboardConfig) SampleEvery() time.Duration {
+	v, _ := time.ParseDuration(d.SampleInterval)
+	return v
 }
 
 // RuntimeConfig tunes the Go runtime the node runs on.
@@ -282,7 +303,8 @@ func Default() Config {
 			LookupProviders:     3,
 			LookupDHTIDs:        16,
 		},
-		Log: LogConfig{Level: "info", Format: "text"},
+		Log:       LogConfig{Level: "info", Format: "text"},
+		Dashboard: DashboardConfig{Enabled: true, SampleInterval: "10s"},
 	}
 }
 
@@ -357,6 +379,9 @@ func (c *Config) Validate() error {
 	}
 	if d, err := time.ParseDuration(c.Mesh.ReprovideInterval); c.Mesh.ReprovideInterval != "" && (err != nil || d < 0 || (d > 0 && d < time.Minute) || d > 47*time.Hour) {
 		return fmt.Errorf("mesh.reprovide_interval %q: write a duration from 1m to 47h (provider records last 48h), or \"0s\" to turn it off", c.Mesh.ReprovideInterval)
+	}
+	if d, err := time.ParseDuration(c.Dashboard.SampleInterval); c.Dashboard.SampleInterval != "" && (err != nil || d < 100*time.Millisecond) {
+		return fmt.Errorf("dashboard.sample_interval %q: write a duration of at least 100ms, e.g. \"10s\"", c.Dashboard.SampleInterval)
 	}
 	if err := c.Mesh.validateNAT(); err != nil {
 		return err

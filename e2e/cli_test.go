@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -216,5 +217,17 @@ func TestConformanceCLI(t *testing.T) {
 	_, errOut, err = cli(t, "conformance", "--help")
 	if err != nil || !strings.Contains(errOut, "NIP-40") || !strings.Contains(errOut, "NIP-09") {
 		t.Fatalf("conformance --help does not say what it leaves behind: %v\n%s", err, errOut)
+	}
+}
+
+// TestSecondNodeOnOneHome: a second `fleetmesh run` on a home a node is
+// running on is refused with the first node's pid, not a store error.
+func TestSecondNodeOnOneHome(t *testing.T) {
+	home := newHome(t, "")
+	first := startNode(t, home)
+	_, errOut, err := cli(t, "run", "--home", home, "--listen", "127.0.0.1:0")
+	want := "home in use by another node (pid " + strconv.Itoa(first.cmd.Process.Pid) + ")"
+	if err == nil || !strings.Contains(errOut, want) {
+		t.Fatalf("second run on one home: %v\n%s\nwant %q", err, errOut, want)
 	}
 }

@@ -32,6 +32,7 @@ import (
 
 	"fleetmesh.org/fleetmesh/boundary"
 	"fleetmesh.org/fleetmesh/config"
+	"fleetmesh.org/fleetmesh/dashboard"
 	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/mesh"
@@ -133,6 +134,8 @@ type Node struct {
 	ln       net.Listener
 	srv      *http.Server
 	reg      *prometheus.Registry
+	lock     *homeLock
+	dash     *dashboard.Dashboard // nil when disabled
 }
 
 // Open opens the node's store and binds its listener; Serve then runs it.
@@ -141,6 +144,20 @@ func Open(opts Options) (*Node, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	lock, err := lockHome(opts.Home)
+	if err != nil {
+		return nil, err
+	}
+	n, err := open(opts, lock)
+	if err != nil {
+		lock.release()
+		return nil, err
+	}
+	return n, nil
+}
+
+// open is Open once the home is locked; the node it returns owns the lock.
+func open(opts Options, lock *homeLock) (*Node, error) {
 	cfg := opts.Config
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -206,6 +223,11 @@ func Open(opts Options) (*Node, error) {
 	if opts.DebugMesh {
 		mux.HandleFunc("/debug/mesh", mp.serveDebug)
 	}
+	var dash *dashboard.Dashboard
+	if cfg.Dashboard.Enabled {
+		dash = dashboard.New(reg, dashboard.Options{Token: cfg.Dashboard.Token, Title: opts.Key.DID(), Interval: cfg.Dashboard.SampleEvery()})
+		mux.Handle("/dashboard", dash)
+	}
 	if opts.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -222,6 +244,8 @@ func Open(opts Options) (*Node, error) {
 		ln:       ln,
 		srv:      &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
 		reg:      reg,
+		lock:     lock,
+		dash:     dash,
 	}, nil
 }
 
@@ -256,6 +280,18 @@ func (n *Node) Serve(ctx context.Context) error {
 	go func() { errc <- n.srv.Serve(n.ln) }()
 	n.opts.Log.Info("relay listening", "url", n.RelayURL(), "did", n.opts.Key.DID(), "signatures", nostr.Backend)
 	n.mesh.start(n.opts, n.RelayURL())
+	// The dashboard samples the metrics until shutdown starts, so that it
+	// never gathers from a part that is closing.
+	stopDash := func() {}
+	if n.dash != nil {
+		dctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			n.dash.Run(dctx)
+		}()
+		stopDash = func() { cancel(); <-done }
+	}
 	if n.opts.Ready != nil {
 		n.opts.Ready(relay.LocalURL(n.ln.Addr()))
 	}
@@ -264,6 +300,7 @@ func (n *Node) Serve(ctx context.Context) error {
 	case <-ctx.Done():
 	case serveErr = <-errc:
 	}
+	stopDash()
 	n.opts.Log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -277,7 +314,9 @@ func (n *Node) Serve(ctx context.Context) error {
 	if err := n.didcomm.Close(); err != nil {
 		n.opts.Log.Warn("didcomm close", "err", err)
 	}
-	if err := n.store.Close(); err != nil {
+	err := n.store.Close()
+	n.lock.release()
+	if err != nil {
 		return fmt.Errorf("node: close store: %w", err)
 	}
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {

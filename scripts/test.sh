@@ -17,6 +17,9 @@ command -v iptables >/dev/null 2>&1 || missing+=(iptables)
 # (e2e/deploy_test.go).
 command -v nginx >/dev/null 2>&1 || missing+=(nginx-light)
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
+# Debian's chromium, driven by playwright-core from interop/, loads the
+# operator dashboard (e2e/dashboard_test.go); no browser is downloaded.
+[ -x /usr/bin/chromium ] || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq

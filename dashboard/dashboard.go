@@ -1,0 +1,313 @@
+package dashboard
+
+import (
+	"context"
+	"crypto/subtle"
+	"fmt"
+	"html/template"
+	"math"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Options configure a Dashboard.
+type Options struct {
+	// Token, if set, lets a request from a non-loopback address in when it
+	// carries it (Authorization: Bearer TOKEN, or ?token=TOKEN once, which
+	// sets a cookie). Empty: loopback only.
+	Token string
+	// Interval is how often the metrics are sampled (default 10 s). The
+	// hour window keeps 360 samples; the day window one sample in
+	// DaySample (default 5 min), 288 of them.
+	Interval  time.Duration
+	DaySample time.Duration
+	// Panels are what the page plots (default DefaultPanels).
+	Panels []Panel
+	// Title heads the page (the node's DID, say).
+	Title string
+}
+
+// Dashboard samples a node's metrics and serves them as plots.
+type Dashboard struct {
+	g    prometheus.Gatherer
+	opts Options
+
+	mu       sync.Mutex
+	hour     ring
+	day      ring
+	lastDay  time.Time
+	lastErr  string
+	nsamples int
+}
+
+// New returns a dashboard over g. Run samples; ServeHTTP serves.
+func New(g prometheus.Gatherer, opts Options) *Dashboard {
+	if opts.Interval <= 0 {
+		opts.Interval = 10 * time.Second
+	}
+	if opts.DaySample <= 0 {
+		opts.DaySample = 5 * time.Minute
+	}
+	if opts.Panels == nil {
+		opts.Panels = DefaultPanels
+	}
+	return &Dashboard{
+		g:    g,
+		opts: opts,
+		hour: ring{max: int(math.Ceil(float64(time.Hour) / float64(opts.Interval)))},
+		day:  ring{max: int(math.Ceil(float64(24*time.Hour) / float64(opts.DaySample)))},
+	}
+}
+
+// Run samples until ctx ends.
+func (d *Dashboard) Run(ctx context.Context) {
+	t := time.NewTicker(d.opts.Interval)
+	defer t.Stop()
+	d.Sample(time.Now())
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			d.Sample(now)
+		}
+	}
+}
+
+// Sample takes one sample now (Run calls it; tests call it directly).
+func (d *Dashboard) Sample(now time.Time) {
+	mfs, err := d.g.Gather()
+	fams := make(map[string]*dto.MetricFamily, len(mfs))
+	for _, f := range mfs {
+		fams[f.GetName()] = f
+	}
+	p := sample(d.opts.Panels, fams, now)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.lastErr = ""
+	if err != nil {
+		d.lastErr = err.Error()
+	}
+	d.hour.push(p)
+	if d.lastDay.IsZero() || now.Sub(d.lastDay) >= d.opts.DaySample {
+		d.day.push(p)
+		d.lastDay = now
+	}
+	d.nsamples++
+}
+
+// allowed says whether r may see the page: from loopback and not through a
+// proxy, or with the token.
+func (d *Dashboard) allowed(w http.ResponseWriter, r *http.Request) bool {
+	if d.opts.Token != "" {
+		tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if q := r.URL.Query().Get("token"); q != "" {
+			tok = q
+		}
+		if c, err := r.Cookie("fleetmesh_dashboard"); err == nil && tok == "" {
+			tok = c.Value
+		}
+		if subtle.ConstantTimeCompare([]byte(tok), []byte(d.opts.Token)) == 1 {
+			if r.URL.Query().Get("token") != "" {
+				http.SetCookie(w, &http.Cookie{Name: "fleetmesh_dashboard", Value: d.opts.Token, Path: "/dashboard",
+					HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+			}
+			return true
+		}
+	}
+	// A request a reverse proxy forwarded arrives from loopback but comes
+	// from anywhere: it needs the token too.
+	if r.Header.Get("X-Forwarded-For") != "" || r.Header.Get("Forwarded") != "" || r.Header.Get("X-Real-Ip") != "" {
+		return false
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// ServeHTTP serves the page (?window=hour or day).
+func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !d.allowed(w, r) {
+		http.Error(w, "forbidden: the operator dashboard is served to loopback only; "+
+			"set [dashboard] token in config.toml and pass it (?token=… or Authorization: Bearer …) to reach it from elsewhere",
+			http.StatusForbidden)
+		return
+	}
+	window := r.URL.Query().Get("window")
+	if window != "day" {
+		window = "hour"
+	}
+	d.mu.Lock()
+	var pts []point
+	if window == "day" {
+		pts = append(pts, d.day.points...)
+	} else {
+		pts = append(pts, d.hour.points...)
+	}
+	lastErr, n := d.lastErr, d.nsamples
+	d.mu.Unlock()
+
+	span := time.Hour
+	if window == "day" {
+		span = 24 * time.Hour
+	}
+	now := time.Now()
+	// The plots start at the window's start, or at the first sample when
+	// the node is younger than the window, so that a new node's first
+	// minutes are not a sliver at the right edge.
+	from := now.Add(-span)
+	if len(pts) > 0 && pts[0].at.After(from) {
+		from = pts[0].at
+	}
+	page := pageData{Title: d.opts.Title, Window: window, Refresh: int(d.opts.Interval / time.Second), Samples: n, Error: lastErr}
+	if page.Refresh < 1 {
+		page.Refresh = 1
+	}
+	for pi, pn := range d.opts.Panels {
+		ls, exported := lines(pts, pi, pn)
+		page.Panels = append(page.Panels, renderPanel(pn, ls, exported, from, now))
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+	if err := pageTmpl.Execute(w, page); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+}
+
+type pageData struct {
+	Title   string
+	Window  string
+	Refresh int
+	Samples int
+	Error   string
+	Panels  []panelView
+}
+
+type panelView struct {
+	Title    string
+	Unit     string
+	Exported bool
+	Metrics  string
+	Lines    []lineView
+	YMax     string
+	From     string // the x axis' left end, as a clock time
+	Width    int
+	Height   int
+	PlotW    int
+}
+
+type lineView struct {
+	Name   string
+	Color  string
+	Points string // SVG polyline points
+	Count  int
+	Last   string
+}
+
+// palette: distinguishable on white, in order.
+var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"}
+
+// The plot area, and the margins right of it (y labels) and below it
+// (x labels).
+const plotW, plotH, axisW, axisH = 520, 140, 44, 16
+
+func renderPanel(pn Panel, ls []line, exported bool, from, to time.Time) panelView {
+	pv := panelView{Title: pn.Title, Unit: pn.Unit, Exported: exported, Width: plotW + axisW, Height: plotH + axisH, PlotW: plotW,
+		From: from.Format("15:04:05")}
+	var names []string
+	for _, s := range pn.Series {
+		names = append(names, s.Metric)
+	}
+	pv.Metrics = strings.Join(names, ", ")
+	ymax := 0.0
+	for _, l := range ls {
+		for _, p := range l.Points {
+			ymax = math.Max(ymax, p[1])
+		}
+	}
+	if ymax == 0 {
+		ymax = 1
+	}
+	pv.YMax = human(ymax)
+	t0, t1 := float64(from.Unix()), float64(to.Unix())
+	if t1 <= t0 {
+		t0 = t1 - 1
+	}
+	for i, l := range ls {
+		var b strings.Builder
+		for _, p := range l.Points {
+			x := (p[0] - t0) / (t1 - t0) * plotW
+			if x < 0 {
+				continue
+			}
+			y := plotH - p[1]/ymax*plotH
+			fmt.Fprintf(&b, "%.1f,%.1f ", x, y)
+		}
+		pv.Lines = append(pv.Lines, lineView{Name: l.Name, Color: palette[i%len(palette)], Points: strings.TrimSpace(b.String()), Count: len(l.Points), Last: human(l.Last)})
+	}
+	return pv
+}
+
+// human prints a value with a k/M/G suffix.
+func human(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 1e9:
+		return fmt.Sprintf("%.1fG", v/1e9)
+	case a >= 1e6:
+		return fmt.Sprintf("%.1fM", v/1e6)
+	case a >= 1e3:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	case a >= 10 || a == 0:
+		return fmt.Sprintf("%.0f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}
+
+var pageTmpl = template.Must(template.New("page").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="refresh" content="{{.Refresh}}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>fleetmesh node</title>
+<style>
+body{font:14px system-ui,sans-serif;margin:1.5em;color:#222;background:#fafafa}
+h1{font-size:1.2em;margin:0 0 .3em} .sub{color:#666;margin-bottom:1em}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(600px,1fr));gap:1em}
+.panel{background:#fff;border:1px solid #ddd;border-radius:6px;padding:.7em 1em}
+.panel h2{font-size:1em;margin:0 0 .4em} .legend span{margin-right:1em;white-space:nowrap}
+.none{color:#999;font-style:italic}
+a{color:#1f77b4} .err{color:#b00}
+</style></head><body>
+<h1>fleetmesh node {{.Title}}</h1>
+<div class="sub">last {{.Window}} ·
+{{if eq .Window "hour"}}<b>hour</b> · <a href="?window=day">day</a>{{else}}<a href="?window=hour">hour</a> · <b>day</b>{{end}}
+· {{.Samples}} samples · refreshes every {{.Refresh}} s
+{{if .Error}}<div class="err">metrics: {{.Error}}</div>{{end}}</div>
+<div class="grid">
+{{range .Panels}}<div class="panel" data-panel="{{.Title}}">
+<h2>{{.Title}} <small>({{.Unit}}{{if .Exported}}, max {{.YMax}}{{end}})</small></h2>
+{{if .Exported}}<svg width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}" role="img" aria-label="{{.Title}}">
+<rect x="0" y="0" width="{{.PlotW}}" height="140" fill="#fcfcfc" stroke="#eee"/>
+<line x1="0" y1="70" x2="{{.PlotW}}" y2="70" stroke="#f0f0f0"/>
+{{range .Lines}}<polyline fill="none" stroke="{{.Color}}" stroke-width="1.5" points="{{.Points}}" data-points="{{.Count}}"><title>{{.Name}}</title></polyline>
+{{end}}<text x="{{.PlotW}}" dx="4" y="10" font-size="11" fill="#666">{{.YMax}}</text>
+<text x="{{.PlotW}}" dx="4" y="140" font-size="11" fill="#666">0</text>
+<text x="0" y="154" font-size="11" fill="#666">{{.From}}</text>
+<text x="{{.PlotW}}" y="154" font-size="11" fill="#666" text-anchor="end">now</text>
+</svg>
+<div class="legend">{{range .Lines}}<span><b style="color:{{.Color}}">━</b> {{.Name}}: {{.Last}}</span>{{end}}</div>
+{{else}}<p class="none">no data yet: this node has not exported {{.Metrics}}</p>{{end}}
+</div>
+{{end}}</div>
+</body></html>
+`))

@@ -1,0 +1,137 @@
+package dashboard
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func testDashboard(t *testing.T, token string) (*Dashboard, *prometheus.CounterVec, prometheus.Gauge) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	events := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetmesh_relay_events_total", Help: "x"}, []string{"result"})
+	conns := prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetmesh_relay_connections", Help: "x"})
+	reg.MustRegister(events, conns)
+	return New(reg, Options{Token: token, Title: "test"}), events, conns
+}
+
+func get(t *testing.T, d *Dashboard, remote, target string, hdr map[string]string) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodGet, target, nil)
+	req.RemoteAddr = remote
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	d.ServeHTTP(rec, req)
+	return rec
+}
+
+func TestPlotsRatesAndGauges(t *testing.T) {
+	d, events, conns := testDashboard(t, "")
+	t0 := time.Now().Add(-time.Minute)
+	for i := range 5 {
+		events.WithLabelValues("stored").Add(100) // 100 per 10 s: 10/s
+		conns.Set(float64(3 + i))
+		d.Sample(t0.Add(time.Duration(i) * 10 * time.Second))
+	}
+	rec := get(t, d, "127.0.0.1:5000", "/dashboard", nil)
+	if rec.Code != 200 {
+		t.Fatalf("status %d", rec.Code)
+	}
+	body := rec.Body.String()
+	// Four rates from five samples of the counter, five gauge points.
+	if !strings.Contains(body, `<title>stored</title>`) || !regexp.MustCompile(`data-points="4"`).MatchString(body) {
+		t.Fatalf("no 4-point rate line for stored events:\n%s", body)
+	}
+	if !strings.Contains(body, "stored: 10.00") && !strings.Contains(body, "stored: 10") {
+		t.Fatalf("last rate is not 10/s:\n%s", body)
+	}
+	if !strings.Contains(body, `data-points="5"`) || !strings.Contains(body, "connections: 7") {
+		t.Fatalf("no 5-point connections line ending at 7:\n%s", body)
+	}
+	if !strings.Contains(body, "no data yet: this node has not exported fleetmesh_mesh_peers") {
+		t.Fatal("a panel with no metric does not say so")
+	}
+	if !strings.Contains(get(t, d, "127.0.0.1:5000", "/dashboard?window=day", nil).Body.String(), "<b>day</b>") {
+		t.Fatal("no day window")
+	}
+}
+
+func TestCounterResetIsNoRate(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "c_total", Help: "x"})
+	reg.MustRegister(c)
+	d := New(reg, Options{Panels: []Panel{{Title: "c", Series: []Series{{Metric: "c_total", Rate: true}}}}})
+	now := time.Now()
+	c.Add(50)
+	d.Sample(now.Add(-20 * time.Second))
+	d.Sample(now.Add(-10 * time.Second))
+	ls, _ := lines([]point{
+		{at: now.Add(-20 * time.Second), values: map[string]float64{lineKey(0, 0, ""): 50}},
+		{at: now.Add(-10 * time.Second), values: map[string]float64{lineKey(0, 0, ""): 5}},
+	}, 0, d.opts.Panels[0])
+	if len(ls) != 1 || len(ls[0].Points) != 1 || ls[0].Points[0][1] != 0 {
+		t.Fatalf("rate across a reset = %+v, want one point of 0", ls)
+	}
+}
+
+func TestSplitIsBounded(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	v := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "g", Help: "x"}, []string{"l"})
+	reg.MustRegister(v)
+	for i := range 3 * MaxSplits {
+		v.WithLabelValues(fmt.Sprint(i)).Set(float64(i))
+	}
+	d := New(reg, Options{Panels: []Panel{{Title: "g", Series: []Series{{Metric: "g", By: "l"}}}}})
+	d.Sample(time.Now())
+	ls, _ := lines(d.hour.points, 0, d.opts.Panels[0])
+	if len(ls) != MaxSplits {
+		t.Fatalf("%d lines, want %d", len(ls), MaxSplits)
+	}
+}
+
+func TestAccess(t *testing.T) {
+	open, _, _ := testDashboard(t, "")
+	guarded, _, _ := testDashboard(t, "s3cret")
+	for _, tc := range []struct {
+		name   string
+		d      *Dashboard
+		remote string
+		target string
+		hdr    map[string]string
+		want   int
+	}{
+		{"loopback v4", open, "127.0.0.1:1", "/dashboard", nil, 200},
+		{"loopback v6", open, "[::1]:1", "/dashboard", nil, 200},
+		{"elsewhere", open, "192.0.2.7:1", "/dashboard", nil, 403},
+		{"elsewhere with a token the node has not set", open, "192.0.2.7:1", "/dashboard?token=x", nil, 403},
+		{"through a proxy on loopback", open, "127.0.0.1:1", "/dashboard", map[string]string{"X-Forwarded-For": "198.51.100.1"}, 403},
+		{"Forwarded header", open, "127.0.0.1:1", "/dashboard", map[string]string{"Forwarded": "for=198.51.100.1"}, 403},
+		{"elsewhere, no token", guarded, "192.0.2.7:1", "/dashboard", nil, 403},
+		{"elsewhere, wrong token", guarded, "192.0.2.7:1", "/dashboard?token=guess", nil, 403},
+		{"elsewhere, bearer", guarded, "192.0.2.7:1", "/dashboard", map[string]string{"Authorization": "Bearer s3cret"}, 200},
+		{"elsewhere, query", guarded, "192.0.2.7:1", "/dashboard?token=s3cret", nil, 200},
+		{"elsewhere, cookie", guarded, "192.0.2.7:1", "/dashboard", map[string]string{"Cookie": "fleetmesh_dashboard=s3cret"}, 200},
+		{"proxied, bearer", guarded, "127.0.0.1:1", "/dashboard", map[string]string{"X-Forwarded-For": "198.51.100.1", "Authorization": "Bearer s3cret"}, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := get(t, tc.d, tc.remote, tc.target, tc.hdr)
+			if rec.Code != tc.want {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tc.want, rec.Body.String())
+			}
+			if tc.want == 403 && !strings.Contains(rec.Body.String(), "[dashboard] token") {
+				t.Fatalf("refusal does not say how to get in: %s", rec.Body.String())
+			}
+		})
+	}
+	if c := get(t, guarded, "192.0.2.7:1", "/dashboard?token=s3cret", nil).Result().Cookies(); len(c) != 1 || !c[0].HttpOnly {
+		t.Fatalf("a token in the query does not set an HttpOnly cookie: %v", c)
+	}
+}

@@ -1,0 +1,197 @@
+package dashboard
+
+import (
+	"sort"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Series is one line of a panel: a metric family, read as it is (a gauge)
+// or as its rate per second (a counter), optionally split by one label.
+type Series struct {
+	// Metric is the Prometheus family name.
+	Metric string
+	// Rate plots the counter's increase per second instead of its value.
+	Rate bool
+	// By splits the series by this label's values (at most MaxSplits of
+	// them; the rest are summed as "other"). Empty: the family's sum.
+	By string
+	// Name labels the line; by default the metric name (or the label
+	// value, when split).
+	Name string
+}
+
+// Panel is one plot.
+type Panel struct {
+	Title  string
+	Unit   string
+	Series []Series
+}
+
+// MaxSplits bounds the lines one split series draws, so that a label with
+// many values cannot make a page of thousands of lines.
+const MaxSplits = 8
+
+// point is one sample: the raw value of every line at a moment.
+type point struct {
+	at     time.Time
+	values map[string]float64 // line key -> gauge value or counter total
+}
+
+// ring is a bounded window of samples, oldest first.
+type ring struct {
+	points []point
+	max    int
+}
+
+func (r *ring) push(p point) {
+	if len(r.points) == r.max {
+		copy(r.points, r.points[1:])
+		r.points = r.points[:r.max-1]
+	}
+	r.points = append(r.points, p)
+}
+
+// lineKey names one line of a series: the series' index in its panel and
+// the label value it is split by.
+func lineKey(panel, series int, label string) string {
+	return string(rune('A'+panel)) + string(rune('a'+series)) + "/" + label
+}
+
+// sample reads every panel's series from the gathered families.
+func sample(panels []Panel, fams map[string]*dto.MetricFamily, at time.Time) point {
+	p := point{at: at, values: map[string]float64{}}
+	for pi, pn := range panels {
+		for si, s := range pn.Series {
+			fam, ok := fams[s.Metric]
+			if !ok {
+				continue
+			}
+			sums := map[string]float64{}
+			for _, m := range fam.GetMetric() {
+				label := ""
+				if s.By != "" {
+					for _, lp := range m.GetLabel() {
+						if lp.GetName() == s.By {
+							label = lp.GetValue()
+						}
+					}
+				}
+				sums[label] += value(m)
+			}
+			if len(sums) > MaxSplits {
+				labels := make([]string, 0, len(sums))
+				for l := range sums {
+					labels = append(labels, l)
+				}
+				// Keep the largest; fold the rest into "other".
+				sort.Slice(labels, func(i, j int) bool { return sums[labels[i]] > sums[labels[j]] })
+				other := 0.0
+				for _, l := range labels[MaxSplits-1:] {
+					other += sums[l]
+					delete(sums, l)
+				}
+				sums["other"] = other
+			}
+			for l, v := range sums {
+				p.values[lineKey(pi, si, l)] = v
+			}
+		}
+	}
+	return p
+}
+
+// value is a metric's number whatever its type: a histogram or summary
+// counts its observations.
+func value(m *dto.Metric) float64 {
+	switch {
+	case m.Gauge != nil:
+		return m.Gauge.GetValue()
+	case m.Counter != nil:
+		return m.Counter.GetValue()
+	case m.Untyped != nil:
+		return m.Untyped.GetValue()
+	case m.Histogram != nil:
+		return float64(m.Histogram.GetSampleCount())
+	case m.Summary != nil:
+		return float64(m.Summary.GetSampleCount())
+	}
+	return 0
+}
+
+// line is one drawn line: its label and its (time, value) points, rates
+// already taken.
+type line struct {
+	Name   string
+	Points [][2]float64 // unix seconds, value
+	Last   float64
+}
+
+// lines turns a window's samples into a panel's lines.
+func lines(pts []point, pi int, pn Panel) (out []line, exported bool) {
+	for si, s := range pn.Series {
+		prefix := lineKey(pi, si, "")
+		labels := map[string]bool{}
+		for _, p := range pts {
+			for k := range p.values {
+				if len(k) >= len(prefix) && k[:len(prefix)] == prefix {
+					labels[k[len(prefix):]] = true
+				}
+			}
+		}
+		if len(labels) > 0 {
+			exported = true
+		}
+		names := make([]string, 0, len(labels))
+		for l := range labels {
+			names = append(names, l)
+		}
+		sort.Strings(names)
+		for _, l := range names {
+			key := prefix + l
+			ln := line{Name: s.Name}
+			if ln.Name == "" {
+				ln.Name = s.Metric
+			}
+			if s.By != "" {
+				ln.Name = l
+				if l == "" {
+					ln.Name = "(none)"
+				}
+				if s.Name != "" {
+					ln.Name = s.Name + " " + ln.Name
+				}
+			}
+			var prev *point
+			for i := range pts {
+				v, ok := pts[i].values[key]
+				if !ok {
+					prev = nil
+					continue
+				}
+				if !s.Rate {
+					ln.Points = append(ln.Points, [2]float64{float64(pts[i].at.Unix()), v})
+					continue
+				}
+				if prev != nil {
+					pv := prev.values[key]
+					dt := pts[i].at.Sub(prev.at).Seconds()
+					r := 0.0
+					// A counter that went down was reset (a restart):
+					// no rate across it.
+					if dt > 0 && v >= pv {
+						r = (v - pv) / dt
+					}
+					ln.Points = append(ln.Points, [2]float64{float64(pts[i].at.Unix()), r})
+				}
+				prev = &pts[i]
+			}
+			if n := len(ln.Points); n > 0 {
+				ln.Last = ln.Points[n-1][1]
+			}
+			out = append(out, ln)
+		}
+	}
+	return out, exported
+}
