@@ -49,6 +49,7 @@ type Config struct {
 	Boundary BoundaryConfig `toml:"boundary"`
 	Mesh     MeshConfig     `toml:"mesh"`
 	Runtime  RuntimeConfig  `toml:"runtime"`
+	Iroh     IrohConfig     `toml:"iroh"`
 	// Dashboard is the operator page at /dashboard on the relay port.
 	Dashboard DashboardConfig `toml:"dashboard"`
 }
@@ -270,6 +271,7 @@ func Default() Config {
 		},
 		Store:   StoreConfig{Dir: "data", CacheMB: 64},
 		Runtime: RuntimeConfig{GCPercent: 200},
+		Iroh:    DefaultIroh(),
 		Mesh: MeshConfig{
 			Listen:            []string{},
 			Bootstrap:         []string{},
@@ -345,6 +347,9 @@ func (c *Config) Validate() error {
 		c.Class = ClassAuto
 	default:
 		return fmt.Errorf("class %q: must be anchor, home, leaf or auto", c.Class)
+	}
+	if err := c.Iroh.validate(); err != nil {
+		return err
 	}
 	if c.Runtime.GCPercent < 0 {
 		return fmt.Errorf("runtime: gc_percent %d: must be >= 0 (0 = Go's default; to turn the collector off set GOGC=off)", c.Runtime.GCPercent)

@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-msgio"
 
 	"fleetmesh.org/fleetmesh/boundary"
@@ -45,7 +44,7 @@ func (s *Service) Lookup(ctx context.Context, peers []peer.ID, f nostr.Filter, l
 }
 
 func (s *Service) lookupOne(ctx context.Context, p peer.ID, f *nostr.Filter, fn func(*nostr.Event)) {
-	str, err := s.h.NewStream(ctx, p, protocol.ID(ProtocolID))
+	str, err := s.open(ctx, p)
 	if err != nil {
 		return
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-msgio"
@@ -73,6 +72,7 @@ type Service struct {
 	policy *boundary.Policy
 	cfg    Config
 	log    *slog.Logger
+	dial   Dialer
 }
 
 // New registers the sync protocol on h.
@@ -136,9 +136,9 @@ func (s *Service) sync(ctx context.Context, p peer.ID, f nostr.Filter, set shard
 	var st Stats
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.SessionTimeout)
 	defer cancel()
-	str, err := s.h.NewStream(ctx, p, protocol.ID(ProtocolID))
+	str, err := s.open(ctx, p)
 	if err != nil {
-		return st, fmt.Errorf("meshsync: open stream to %s: %w", p, err)
+		return st, err
 	}
 	defer str.Close()
 	if dl, ok := ctx.Deadline(); ok {
@@ -339,14 +339,13 @@ func rawString(r json.RawMessage) string {
 	return s
 }
 
-// serve answers one session as the responder.
-func (s *Service) serve(str network.Stream) {
+// serveOn answers one session as the responder.
+func (s *Service) serveOn(str Stream, remote peer.ID) {
 	defer str.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.SessionTimeout)
 	defer cancel()
 	str.SetDeadline(time.Now().Add(s.cfg.SessionTimeout))
 	r, w := msgio.NewVarintReaderSize(str, MaxFrameBytes), msgio.NewVarintWriter(str)
-	remote := str.Conn().RemotePeer()
 	var resp *negentropy.Responder
 	for {
 		typ, parts, err := readFrame(r)

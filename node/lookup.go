@@ -144,5 +144,12 @@ func (mp *meshPart) lookupPeers(f *nostr.Filter) []peer.ID {
 			out = append(out, p)
 		}
 	}
+	if mp.irohPeers != nil {
+		for _, p := range mp.irohPeers() {
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
 	return out[:min(len(out), mp.lookups)]
 }

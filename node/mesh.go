@@ -55,6 +55,11 @@ type meshPart struct {
 	// interest follows what the node's own clients subscribe to; nil
 	// when [mesh] client_shards is 0.
 	interest *clientInterest
+	// irohAddr is the iroh address the descriptor lists (node/iroh.go);
+	// nil when iroh is off.
+	irohAddr func() *descriptor.IrohAddr
+	// irohPeers are the peers reached over iroh only, for lookups.
+	irohPeers func() []peer.ID
 	// st and reprovide drive the re-announcement of durably held events
 	// (node/reprovide.go); reprovide 0 turns it off.
 	st        *store.Store
@@ -355,6 +360,9 @@ func (mp *meshPart) publishDescriptor(opts Options, relayURL string) {
 			MaxCircuitSeconds: uint64(max(l.CircuitDuration/time.Second, 1)),
 			MaxCircuitBytes:   uint64(l.CircuitBytes),
 		}
+	}
+	if mp.irohAddr != nil {
+		d.Addresses.Iroh = mp.irohAddr()
 	}
 	signed, err := descriptor.Sign(opts.Key, d, descriptor.DefaultLimits())
 	if err != nil {

@@ -131,6 +131,7 @@ type Node struct {
 	didcomm  *agent.Service
 	relay    *relay.Relay
 	mesh     *meshPart
+	iroh     *irohPart // nil when iroh is off
 	ln       net.Listener
 	srv      *http.Server
 	reg      *prometheus.Registry
@@ -209,6 +210,10 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 		return nil, err
 	}
 	dc.AttachLibp2p(mp.m.Host())
+	ip := openIroh(opts, mp, dc)
+	if ip != nil {
+		reg.MustRegister(newIrohCollector(ip))
+	}
 	mp.registerMetrics(reg)
 	reg.MustRegister(newMeshCollector(mp.m))
 
@@ -241,6 +246,7 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 		didcomm:  dc,
 		relay:    rl,
 		mesh:     mp,
+		iroh:     ip,
 		ln:       ln,
 		srv:      &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
 		reg:      reg,
@@ -280,6 +286,10 @@ func (n *Node) Serve(ctx context.Context) error {
 	go func() { errc <- n.srv.Serve(n.ln) }()
 	n.opts.Log.Info("relay listening", "url", n.RelayURL(), "did", n.opts.Key.DID(), "signatures", nostr.Backend)
 	n.mesh.start(n.opts, n.RelayURL())
+	if n.iroh != nil {
+		n.iroh.start(n.mesh.every, n.mesh.filters)
+		n.iroh.waitIroh()
+	}
 	// The dashboard samples the metrics until shutdown starts, so that it
 	// never gathers from a part that is closing.
 	stopDash := func() {}
@@ -308,6 +318,9 @@ func (n *Node) Serve(ctx context.Context) error {
 		n.opts.Log.Warn("relay shutdown", "err", err)
 	}
 	n.srv.Shutdown(sctx)
+	if n.iroh != nil {
+		n.iroh.close()
+	}
 	if err := n.mesh.close(); err != nil {
 		n.opts.Log.Warn("mesh close", "err", err)
 	}

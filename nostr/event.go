@@ -122,7 +122,13 @@ func appendTags(dst []byte, tags Tags) []byte {
 // AppendString appends s as a JSON string escaped exactly as NIP-01 says:
 // \n \" \\ \r \t \b \f get their short escapes, other control characters
 // \u00XX, and everything else (including non-ASCII and '/') is written as is.
-func AppendString(dst []byte, s string) []byte {
+func AppendString(dst []byte, s string) []byte { return appendString(dst, s) }
+
+// AppendStringBytes is AppendString for a string held in a byte slice (a
+// stored record read in place), without converting it.
+func AppendStringBytes(dst []byte, s []byte) []byte { return appendString(dst, s) }
+
+func appendString[T string | []byte](dst []byte, s T) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); i++ {

@@ -65,6 +65,12 @@ func (r *Relay) isOwnURL(got, connHost string) bool {
 // canRead reports whether this connection may receive an event of a kind
 // that needs authentication: it must have authenticated as the author or
 // as a key the event tags with "p".
+// restrictedKind reports whether events of kind are readable only by the
+// parties canRead names.
+func (c *conn) restrictedKind(kind int) bool {
+	return slices.Contains(c.r.cfg.AuthRequiredKinds, kind)
+}
+
 func (c *conn) canRead(ev *nostr.Event) bool {
 	if !slices.Contains(c.r.cfg.AuthRequiredKinds, ev.Kind) {
 		return true

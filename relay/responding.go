@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"fleetmesh.org/fleetmesh/nostr"
+	"fleetmesh.org/fleetmesh/store"
 )
 
 // checkFilters applies the per-REQ limits; it returns a CLOSED reason.
@@ -78,12 +79,12 @@ func (c *conn) handleReq(m *nostr.ClientMessage) {
 				err = c.answerWithLookup(ctx, m.SubID, f, seen)
 			} else {
 				qctx, qcancel := context.WithTimeout(ctx, c.r.cfg.QueryTimeout)
-				err = c.r.store.Query(qctx, f, c.limitOf(f), func(ev *nostr.Event) bool {
-					if _, dup := seen[ev.ID]; dup || !c.canRead(ev) {
+				err = c.queryStored(qctx, f, c.limitOf(f), func(id [32]byte, _ int64, appendJSON func([]byte) []byte) bool {
+					if _, dup := seen[id]; dup {
 						return true
 					}
-					seen[ev.ID] = struct{}{}
-					return c.sendCtx(ctx, frame("EVENT", m.SubID, ev))
+					seen[id] = struct{}{}
+					return c.sendCtx(ctx, eventFrame(m.SubID, appendJSON))
 				})
 				qcancel()
 			}
@@ -99,21 +100,73 @@ func (c *conn) handleReq(m *nostr.ClientMessage) {
 	}()
 }
 
+// rawQuerier is the optional part of a Store that hands out matches as
+// they are stored (store.Store does): a REQ then writes each event's JSON
+// straight from its stored record, with no nostr.Event in between.
+type rawQuerier interface {
+	QueryRaw(ctx context.Context, f *nostr.Filter, limit int, fn func(*store.Raw) bool) error
+}
+
+// queryStored calls fn with each stored event that matches f and that this
+// connection may read, newest first, at most limit: its id, created_at and
+// a function appending its JSON (valid only during the call).
+func (c *conn) queryStored(ctx context.Context, f *nostr.Filter, limit int, fn func(id [32]byte, createdAt int64, appendJSON func([]byte) []byte) bool) error {
+	if rq, ok := c.r.store.(rawQuerier); ok {
+		var derr error
+		err := rq.QueryRaw(ctx, f, limit, func(r *store.Raw) bool {
+			if c.restrictedKind(r.Kind()) {
+				ev, err := r.Event()
+				if err != nil {
+					derr = err
+					return false
+				}
+				if !c.canRead(ev) {
+					return true
+				}
+			}
+			return fn(r.ID(), r.CreatedAt(), r.AppendJSON)
+		})
+		return cmp.Or(err, derr)
+	}
+	return c.r.store.Query(ctx, f, limit, func(ev *nostr.Event) bool {
+		if !c.canRead(ev) {
+			return true
+		}
+		return fn(ev.ID, ev.CreatedAt, ev.AppendJSON)
+	})
+}
+
+// eventFrame encodes ["EVENT",subID,event] with the event's JSON from
+// appendJSON, in one allocation sized for a typical event.
+func eventFrame(subID string, appendJSON func([]byte) []byte) []byte {
+	b := make([]byte, 0, 1024+len(subID))
+	b = append(b, `["EVENT",`...)
+	b = nostr.AppendString(b, subID)
+	b = append(b, ',')
+	b = appendJSON(b)
+	return append(b, ']')
+}
+
 // answerWithLookup answers one filter from the store and the mesh: both
 // result sets are merged, deduplicated, sorted newest first and cut to the
 // filter's limit, so a client sees one relay whatever node holds the data.
 func (c *conn) answerWithLookup(ctx context.Context, subID string, f *nostr.Filter, seen map[[32]byte]struct{}) error {
 	limit := c.limitOf(f)
-	var evs []*nostr.Event
-	keep := func(ev *nostr.Event) {
-		if _, dup := seen[ev.ID]; dup || !c.canRead(ev) || !f.Matches(ev) {
-			return
+	type found struct {
+		id        [32]byte
+		createdAt int64
+		frame     []byte
+	}
+	var evs []found
+	keep := func(id [32]byte, createdAt int64, appendJSON func([]byte) []byte) bool {
+		if _, dup := seen[id]; !dup {
+			seen[id] = struct{}{}
+			evs = append(evs, found{id, createdAt, eventFrame(subID, appendJSON)})
 		}
-		seen[ev.ID] = struct{}{}
-		evs = append(evs, ev)
+		return true
 	}
 	qctx, qcancel := context.WithTimeout(ctx, c.r.cfg.QueryTimeout)
-	err := c.r.store.Query(qctx, f, limit, func(ev *nostr.Event) bool { keep(ev); return true })
+	err := c.queryStored(qctx, f, limit, keep)
 	qcancel()
 	if err != nil {
 		return err
@@ -121,17 +174,21 @@ func (c *conn) answerWithLookup(ctx context.Context, subID string, f *nostr.Filt
 	// An ids filter fully answered here needs no lookup.
 	if f.IDs == nil || len(evs) < len(f.IDs) {
 		lctx, lcancel := context.WithTimeout(ctx, c.r.cfg.LookupTimeout)
-		c.r.Lookup(lctx, f, limit, keep)
+		c.r.Lookup(lctx, f, limit, func(ev *nostr.Event) {
+			if c.canRead(ev) && f.Matches(ev) {
+				keep(ev.ID, ev.CreatedAt, ev.AppendJSON)
+			}
+		})
 		lcancel()
 	}
-	slices.SortFunc(evs, func(a, b *nostr.Event) int {
-		if a.CreatedAt != b.CreatedAt {
-			return cmp.Compare(b.CreatedAt, a.CreatedAt)
+	slices.SortFunc(evs, func(a, b found) int {
+		if a.createdAt != b.createdAt {
+			return cmp.Compare(b.createdAt, a.createdAt)
 		}
-		return slices.Compare(a.ID[:], b.ID[:])
+		return slices.Compare(a.id[:], b.id[:])
 	})
 	for _, ev := range evs[:min(len(evs), limit)] {
-		if !c.sendCtx(ctx, frame("EVENT", subID, ev)) {
+		if !c.sendCtx(ctx, ev.frame) {
 			return nil
 		}
 	}

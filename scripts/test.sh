@@ -45,6 +45,9 @@ if [ "$(id -u)" = 0 ] && command -v iptables-legacy >/dev/null 2>&1 && ip netns 
 fi
 
 (cd interop && npm ci --no-audit --no-fund --loglevel=error)
+# The iroh helper (@number0/iroh, from its own lock file): the iroh
+# package's and the node's iroh tests run it.
+(cd iroh/helper && npm ci --no-audit --no-fund --loglevel=error)
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './interop/*'))

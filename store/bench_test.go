@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -215,6 +216,124 @@ func BenchmarkQuery(b *testing.B) {
 			}
 			if got == 0 {
 				b.Fatal("no query returned anything")
+			}
+			b.ReportMetric(float64(got)/float64(i), "events/op")
+			b.ReportMetric(float64((cpuTime(b)-cpu).Microseconds())/float64(i), "cpu-µs/op")
+		})
+	}
+}
+
+// BenchmarkQueryStored runs the relay bench's REQ shapes (docs/benchmarks/
+// relay.md) against a store a bench run filled, so that a profile of Query
+// sees a million events as the node holds them: FLEETMESH_BENCH_STORE names
+// the store directory (a copy: Open writes to it), for example the
+// `store` dir of the node home `relaybench --keep` leaves. Without it the
+// benchmark is skipped. Authors, ids and tag values are sampled from the
+// store itself.
+func BenchmarkQueryStored(b *testing.B) {
+	dir := os.Getenv("FLEETMESH_BENCH_STORE")
+	if dir == "" {
+		b.Skip("FLEETMESH_BENCH_STORE is not set")
+	}
+	s, err := Open(dir, Options{SweepEvery: time.Hour, MaxScan: 10_000_000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	// Sample every 97th event of the newest 200,000 and every 997th of the
+	// rest: authors, ids, e-tag targets and the time span.
+	var sample []*nostr.Event
+	var minTS, maxTS int64
+	n := 0
+	if err := s.Query(context.Background(), &nostr.Filter{}, 1<<30, func(ev *nostr.Event) bool {
+		if n < 200_000 && n%97 == 0 || n%997 == 0 {
+			sample = append(sample, ev)
+		}
+		if n == 0 {
+			maxTS = ev.CreatedAt
+		}
+		minTS = ev.CreatedAt
+		n++
+		return true
+	}); err != nil {
+		b.Fatal(err)
+	}
+	if len(sample) < 100 {
+		b.Fatalf("store %s holds too few events (%d)", dir, n)
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	pick := func() *nostr.Event { return sample[r.IntN(len(sample))] }
+	tagOf := func(name string) string {
+		for {
+			ev := pick()
+			for _, t := range ev.Tags {
+				if len(t) >= 2 && t[0] == name {
+					return t[1]
+				}
+			}
+		}
+	}
+	shapes := []struct {
+		name   string
+		filter func() nostr.Filter
+	}{
+		{"ids", func() nostr.Filter {
+			var f nostr.Filter
+			for range 1 + r.IntN(10) {
+				f.IDs = append(f.IDs, pick().ID)
+			}
+			return f
+		}},
+		{"author_kinds", func() nostr.Filter {
+			return nostr.Filter{Authors: [][32]byte{pick().PubKey}, Kinds: []int{1, 6}, Limit: 20}
+		}},
+		{"feed_authors", func() nostr.Filter {
+			f := nostr.Filter{Kinds: []int{1, 6, 30023}, Limit: 50}
+			for range 50 {
+				f.Authors = append(f.Authors, pick().PubKey)
+			}
+			return f
+		}},
+		{"kind_limit", func() nostr.Filter {
+			return nostr.Filter{Kinds: []int{[]int{1, 7, 30023}[r.IntN(3)]}, Limit: 100}
+		}},
+		{"tag_e", func() nostr.Filter {
+			return nostr.Filter{Tags: map[string][]string{"e": {tagOf("e")}}, Kinds: []int{1, 7}, Limit: 500}
+		}},
+		{"tag_p", func() nostr.Filter {
+			return nostr.Filter{Tags: map[string][]string{"p": {tagOf("p")}}, Kinds: []int{1, 7}, Limit: 100}
+		}},
+		{"tag_t", func() nostr.Filter {
+			return nostr.Filter{Tags: map[string][]string{"t": {tagOf("t")}}, Kinds: []int{1}, Limit: 50}
+		}},
+		{"created_window", func() nostr.Filter {
+			since := minTS + r.Int64N(max(maxTS-minTS-3600, 1))
+			return nostr.Filter{Since: since, Until: since + 3600, HasUntil: true, Limit: 500}
+		}},
+	}
+	for _, sh := range shapes {
+		b.Run(sh.name, func(b *testing.B) {
+			filters := make([]nostr.Filter, 512)
+			for i := range filters {
+				filters[i] = sh.filter()
+				filters[i].HasLimit = filters[i].Limit > 0
+			}
+			b.ReportAllocs()
+			i, got := 0, 0
+			cpu := cpuTime(b)
+			for b.Loop() {
+				f := &filters[i%len(filters)]
+				i++
+				limit := f.Limit
+				if !f.HasLimit {
+					limit = 500
+				}
+				if err := s.Query(context.Background(), f, limit, func(*nostr.Event) bool {
+					got++
+					return true
+				}); err != nil {
+					b.Fatal(err)
+				}
 			}
 			b.ReportMetric(float64(got)/float64(i), "events/op")
 			b.ReportMetric(float64((cpuTime(b)-cpu).Microseconds())/float64(i), "cpu-µs/op")

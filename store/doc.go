@@ -40,7 +40,10 @@
 //	X expiration serial              → (NIP-40 sweep)
 //
 // Every index key ends in created_at and serial, so a filter is answered by
-// walking one or more key ranges backwards (newest first) and merging them.
+// walking one or more key ranges backwards (newest first) and merging them,
+// all through one Pebble iterator per query. QueryRaw hands each match out
+// as its stored record (Raw), which a relay writes as JSON without decoding
+// it; Query decodes it into a nostr.Event.
 //
 // It is not for policy (what may be stored is the relay's and the boundary's
 // decision), not for ephemeral events (never stored), and not a network

@@ -81,6 +81,9 @@ func (nf *nodeFlags) openNode(stdout, stderr io.Writer) (*node.Node, node.Option
 			for _, a := range n.MeshAddrs() {
 				fmt.Fprintf(stdout, "mesh %s\n", a)
 			}
+			if info, ok := n.Iroh(); ok {
+				fmt.Fprintf(stdout, "iroh %s %s\n", info.ID, strings.Join(info.Addrs, " "))
+			}
 		},
 	}
 	n, err = node.Open(opts)

@@ -64,6 +64,15 @@ type options struct {
 	shapes        string
 	khatruData    string
 	fleetmeshHome string
+	strfryBin     string
+	strfryConf    string
+	strfryData    string
+	order         string
+	noKhatru      bool
+	liveSubs      int
+	liveConns     int
+	liveEvents    int
+	liveRate      float64
 	ingestTimeout time.Duration
 	queryTimeout  time.Duration
 	timeout       time.Duration
@@ -98,6 +107,15 @@ func main() {
 	flag.IntVar(&o.profileSecs, "profile-seconds", 0, "if > 0, take a CPU profile of this many seconds from each relay during ingest and during REQs")
 	flag.StringVar(&o.khatruData, "khatru-data", "", "REQ phase only: start khatru on this data dir filled by an earlier run (needs --fleetmesh-home too, or --candidate khatru)")
 	flag.StringVar(&o.fleetmeshHome, "fleetmesh-home", "", "REQ phase only: start fleetmesh on this node home filled by an earlier run")
+	flag.StringVar(&o.strfryBin, "strfry-bin", "", "strfry binary: if set, strfry is benched as a third relay (a build for measuring only; see docs/benchmarks/relay.md)")
+	flag.StringVar(&o.strfryConf, "strfry-conf", "", "strfry config template (default: strfry.conf next to --strfry-bin); its db and relay.port are set per run")
+	flag.StringVar(&o.strfryData, "strfry-data", "", "REQ phase only: start strfry on this database dir filled by an earlier run")
+	flag.StringVar(&o.order, "order", "", "comma-separated relay names in the order they are benched, e.g. strfry,fleetmesh,khatru (default: khatru, candidate, strfry; --candidate-first puts the candidate first)")
+	flag.BoolVar(&o.noKhatru, "no-khatru", false, "leave khatru out (e.g. fleetmesh against strfry only, or fleetmesh alone while profiling)")
+	flag.IntVar(&o.liveSubs, "live-subs", 1000, "live phase: open subscriptions of mixed filters (0: no live phase)")
+	flag.IntVar(&o.liveConns, "live-conns", 50, "live phase: connections the subscriptions are spread over")
+	flag.IntVar(&o.liveEvents, "live-events", 3000, "live phase: new events published, one at a time, at --live-rate")
+	flag.Float64Var(&o.liveRate, "live-rate", 200, "live phase: events per second published")
 	flag.StringVar(&o.shapes, "shapes", "", "comma-separated filter shapes to keep in the REQ mix (default: all of "+strings.Join(shapes, ",")+")")
 	flag.DurationVar(&o.eoseWait, "eose-wait", 30*time.Second, "time limit of one REQ (until its EOSE); a REQ that takes longer counts as failed")
 	flag.DurationVar(&o.ingestTimeout, "ingest-timeout", 45*time.Minute, "time limit of the ingest phase, per relay")
@@ -127,6 +145,7 @@ type relayResult struct {
 	MemStored     memStatus         `json:"memStored"`
 	DiskBytes     int64             `json:"diskBytes"`
 	Query         queryResult       `json:"query"`
+	Live          *liveResult       `json:"live,omitempty"`
 	MemEnd        memStatus         `json:"memEnd"`
 	LoadAvg       map[string]string `json:"loadAvg"` // /proc/loadavg at each phase start: the machine is shared
 	Profiles      []string          `json:"profiles,omitempty"`
@@ -142,6 +161,10 @@ type report struct {
 	Relays     []relayResult      `json:"relays"`
 	Ratios     map[string]float64 `json:"ratios"` // candidate / khatru
 	Mismatches map[string]int     `json:"resultCountMismatchesByShape"`
+	// RatiosStrfry and MismatchesStrfry compare the candidate with strfry
+	// when strfry ran too.
+	RatiosStrfry     map[string]float64 `json:"ratiosStrfry,omitempty"`
+	MismatchesStrfry map[string]int     `json:"resultCountMismatchesByShapeStrfry,omitempty"`
 }
 
 type hostInfo struct {
@@ -166,24 +189,38 @@ func run(ctx context.Context, o options) error {
 	}
 	started := time.Now().UTC()
 
-	khatru := relaySpec{Name: "khatru", Kind: "khatru", Bin: o.khatruBin, ExtraArgs: []string{"--backend", o.khatruBackend}, Existing: o.khatruData}
+	khatru := relaySpec{Name: "khatru", Kind: "khatru", Role: "khatru", Bin: o.khatruBin, ExtraArgs: []string{"--backend", o.khatruBackend}, Existing: o.khatruData}
 	if o.profileSecs > 0 {
 		khatru.ExtraArgs = append(khatru.ExtraArgs, "--pprof")
 	}
 	var cand relaySpec
 	switch o.candidate {
 	case "fleetmesh":
-		cand = relaySpec{Name: "fleetmesh", Kind: "fleetmesh", Bin: o.fleetmeshBin, ExtraArgs: strings.Fields(o.fleetmeshArgs), PprofURL: o.fleetmeshProf, Existing: o.fleetmeshHome}
+		cand = relaySpec{Name: "fleetmesh", Kind: "fleetmesh", Role: "candidate", Bin: o.fleetmeshBin, ExtraArgs: strings.Fields(o.fleetmeshArgs), PprofURL: o.fleetmeshProf, Existing: o.fleetmeshHome}
 	case "khatru":
 		cand = khatru
-		cand.Name = "khatru-standin"
+		cand.Name, cand.Role = "khatru-standin", "candidate"
 	case "none":
 	default:
 		return fmt.Errorf("--candidate must be fleetmesh, khatru or none, got %q", o.candidate)
 	}
-	specs := []relaySpec{khatru}
+	var specs []relaySpec
+	if !o.noKhatru {
+		specs = append(specs, khatru)
+	}
 	if o.candidate != "none" {
 		specs = append(specs, cand)
+	}
+	if o.strfryBin != "" {
+		conf := o.strfryConf
+		if conf == "" {
+			conf = filepath.Join(filepath.Dir(o.strfryBin), "strfry.conf")
+		}
+		specs = append(specs, relaySpec{Name: "strfry", Kind: "strfry", Role: "strfry", Bin: o.strfryBin, Conf: conf, Existing: o.strfryData})
+	}
+	order, err := runOrder(specs, o.order, o.candFirst)
+	if err != nil {
+		return err
 	}
 
 	if o.build {
@@ -229,18 +266,12 @@ func run(ctx context.Context, o options) error {
 		Host: hostInfo{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Kernel: kernel(),
 			Note: "shared machine: other engineers' builds and tests run at the same time, so figures are noisy"},
 		Params: map[string]any{"events": o.events, "seed": o.seed, "clients": o.clients, "pipeline": o.pipeline,
-			"idle": o.idle, "candidateFirst": o.candFirst, "queries": o.queries, "queryClients": o.queryClients, "warmup": o.warmup,
+			"idle": o.idle, "candidateFirst": o.candFirst, "order": orderNames(specs, order), "liveSubs": o.liveSubs, "liveEvents": o.liveEvents, "liveRate": o.liveRate, "queries": o.queries, "queryClients": o.queryClients, "warmup": o.warmup,
 			"khatruBackend": o.khatruBackend, "candidate": o.candidate, "khatruBuildTags": cmp.Or(o.khatruTags, o.tags), "fleetmeshBuildTags": cmp.Or(o.fleetmeshTags, o.tags), "fleetmeshCommit": gitHead(ctx, o.mainDir), "authors": corpusParams{events: o.events}.authorCount()},
 	}
-	// The report keeps khatru first whichever ran first: ratios are
-	// candidate over khatru.
-	order := make([]int, len(specs))
-	for i := range order {
-		order[i] = i
-	}
-	if o.candFirst {
-		slices.Reverse(order)
-	}
+	// The report keeps khatru first, the candidate second and strfry
+	// third whichever ran first: ratios are candidate over khatru and
+	// candidate over strfry.
 	results := make([]*relayResult, len(specs))
 	for _, i := range order {
 		spec := specs[i]
@@ -259,9 +290,14 @@ func run(ctx context.Context, o options) error {
 			rep.Relays = append(rep.Relays, *r)
 		}
 	}
-	if len(rep.Relays) == 2 {
-		rep.Ratios = ratios(rep.Relays[0], rep.Relays[1])
-		rep.Mismatches = mismatches(rep.Relays[0].Query.Counts, rep.Relays[1].Query.Counts, qs[min(o.warmup, len(qs)):])
+	measured := qs[min(o.warmup, len(qs)):]
+	if kh, cd := relayByRole(rep.Relays, "khatru"), relayByRole(rep.Relays, "candidate"); kh != nil && cd != nil {
+		rep.Ratios = ratios(*kh, *cd)
+		rep.Mismatches = mismatches(kh.Query.Counts, cd.Query.Counts, measured)
+	}
+	if sf, cd := relayByRole(rep.Relays, "strfry"), relayByRole(rep.Relays, "candidate"); sf != nil && cd != nil {
+		rep.RatiosStrfry = ratios(*sf, *cd)
+		rep.MismatchesStrfry = mismatches(sf.Query.Counts, cd.Query.Counts, measured)
 	}
 	printTable(os.Stdout, rep)
 	b, err := json.MarshalIndent(rep, "", "  ")
@@ -319,7 +355,7 @@ func benchRelay(ctx context.Context, spec relaySpec, c *corpus, qs []query, o op
 		profURL = strings.Replace(p.url, "ws://", "http://", 1) + "/debug/pprof/profile"
 	}
 	profile := func(phase string) func() {
-		if o.profileSecs <= 0 {
+		if o.profileSecs <= 0 || spec.Kind == "strfry" { // strfry has no profile endpoint
 			return func() {}
 		}
 		done := make(chan struct{})
@@ -365,6 +401,13 @@ func benchRelay(ctx context.Context, spec relaySpec, c *corpus, qs []query, o op
 	r.Query = runQueries(ctx, p.url, qs, queryConfig{clients: o.queryClients, warmup: o.warmup, timeout: o.queryTimeout, eoseWait: o.eoseWait})
 	waitProf()
 	logf("%s: REQ p50 %.2f ms p99 %.2f ms, %d failures", spec.Name, r.Query.All.P50ms, r.Query.All.P99ms, r.Query.Failures)
+	if o.liveSubs > 0 && o.liveEvents > 0 {
+		logf("%s: live: %d subscriptions on %d connections, %d events at %.0f/s", spec.Name, o.liveSubs, o.liveConns, o.liveEvents, o.liveRate)
+		r.LoadAvg["live"] = loadAvg()
+		lr := runLive(ctx, p.url, c, liveConfig{subs: o.liveSubs, conns: o.liveConns, events: o.liveEvents, rate: o.liveRate, seed: o.seed, timeout: 10 * time.Minute})
+		r.Live = &lr
+		logf("%s: live: %d/%d delivered, after OK p50 %.2f ms p99 %.2f ms", spec.Name, lr.Delivered, lr.Expected, lr.AfterOKP50ms, lr.AfterOKP99ms)
+	}
 	r.LoadAvg["end"] = loadAvg()
 	if r.MemEnd, err = readMemStatus(pid); err != nil {
 		r.Error = err.Error()
@@ -454,6 +497,59 @@ func kernel() string {
 		return ""
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// runOrder returns the indexes of specs in the order they are benched:
+// the names listed in list (every relay exactly once), else the specs'
+// order, with the candidate moved to the front if candFirst.
+func runOrder(specs []relaySpec, list string, candFirst bool) ([]int, error) {
+	var order []int
+	if list == "" {
+		for i, s := range specs {
+			if candFirst && s.Role == "candidate" {
+				order = append([]int{i}, order...)
+			} else {
+				order = append(order, i)
+			}
+		}
+		return order, nil
+	}
+	for _, name := range strings.Split(list, ",") {
+		i := slices.IndexFunc(specs, func(s relaySpec) bool { return s.Name == strings.TrimSpace(name) })
+		if i < 0 || slices.Contains(order, i) {
+			return nil, fmt.Errorf("--order: %q is not one of the relays of this run (%s) or is listed twice", name, strings.Join(orderNames(specs, nil), ","))
+		}
+		order = append(order, i)
+	}
+	if len(order) != len(specs) {
+		return nil, fmt.Errorf("--order must list every relay of this run: %s", strings.Join(orderNames(specs, nil), ","))
+	}
+	return order, nil
+}
+
+// orderNames lists the names of specs in the given order (nil: as they are).
+func orderNames(specs []relaySpec, order []int) []string {
+	var names []string
+	if order == nil {
+		for _, s := range specs {
+			names = append(names, s.Name)
+		}
+		return names
+	}
+	for _, i := range order {
+		names = append(names, specs[i].Name)
+	}
+	return names
+}
+
+// relayByRole finds the result of the relay with the given role, or nil.
+func relayByRole(rs []relayResult, role string) *relayResult {
+	for i := range rs {
+		if rs[i].Spec.Role == role {
+			return &rs[i]
+		}
+	}
+	return nil
 }
 
 // keepShapes returns the first n queries whose shape is in the

@@ -165,3 +165,55 @@ func TestCorpus(t *testing.T) {
 		t.Errorf("shapes covered: %v", seen)
 	}
 }
+
+func TestStrfryConf(t *testing.T) {
+	tmpl := "db = \"./strfry-db/\"\nrelay {\n    bind = \"0.0.0.0\"\n    port = 7777\n    info {\n        name = \"x\"\n    }\n}\n"
+	got, err := strfryConf(tmpl, "/tmp/rb/strfry-data", 41234)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "db = \"/tmp/rb/strfry-data/\"\nrelay {\n    bind = \"127.0.0.1\"\n    port = 41234\n    info {\n        name = \"x\"\n    }\n}\n"
+	if got != want {
+		t.Errorf("strfryConf:\n%s\nwant\n%s", got, want)
+	}
+	if _, err := strfryConf("relay {\n    port = 1\n}\n", "/tmp/x", 2); err == nil {
+		t.Error("a template without a db line was accepted")
+	}
+}
+
+func TestRunOrder(t *testing.T) {
+	specs := []relaySpec{{Name: "khatru", Role: "khatru"}, {Name: "fleetmesh", Role: "candidate"}, {Name: "strfry", Role: "strfry"}}
+	for _, tt := range []struct {
+		list      string
+		candFirst bool
+		want      []int
+		ok        bool
+	}{
+		{"", false, []int{0, 1, 2}, true},
+		{"", true, []int{1, 0, 2}, true},
+		{"strfry,fleetmesh,khatru", false, []int{2, 1, 0}, true},
+		{"strfry,khatru", false, nil, false},
+		{"strfry,strfry,khatru", false, nil, false},
+		{"nostr-rs,khatru,fleetmesh", false, nil, false},
+	} {
+		got, err := runOrder(specs, tt.list, tt.candFirst)
+		if (err == nil) != tt.ok || !slices.Equal(got, tt.want) {
+			t.Errorf("runOrder(%q, %v) = %v, %v; want %v, ok %v", tt.list, tt.candFirst, got, err, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestEventID(t *testing.T) {
+	id := strings.Repeat("ab", 32)
+	for _, msg := range []string{
+		`["EVENT","s",{"id":"` + id + `","pubkey":"x"}]`,
+		`["EVENT","s",{"content":"say \"id\":\"no\"","created_at":1,"id":"` + id + `"}]`,
+	} {
+		if got := eventID([]byte(msg)); got != id {
+			t.Errorf("eventID(%s) = %q", msg, got)
+		}
+	}
+	if got := eventID([]byte(`["EVENT","s",{"id":"short"}]`)); got != "" {
+		t.Errorf("eventID of a short id = %q", got)
+	}
+}

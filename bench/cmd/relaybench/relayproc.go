@@ -20,9 +20,16 @@ import (
 
 // relaySpec says how to start one relay under test.
 type relaySpec struct {
-	Name      string   `json:"name"`      // label in the report, e.g. "khatru" or "fleetmesh"
-	Kind      string   `json:"kind"`      // "khatru" or "fleetmesh": how to start it
-	Bin       string   `json:"bin"`       // path of the binary
+	Name string `json:"name"` // label in the report, e.g. "khatru" or "fleetmesh"
+	Kind string `json:"kind"` // "khatru", "fleetmesh" or "strfry": how to start it
+	Bin  string `json:"bin"`  // path of the binary
+	// Role is the relay's part in the comparison: "khatru" (the reference
+	// the ratios divide by), "candidate" (the relay measured against it) or
+	// "strfry" (the second reference).
+	Role string `json:"role"`
+	// Conf is strfry's config template (strfry.conf): its db and
+	// relay.port lines are rewritten for each run.
+	Conf      string   `json:"conf,omitempty"`
 	ExtraArgs []string `json:"extraArgs"` // appended to the run command line
 	PprofURL  string   `json:"-"`         // CPU profile endpoint; empty: derive from the relay URL
 	// Existing, if set, is a data dir (khatru) or node home (fleetmesh)
@@ -60,6 +67,7 @@ func startRelay(ctx context.Context, spec relaySpec, workDir string) (*relayProc
 		return nil, fmt.Errorf("%s: clear data dir: %w", spec.Name, err)
 	}
 	var args []string
+	var strfryURL string // strfry prints no URL: it listens where its config says
 	switch spec.Kind {
 	case "khatru":
 		args = append([]string{"--listen", "127.0.0.1:0", "--data", dataDir}, spec.ExtraArgs...)
@@ -70,6 +78,13 @@ func startRelay(ctx context.Context, spec relaySpec, workDir string) (*relayProc
 			}
 		}
 		args = append([]string{"run", "--home", dataDir, "--listen", "127.0.0.1:0"}, spec.ExtraArgs...)
+	case "strfry":
+		conf, port, err := writeStrfryConf(spec, dataDir, workDir)
+		if err != nil {
+			return nil, err
+		}
+		strfryURL = fmt.Sprintf("ws://127.0.0.1:%d", port)
+		args = append([]string{"--config=" + conf, "relay"}, spec.ExtraArgs...)
 	default:
 		return nil, fmt.Errorf("%s: unknown relay kind %q", spec.Name, spec.Kind)
 	}
@@ -92,6 +107,13 @@ func startRelay(ctx context.Context, spec relaySpec, workDir string) (*relayProc
 	p := &relayProc{spec: spec, cmd: cmd, dataDir: dataDir, logPath: logPath, exited: make(chan struct{})}
 
 	urlCh := make(chan string, 1)
+	if strfryURL != "" {
+		go func() {
+			if waitListening(strfryURL, startTimeout, p.exited) {
+				urlCh <- strfryURL
+			}
+		}()
+	}
 	// This goroutine owns stdout until the process exits: it reports the
 	// relay line once and copies everything to the log file.
 	go func() {
@@ -181,6 +203,82 @@ func withoutRateLimits(cfg string) string {
 		s += "\n[relay]\n" + limits
 	}
 	return strings.TrimLeft(s, "\n")
+}
+
+// writeStrfryConf writes strfry's config for one run into workDir: the
+// template spec.Conf with its database in dataDir (created here) and the
+// relay on a free loopback port. Everything else stays as the template
+// has it (strfry's defaults), so the relay is measured as operators run it.
+func writeStrfryConf(spec relaySpec, dataDir, workDir string) (path string, port int, err error) {
+	tmpl, err := os.ReadFile(spec.Conf)
+	if err != nil {
+		return "", 0, fmt.Errorf("%s: config template: %w (--strfry-conf)", spec.Name, err)
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return "", 0, fmt.Errorf("%s: data dir: %w", spec.Name, err)
+	}
+	if port, err = freePort(); err != nil {
+		return "", 0, fmt.Errorf("%s: %w", spec.Name, err)
+	}
+	conf, err := strfryConf(string(tmpl), dataDir, port)
+	if err != nil {
+		return "", 0, fmt.Errorf("%s: %s: %w", spec.Name, spec.Conf, err)
+	}
+	path = filepath.Join(workDir, spec.Name+".conf")
+	return path, port, os.WriteFile(path, []byte(conf), 0o644)
+}
+
+var (
+	strfryDBLine   = regexp.MustCompile(`(?m)^db\s*=.*$`)
+	strfryPortLine = regexp.MustCompile(`(?m)^(\s*)port\s*=\s*\d+\s*(#.*)?$`)
+	strfryBindLine = regexp.MustCompile(`(?m)^(\s*)bind\s*=.*$`)
+)
+
+// strfryConf rewrites a strfry.conf text: db in dataDir, relay.port, and
+// the bind address pinned to loopback. It fails if a line it must rewrite
+// is missing, rather than run a relay on the template's database.
+func strfryConf(tmpl, dataDir string, port int) (string, error) {
+	for _, re := range []*regexp.Regexp{strfryDBLine, strfryPortLine, strfryBindLine} {
+		if n := len(re.FindAllStringIndex(tmpl, -1)); n != 1 {
+			return "", fmt.Errorf("want exactly one line matching %s, found %d", re, n)
+		}
+	}
+	tmpl = strfryDBLine.ReplaceAllLiteralString(tmpl, fmt.Sprintf("db = %q", strings.TrimSuffix(dataDir, "/")+"/"))
+	tmpl = strfryPortLine.ReplaceAllString(tmpl, fmt.Sprintf("${1}port = %d", port))
+	tmpl = strfryBindLine.ReplaceAllString(tmpl, `${1}bind = "127.0.0.1"`)
+	return tmpl, nil
+}
+
+// freePort asks the kernel for a free loopback TCP port.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitListening polls until a TCP connection to the URL's host succeeds
+// (true), the process exits or the timeout passes (false).
+func waitListening(rawURL string, timeout time.Duration, exited <-chan struct{}) bool {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return false
+	}
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if c, err := net.DialTimeout("tcp", u.Host, time.Second); err == nil {
+			c.Close()
+			return true
+		}
+		select {
+		case <-exited:
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return false
 }
 
 // checkLoopback refuses any relay URL that is not on a loopback address:

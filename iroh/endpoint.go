@@ -1,0 +1,556 @@
+package iroh
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"fleetmesh.org/fleetmesh/identity"
+)
+
+// Handler serves one accepted stream. It owns s and closes it.
+type Handler func(s *Stream)
+
+// Config configures an Endpoint.
+type Config struct {
+	// Key is the node's identity; its public key is the EndpointId.
+	Key *identity.Key
+	// HelperDir holds helper.mjs and its installed node_modules (npm ci).
+	HelperDir string
+	// Node is the Node.js executable (a name on PATH or a path).
+	Node string
+	// SocketDir is where the helper socket is made (mode 0700): the node
+	// home's iroh directory.
+	SocketDir string
+	// Relays are iroh relay URLs; none means relays are off.
+	Relays []string
+	// Bind are the UDP socket addresses the endpoint binds; none binds an
+	// ephemeral port on all interfaces.
+	Bind []string
+	// Handlers serve accepted streams by ALPN; the ALPNs are the ones the
+	// endpoint accepts.
+	Handlers map[string]Handler
+	// OnReady is called each time the helper serves (after every start
+	// and restart) with its addresses.
+	OnReady func(Info)
+	Log     *slog.Logger
+}
+
+// Info is what the endpoint serves at.
+type Info struct {
+	// ID is the EndpointId (64 hex digits).
+	ID string
+	// Addrs are the direct socket addresses (host:port).
+	Addrs []string
+	// Relay is the home relay URL, empty without relays.
+	Relay string
+}
+
+// Addr is how to reach a remote endpoint: its id, and any relay URL and
+// direct addresses known for it (iroh needs one of them: there is no
+// discovery service).
+type Addr struct {
+	ID    string
+	Relay string
+	Addrs []string
+}
+
+// Restart backoff of the supervisor.
+const (
+	minBackoff = 250 * time.Millisecond
+	maxBackoff = 10 * time.Second
+	// healthyAfter is how long a helper must serve before its next crash
+	// starts the backoff from minBackoff again.
+	healthyAfter = 30 * time.Second
+	// startTimeout bounds a helper's start: connect, bind, ready.
+	startTimeout = 30 * time.Second
+	// headerTimeout bounds the first line of a socket connection.
+	headerTimeout = 10 * time.Second
+)
+
+// ErrUnavailable wraps every reason the endpoint cannot run at all (no
+// Node.js, no helper, no binding): the node runs without iroh.
+var ErrUnavailable = errors.New("iroh unavailable")
+
+// ErrDown is returned by Dial while the helper is not serving (it is
+// being restarted).
+var ErrDown = errors.New("iroh: the helper is not serving")
+
+// Endpoint is the node's iroh endpoint: a supervised helper process and
+// the streams it carries.
+type Endpoint struct {
+	cfg  Config
+	log  *slog.Logger
+	ln   *net.UnixListener
+	path string
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	token    string
+	ctl      *net.UnixConn // the current control connection, nil while down
+	ctlCh    chan *net.UnixConn
+	info     Info
+	serving  bool
+	nextReq  uint64
+	pending  map[uint64]chan dialResult
+	conns    map[uint64]ConnInfo
+	restarts uint64
+	streams  map[string]uint64 // by "in"/"out"
+	dialErrs uint64
+	// rebind are the sockets the last helper bound: a restarted helper
+	// binds them again, so peers that know its addresses still reach it.
+	rebind []string
+}
+
+// ConnInfo is one open iroh connection, as the helper reports it.
+type ConnInfo struct {
+	Remote string
+	ALPN   string
+	// Dir is "in" or "out".
+	Dir string
+	// Path is the selected path: "direct", "relay" or "none".
+	Path string
+}
+
+type dialResult struct {
+	s   *Stream
+	err error
+}
+
+// Check reports why the endpoint cannot run with cfg, wrapping
+// ErrUnavailable, or nil.
+func Check(cfg Config) error {
+	if _, err := exec.LookPath(cfg.Node); err != nil {
+		return fmt.Errorf("%w: Node.js %q not found (install Node.js 18 or later, or set [iroh] node): %v", ErrUnavailable, cfg.Node, err)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.HelperDir, "helper.mjs")); err != nil {
+		return fmt.Errorf("%w: no helper.mjs in %s (set [iroh] helper_dir to the iroh/helper directory of the fleetmesh source)", ErrUnavailable, cfg.HelperDir)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.HelperDir, "node_modules", "@number0", "iroh", "package.json")); err != nil {
+		return fmt.Errorf("%w: @number0/iroh is not installed in %s (run `npm ci` there)", ErrUnavailable, cfg.HelperDir)
+	}
+	return nil
+}
+
+// Start checks cfg, makes the helper socket and starts supervising the
+// helper. It returns before the helper serves; OnReady says when.
+func Start(cfg Config) (*Endpoint, error) {
+	if cfg.Node == "" {
+		cfg.Node = "node"
+	}
+	if err := Check(cfg); err != nil {
+		return nil, err
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(cfg.SocketDir, 0o700); err != nil {
+		return nil, fmt.Errorf("iroh: %w", err)
+	}
+	if err := os.Chmod(cfg.SocketDir, 0o700); err != nil {
+		return nil, fmt.Errorf("iroh: %w", err)
+	}
+	path := filepath.Join(cfg.SocketDir, "helper.sock")
+	_ = os.Remove(path) // left by a node that was killed
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("iroh: helper socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("iroh: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e := &Endpoint{
+		cfg: cfg, log: cfg.Log, ln: ln, path: path, ctx: ctx, cancel: cancel,
+		ctlCh:   make(chan *net.UnixConn, 1),
+		pending: make(map[uint64]chan dialResult),
+		conns:   make(map[uint64]ConnInfo),
+		streams: make(map[string]uint64),
+	}
+	e.wg.Add(2)
+	go func() { defer e.wg.Done(); e.acceptLoop() }()
+	go func() { defer e.wg.Done(); e.supervise() }()
+	return e, nil
+}
+
+// Close stops the helper and waits for the endpoint's goroutines.
+func (e *Endpoint) Close() error {
+	e.cancel()
+	err := e.ln.Close()
+	e.wg.Wait()
+	_ = os.Remove(e.path)
+	return err
+}
+
+// ID is the EndpointId.
+func (e *Endpoint) ID() string { return e.cfg.Key.EndpointID() }
+
+// Info is where the endpoint serves, and whether it does now.
+func (e *Endpoint) Info() (Info, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.info, e.serving
+}
+
+// Conns lists the open iroh connections.
+func (e *Endpoint) Conns() []ConnInfo {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]ConnInfo, 0, len(e.conns))
+	for _, c := range e.conns {
+		out = append(out, c)
+	}
+	return out
+}
+
+// Connected reports whether an iroh connection to the endpoint id is open,
+// and whether its path is direct.
+func (e *Endpoint) Connected(id string) (open, direct bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, c := range e.conns {
+		if c.Remote == id {
+			open = true
+			direct = direct || c.Path == "direct"
+		}
+	}
+	return open, direct
+}
+
+// Stats are the endpoint's counters.
+type Stats struct {
+	Restarts   uint64
+	StreamsIn  uint64
+	StreamsOut uint64
+	DialErrors uint64
+}
+
+// Stats returns the endpoint's counters.
+func (e *Endpoint) Stats() Stats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return Stats{Restarts: e.restarts, StreamsIn: e.streams["in"], StreamsOut: e.streams["out"], DialErrors: e.dialErrs}
+}
+
+// Dial opens a bi-stream to a over alpn, reusing an open connection.
+func (e *Endpoint) Dial(ctx context.Context, a Addr, alpn string) (*Stream, error) {
+	if _, err := identity.PublicKeyFromEndpointID(a.ID); err != nil {
+		return nil, fmt.Errorf("iroh: dial: %w", err)
+	}
+	ch := make(chan dialResult, 1)
+	e.mu.Lock()
+	if !e.serving {
+		e.mu.Unlock()
+		return nil, ErrDown
+	}
+	e.nextReq++
+	req := e.nextReq
+	e.pending[req] = ch
+	ctl := e.ctl
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		delete(e.pending, req)
+		e.mu.Unlock()
+		// A stream that arrived after ctx ended is not anyone's.
+		select {
+		case r := <-ch:
+			if r.s != nil && ctx.Err() != nil {
+				r.s.Close()
+			}
+		default:
+		}
+	}()
+	if err := writeMsg(ctl, msg{T: "dial", Req: req, ID: a.ID, ALPN: alpn, Relay: a.Relay, Addrs: a.Addrs}); err != nil {
+		return nil, fmt.Errorf("iroh: dial %s: %w", a.ID, ErrDown)
+	}
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			e.mu.Lock()
+			e.dialErrs++
+			e.mu.Unlock()
+			return nil, r.err
+		}
+		e.mu.Lock()
+		e.streams["out"]++
+		e.mu.Unlock()
+		return r.s, nil
+	case <-ctx.Done():
+		// A stream that arrives later finds no pending entry and is closed.
+		return nil, fmt.Errorf("iroh: dial %s: %w", a.ID, ctx.Err())
+	}
+}
+
+// acceptLoop takes every connection to the helper socket, reads its first
+// line and routes it: the control channel to the supervisor, a stream to
+// its dial or its ALPN's handler.
+func (e *Endpoint) acceptLoop() {
+	for {
+		c, err := e.ln.AcceptUnix()
+		if err != nil {
+			return
+		}
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			e.route(c)
+		}()
+	}
+}
+
+func (e *Endpoint) route(c *net.UnixConn) {
+	_ = c.SetReadDeadline(time.Now().Add(headerTimeout))
+	r := newLineReader(c)
+	m, err := readMsg(r)
+	e.mu.Lock()
+	token := e.token
+	e.mu.Unlock()
+	if err != nil || token == "" || m.Token != token {
+		e.log.Debug("iroh: refused a helper socket connection", "err", err)
+		c.Close()
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	switch m.T {
+	case "control":
+		select {
+		case e.ctlCh <- c:
+		default:
+			c.Close() // a second control channel
+		}
+		return
+	case "stream":
+	default:
+		c.Close()
+		return
+	}
+	s := &Stream{c: c, r: r, alpn: m.ALPN, remote: m.Remote}
+	if m.Req != 0 {
+		e.mu.Lock()
+		ch := e.pending[m.Req]
+		e.mu.Unlock()
+		if ch == nil {
+			c.Close()
+			return
+		}
+		select {
+		case ch <- dialResult{s: s}:
+		default:
+			c.Close()
+		}
+		return
+	}
+	h := e.cfg.Handlers[m.ALPN]
+	if h == nil {
+		c.Close()
+		return
+	}
+	if _, err := identity.PublicKeyFromEndpointID(m.Remote); err != nil {
+		c.Close()
+		return
+	}
+	e.mu.Lock()
+	e.streams["in"]++
+	e.mu.Unlock()
+	h(s)
+}
+
+// supervise runs the helper, and runs it again with backoff whenever it
+// exits or its control channel breaks, until Close.
+func (e *Endpoint) supervise() {
+	backoff := minBackoff
+	for e.ctx.Err() == nil {
+		started := time.Now()
+		err := e.runOnce()
+		if e.ctx.Err() != nil {
+			return
+		}
+		if time.Since(started) > healthyAfter {
+			backoff = minBackoff
+		}
+		e.mu.Lock()
+		e.restarts++
+		e.mu.Unlock()
+		e.log.Warn("iroh: helper stopped; restarting", "err", err, "in", backoff)
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// runOnce starts one helper process and serves through it until it ends.
+func (e *Endpoint) runOnce() error {
+	var tok [16]byte
+	_, _ = rand.Read(tok[:])
+	token := hex.EncodeToString(tok[:])
+	e.mu.Lock()
+	e.token = token
+	e.mu.Unlock()
+	cmd := exec.Command(e.cfg.Node, "helper.mjs")
+	cmd.Dir = e.cfg.HelperDir
+	cmd.Env = append(os.Environ(), "FLEETMESH_IROH_SOCK="+e.path, "FLEETMESH_IROH_TOKEN="+token)
+	cmd.Stdout = os.Stderr
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start helper: %w", err)
+	}
+	// exited is closed once the process is reaped; waitErr is then set.
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	defer func() {
+		e.down()
+		_ = cmd.Process.Kill()
+		<-exited
+	}()
+
+	var ctl *net.UnixConn
+	timer := time.NewTimer(startTimeout)
+	defer timer.Stop()
+	select {
+	case ctl = <-e.ctlCh:
+	case <-exited:
+		return fmt.Errorf("helper exited before connecting: %v", waitErr)
+	case <-timer.C:
+		return errors.New("helper did not connect in time")
+	case <-e.ctx.Done():
+		return nil
+	}
+	defer ctl.Close()
+	alpns := make([]string, 0, len(e.cfg.Handlers))
+	for a := range e.cfg.Handlers {
+		alpns = append(alpns, a)
+	}
+	slices.Sort(alpns)
+	seed := e.cfg.Key.PrivateKey().Seed()
+	e.mu.Lock()
+	bind := e.cfg.Bind
+	if e.rebind != nil {
+		bind = e.rebind
+		// Cleared until this helper serves: if the sockets are taken, the
+		// next start binds afresh.
+		e.rebind = nil
+	}
+	e.mu.Unlock()
+	if err := writeMsg(ctl, msg{T: "config", Key: hex.EncodeToString(seed), ALPNs: alpns, Relays: e.cfg.Relays, Bind: bind}); err != nil {
+		return fmt.Errorf("configure helper: %w", err)
+	}
+	lines := make(chan msg)
+	readErr := make(chan error, 1)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		r := newLineReader(ctl)
+		for {
+			m, err := readMsg(r)
+			if err != nil {
+				readErr <- err
+				return
+			}
+			select {
+			case lines <- m:
+			case <-done:
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case <-e.ctx.Done():
+			_ = writeMsg(ctl, msg{T: "close"})
+			select {
+			case <-exited:
+			case <-time.After(2 * time.Second):
+			}
+			return nil
+		case <-exited:
+			return fmt.Errorf("helper exited: %v", waitErr)
+		case err := <-readErr:
+			return fmt.Errorf("control channel: %w", err)
+		case <-timer.C:
+			e.mu.Lock()
+			serving := e.serving
+			e.mu.Unlock()
+			if !serving {
+				return errors.New("helper did not bind in time")
+			}
+		case m := <-lines:
+			e.handleControl(ctl, m)
+		}
+	}
+}
+
+func (e *Endpoint) handleControl(ctl *net.UnixConn, m msg) {
+	e.mu.Lock()
+	switch m.T {
+	case "ready", "addr":
+		e.info = Info{ID: m.ID, Addrs: m.Addrs, Relay: m.Relay}
+		if len(m.Bound) > 0 {
+			e.rebind = m.Bound
+		}
+		first := !e.serving
+		e.serving, e.ctl = true, ctl
+		info := e.info
+		e.mu.Unlock()
+		if m.ID != e.ID() {
+			e.log.Error("iroh: helper serves another EndpointId", "want", e.ID(), "got", m.ID)
+		}
+		if first {
+			e.log.Info("iroh: serving", "endpoint_id", info.ID, "addrs", info.Addrs, "relay", info.Relay)
+			if e.cfg.OnReady != nil {
+				e.cfg.OnReady(info)
+			}
+		}
+		return
+	case "dialerr":
+		if ch := e.pending[m.Req]; ch != nil {
+			ch <- dialResult{err: fmt.Errorf("iroh: dial: %s", m.Err)}
+		}
+	case "conn":
+		e.conns[m.CID] = ConnInfo{Remote: m.Remote, ALPN: m.ALPN, Dir: m.Dir, Path: m.Path}
+	case "path":
+		if c, ok := e.conns[m.CID]; ok {
+			c.Path = m.Path
+			e.conns[m.CID] = c
+		}
+	case "closed":
+		delete(e.conns, m.CID)
+	case "error":
+		e.log.Warn("iroh: helper", "err", m.Err)
+	}
+	e.mu.Unlock()
+}
+
+// down marks the helper gone: dials in flight fail, connections are
+// forgotten (the helper's death closed them).
+func (e *Endpoint) down() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.serving, e.ctl, e.token = false, nil, ""
+	for req, ch := range e.pending {
+		select {
+		case ch <- dialResult{err: ErrDown}:
+		default:
+		}
+		delete(e.pending, req)
+	}
+	clear(e.conns)
+}
