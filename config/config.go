@@ -220,9 +220,22 @@ type RelayConfig struct {
 	IPEventsPerSecond float64 `toml:"ip_events_per_second"`
 	IPEventsBurst     int     `toml:"ip_events_burst"`
 	MaxConnsPerIP     int     `toml:"max_connections_per_ip"`
-	AuthRequiredKinds []int   `toml:"auth_required_kinds"`
-	MaxNegRecords     int     `toml:"max_negentropy_records"`
-	QueryTimeout      string  `toml:"query_timeout"`
+	// Hostile-load bounds (spec/limits.md); 0 takes the relay's default.
+	MaxConns             int     `toml:"max_connections"` // 0: from the file limit
+	FirstMessageTimeout  string  `toml:"first_message_timeout"`
+	MaxBufferedBytes     int64   `toml:"max_buffered_bytes"`
+	ReqMillisPerSecond   int     `toml:"req_ms_per_second"`
+	ReqRowsPerSecond     int     `toml:"req_rows_per_second"`
+	IPReqMillisPerSecond int     `toml:"ip_req_ms_per_second"`
+	IPReqRowsPerSecond   int     `toml:"ip_req_rows_per_second"`
+	MaxNegSessions       int     `toml:"max_negentropy_sessions"`
+	IPMaxNegSessions     int     `toml:"ip_max_negentropy_sessions"`
+	MaxCountRows         int     `toml:"max_count_rows"`
+	IPMaxSubscriptions   int     `toml:"ip_max_subscriptions"`
+	IPConnsPerSecond     float64 `toml:"ip_connections_per_second"`
+	AuthRequiredKinds    []int   `toml:"auth_required_kinds"`
+	MaxNegRecords        int     `toml:"max_negentropy_records"`
+	QueryTimeout         string  `toml:"query_timeout"`
 }
 
 // StoreConfig configures the embedded event store.
@@ -249,25 +262,37 @@ func Default() Config {
 	return Config{
 		Class: ClassAuto,
 		Relay: RelayConfig{
-			Listen:            DefaultListen,
-			Name:              d.Name,
-			Description:       d.Description,
-			MaxMessageBytes:   d.MaxMessageBytes,
-			MaxEventBytes:     d.MaxEventBytes,
-			MaxTags:           d.MaxTags,
-			MaxContentBytes:   d.MaxContentBytes,
-			MaxSubscriptions:  d.MaxSubscriptions,
-			MaxFilters:        d.MaxFilters,
-			MaxLimit:          d.MaxLimit,
-			DefaultLimit:      d.DefaultLimit,
-			MaxFutureSeconds:  d.MaxFutureSeconds,
-			EventsPerSecond:   d.EventsPerSecond,
-			EventsBurst:       d.EventsBurst,
-			IPEventsPerSecond: d.IPEventsPerSecond,
-			IPEventsBurst:     d.IPEventsBurst,
-			AuthRequiredKinds: []int{},
-			MaxNegRecords:     d.MaxNegRecords,
-			QueryTimeout:      d.QueryTimeout.String(),
+			Listen:               DefaultListen,
+			Name:                 d.Name,
+			Description:          d.Description,
+			MaxMessageBytes:      d.MaxMessageBytes,
+			MaxEventBytes:        d.MaxEventBytes,
+			MaxTags:              d.MaxTags,
+			MaxContentBytes:      d.MaxContentBytes,
+			MaxSubscriptions:     d.MaxSubscriptions,
+			MaxFilters:           d.MaxFilters,
+			MaxLimit:             d.MaxLimit,
+			DefaultLimit:         d.DefaultLimit,
+			MaxFutureSeconds:     d.MaxFutureSeconds,
+			EventsPerSecond:      d.EventsPerSecond,
+			EventsBurst:          d.EventsBurst,
+			IPEventsPerSecond:    d.IPEventsPerSecond,
+			IPEventsBurst:        d.IPEventsBurst,
+			MaxConnsPerIP:        d.MaxConnsPerIP,
+			FirstMessageTimeout:  d.FirstMessageTimeout.String(),
+			MaxBufferedBytes:     d.MaxBufferedBytes,
+			ReqMillisPerSecond:   d.ReqMillisPerSecond,
+			ReqRowsPerSecond:     d.ReqRowsPerSecond,
+			IPReqMillisPerSecond: d.IPReqMillisPerSecond,
+			IPReqRowsPerSecond:   d.IPReqRowsPerSecond,
+			MaxNegSessions:       d.MaxNegSessions,
+			IPMaxNegSessions:     d.IPMaxNegSessions,
+			MaxCountRows:         d.MaxCountRows,
+			IPMaxSubscriptions:   d.IPMaxSubscriptions,
+			IPConnsPerSecond:     d.IPConnsPerSecond,
+			AuthRequiredKinds:    []int{},
+			MaxNegRecords:        d.MaxNegRecords,
+			QueryTimeout:         d.QueryTimeout.String(),
 		},
 		Store:   StoreConfig{Dir: "data", CacheMB: 64},
 		Runtime: RuntimeConfig{GCPercent: 200},
@@ -361,6 +386,14 @@ func (c *Config) Validate() error {
 		if _, err := time.ParseDuration(c.Relay.QueryTimeout); err != nil {
 			return fmt.Errorf("relay.query_timeout %q: %v (write e.g. \"10s\")", c.Relay.QueryTimeout, err)
 		}
+	}
+	if c.Relay.FirstMessageTimeout != "" {
+		if d, err := time.ParseDuration(c.Relay.FirstMessageTimeout); err != nil || d <= 0 {
+			return fmt.Errorf("relay.first_message_timeout %q: write a positive duration, e.g. \"30s\"", c.Relay.FirstMessageTimeout)
+		}
+	}
+	if c.Relay.MaxConnsPerIP < 0 || c.Relay.MaxConns < 0 {
+		return errors.New("relay: max_connections_per_ip and max_connections must be >= 0 (0 = the default; there is no unlimited)")
 	}
 	if _, err := c.Mesh.SubscribeFilters(); err != nil {
 		return err
@@ -460,29 +493,42 @@ func (m *MeshConfig) validateNAT() error {
 func (c *Config) RelayConfig() relay.Config {
 	r := c.Relay
 	qt, _ := time.ParseDuration(r.QueryTimeout)
+	firstMsg, _ := time.ParseDuration(r.FirstMessageTimeout)
 	return relay.Config{
-		URL:               r.URL,
-		Name:              r.Name,
-		Description:       r.Description,
-		Contact:           r.Contact,
-		PubKey:            r.PubKey,
-		MaxMessageBytes:   r.MaxMessageBytes,
-		MaxEventBytes:     r.MaxEventBytes,
-		MaxTags:           r.MaxTags,
-		MaxContentBytes:   r.MaxContentBytes,
-		MaxSubscriptions:  r.MaxSubscriptions,
-		MaxFilters:        r.MaxFilters,
-		MaxLimit:          r.MaxLimit,
-		DefaultLimit:      r.DefaultLimit,
-		MaxFutureSeconds:  r.MaxFutureSeconds,
-		EventsPerSecond:   r.EventsPerSecond,
-		EventsBurst:       r.EventsBurst,
-		IPEventsPerSecond: r.IPEventsPerSecond,
-		IPEventsBurst:     r.IPEventsBurst,
-		MaxConnsPerIP:     r.MaxConnsPerIP,
-		AuthRequiredKinds: r.AuthRequiredKinds,
-		MaxNegRecords:     r.MaxNegRecords,
-		QueryTimeout:      qt,
+		URL:                  r.URL,
+		Name:                 r.Name,
+		Description:          r.Description,
+		Contact:              r.Contact,
+		PubKey:               r.PubKey,
+		MaxMessageBytes:      r.MaxMessageBytes,
+		MaxEventBytes:        r.MaxEventBytes,
+		MaxTags:              r.MaxTags,
+		MaxContentBytes:      r.MaxContentBytes,
+		MaxSubscriptions:     r.MaxSubscriptions,
+		MaxFilters:           r.MaxFilters,
+		MaxLimit:             r.MaxLimit,
+		DefaultLimit:         r.DefaultLimit,
+		MaxFutureSeconds:     r.MaxFutureSeconds,
+		EventsPerSecond:      r.EventsPerSecond,
+		EventsBurst:          r.EventsBurst,
+		IPEventsPerSecond:    r.IPEventsPerSecond,
+		IPEventsBurst:        r.IPEventsBurst,
+		MaxConnsPerIP:        r.MaxConnsPerIP,
+		MaxConns:             r.MaxConns,
+		FirstMessageTimeout:  firstMsg,
+		MaxBufferedBytes:     r.MaxBufferedBytes,
+		ReqMillisPerSecond:   r.ReqMillisPerSecond,
+		ReqRowsPerSecond:     r.ReqRowsPerSecond,
+		IPReqMillisPerSecond: r.IPReqMillisPerSecond,
+		IPReqRowsPerSecond:   r.IPReqRowsPerSecond,
+		MaxNegSessions:       r.MaxNegSessions,
+		IPMaxNegSessions:     r.IPMaxNegSessions,
+		MaxCountRows:         r.MaxCountRows,
+		IPMaxSubscriptions:   r.IPMaxSubscriptions,
+		IPConnsPerSecond:     r.IPConnsPerSecond,
+		AuthRequiredKinds:    r.AuthRequiredKinds,
+		MaxNegRecords:        r.MaxNegRecords,
+		QueryTimeout:         qt,
 	}
 }
 

@@ -18,6 +18,7 @@ const (
 	CodeTooBig          = "e.p.xfer.too-big"
 	CodeUnresolvable    = "e.p.did.unresolvable"
 	CodeQueueFull       = "e.p.me.res.queue-full"
+	CodeRateLimited     = "e.p.me.res.rate-limited"
 	CodeInternal        = "e.p.me"
 )
 

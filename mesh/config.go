@@ -46,6 +46,10 @@ type Config struct {
 	// as go-libp2p's AutoScale does.
 	ResourceMaxMemory int64
 	ResourceMaxFDs    int
+	// MaxFDs, if set, caps the file descriptors the host may use (the
+	// resource manager's system FD limit) below what the scaling gives, so
+	// that the mesh keeps to its share of the process's file limit.
+	MaxFDs int
 
 	// Bootstrap are multiaddrs ending in /p2p/<peer id>. The code lists no
 	// bootstrap peer of its own: these come only from the operator.

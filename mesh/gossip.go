@@ -131,34 +131,27 @@ func (m *Mesh) validate(_ context.Context, from peer.ID, msg *pubsub.Message) pu
 	}
 	shard, err := ParseTopic(msg.GetTopic())
 	if err != nil {
-		m.stats.invalid(InvalidBadTopic)
-		return pubsub.ValidationReject
+		return m.reject(from, InvalidBadTopic)
 	}
 	data := msg.GetData()
 	if len(data) > m.cfg.MaxMessageBytes {
-		m.stats.invalid(InvalidTooLarge)
-		return pubsub.ValidationReject
+		return m.reject(from, InvalidTooLarge)
 	}
 	ev := new(nostr.Event)
 	if err := ev.UnmarshalJSON(data); err != nil {
-		m.stats.invalid(InvalidMalformed)
-		return pubsub.ValidationReject
+		return m.reject(from, InvalidMalformed)
 	}
 	if !bytes.Equal(ev.AppendJSON(make([]byte, 0, len(data))), data) {
-		m.stats.invalid(InvalidNotCanonical)
-		return pubsub.ValidationReject
+		return m.reject(from, InvalidNotCanonical)
 	}
 	if ShardOf(ev.PubKey) != shard {
-		m.stats.invalid(InvalidWrongShard)
-		return pubsub.ValidationReject
+		return m.reject(from, InvalidWrongShard)
 	}
 	if nostr.ClassOf(ev.Kind) == nostr.Ephemeral {
-		m.stats.invalid(InvalidEphemeral)
-		return pubsub.ValidationReject
+		return m.reject(from, InvalidEphemeral)
 	}
 	if err := ev.Verify(); err != nil {
-		m.stats.invalid(InvalidBadSignature)
-		return pubsub.ValidationReject
+		return m.reject(from, InvalidBadSignature)
 	}
 	if ok, reason := m.policy(ev); !ok {
 		m.stats.refused(Inbound, reason)
@@ -166,6 +159,13 @@ func (m *Mesh) validate(_ context.Context, from peer.ID, msg *pubsub.Message) pu
 	}
 	msg.ValidatorData = ev
 	return pubsub.ValidationAccept
+}
+
+// reject counts an invalid message and penalises the peer that sent it.
+func (m *Mesh) reject(from peer.ID, reason string) pubsub.ValidationResult {
+	m.stats.invalid(reason)
+	m.misb.penalize(from, MisbehaviorInvalidGossip)
+	return pubsub.ValidationReject
 }
 
 // rpcTracer counts GossipSub traffic and drops for Stats, and follows

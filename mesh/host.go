@@ -41,26 +41,21 @@ func NewHost(key *identity.Key, cfg Config) (host.Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newHost(key, cfg, n)
+	return newHost(key, cfg, n, nil)
 }
 
 // newHost is NewHost for a validated cfg with defaults, with n as
-// AutoRelay's peer source and the hole punch tracer.
-func newHost(key *identity.Key, cfg Config, n *nat) (host.Host, error) {
+// AutoRelay's peer source and the hole punch tracer, and rep told of what
+// the resource manager refuses (nil: nobody).
+func newHost(key *identity.Key, cfg Config, n *nat, rep rcmgr.MetricsReporter) (host.Host, error) {
 	cm, err := connmgr.NewConnManager(cfg.ConnLowWater, cfg.ConnHighWater, connmgr.WithGracePeriod(cfg.ConnGracePeriod))
 	if err != nil {
 		return nil, fmt.Errorf("mesh: connection manager: %w", err)
 	}
-	limits := rcmgr.DefaultLimits
-	libp2p.SetDefaultServiceLimits(&limits)
-	concrete := limits.AutoScale()
-	if cfg.ResourceMaxMemory > 0 {
-		concrete = limits.Scale(cfg.ResourceMaxMemory, cfg.ResourceMaxFDs)
-	}
-	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(concrete))
+	rm, err := newResourceManager(cfg, rep)
 	if err != nil {
 		cm.Close()
-		return nil, fmt.Errorf("mesh: resource manager: %w", err)
+		return nil, err
 	}
 	opts := []libp2p.Option{
 		libp2p.Identity(key.Libp2pKey()),

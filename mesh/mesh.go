@@ -64,6 +64,7 @@ type Mesh struct {
 	pex  *pex
 	disc *discovery
 	nat  *nat
+	misb *misbehavior
 	// placer and prov are nil without peer exchange and without a DHT.
 	placer *placer
 	prov   *provider
@@ -93,7 +94,7 @@ func Open(key *identity.Key, cfg Config, hooks Hooks) (*Mesh, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, err := newHost(key, m.cfg, m.nat)
+	h, err := newHost(key, m.cfg, m.nat, resourceReporter{m.misb})
 	if err != nil {
 		m.cancel()
 		return nil, err
@@ -152,6 +153,7 @@ func newMesh(cfg Config, hooks Hooks) (*Mesh, error) {
 	if m.nat, err = newNAT(cfg, m.log, m.stats); err != nil {
 		return nil, err
 	}
+	m.misb = newMisbehavior(m)
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	return m, nil
 }
@@ -213,6 +215,7 @@ func (m *Mesh) start(hooks Hooks) error {
 		m.prov = newProvider(m)
 		m.goroutine(m.prov.run)
 	}
+	m.goroutine(m.misb.run)
 	if err := m.disc.start(); err != nil {
 		return err
 	}

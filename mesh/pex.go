@@ -16,6 +16,16 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	ma "github.com/multiformats/go-multiaddr"
+
+	"fleetmesh.org/fleetmesh/clientaddr"
+)
+
+// pexInboundPerRound and pexInboundBurst bound the exchanges one peer may
+// start: a peer exchanges once per maintenance round at most, so four a
+// round is generous (spec/limits.md).
+const (
+	pexInboundPerRound = 4
+	pexInboundBurst    = 8
 )
 
 // PEXProtocol is the stream protocol of peer exchange (spec/mesh-discovery.md).
@@ -56,6 +66,8 @@ type pex struct {
 	m      *Mesh
 	verify DescriptorVerifier
 	sem    chan struct{}
+	// inbound bounds the exchanges each peer may start with us.
+	inbound *clientaddr.Buckets
 
 	mu       sync.Mutex
 	self     []byte
@@ -70,11 +82,12 @@ type pex struct {
 
 func newPEX(m *Mesh, verify DescriptorVerifier) *pex {
 	return &pex{
-		m:      m,
-		verify: verify,
-		sem:    make(chan struct{}, m.cfg.PEXConcurrency),
-		known:  make(map[peer.ID]*knownDescriptor),
-		sums:   make(map[descriptorSum]*knownDescriptor),
+		m:       m,
+		verify:  verify,
+		sem:     make(chan struct{}, m.cfg.PEXConcurrency),
+		inbound: clientaddr.NewBuckets(pexInboundPerRound/m.cfg.MaintainInterval.Seconds(), pexInboundBurst, maxScored),
+		known:   make(map[peer.ID]*knownDescriptor),
+		sums:    make(map[descriptorSum]*knownDescriptor),
 	}
 }
 
@@ -110,9 +123,17 @@ func (p *pex) handle(s network.Stream) {
 		return
 	}
 	remote := s.Conn().RemotePeer()
+	if ok, _ := p.inbound.Allow(string(remote)); !ok {
+		p.m.misb.penalize(remote, MisbehaviorPEXFlood)
+		s.Reset()
+		return
+	}
 	r := bufio.NewReader(s)
 	first, err := p.read(r)
 	if err != nil || len(first.descriptors) > 0 || len(first.want) > 0 {
+		if err == nil || errors.Is(err, ErrPEXMalformed) {
+			p.m.misb.penalize(remote, MisbehaviorPEXViolation)
+		}
 		s.Reset()
 		return
 	}
@@ -124,6 +145,9 @@ func (p *pex) handle(s network.Stream) {
 	}
 	third, err := p.read(r)
 	if err != nil || len(third.offer) > 0 || !asked(third.descriptors, want) {
+		if err == nil || errors.Is(err, ErrPEXMalformed) {
+			p.m.misb.penalize(remote, MisbehaviorPEXViolation)
+		}
 		s.Reset()
 		return
 	}

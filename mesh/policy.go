@@ -83,6 +83,12 @@ type Stats struct {
 	Refused map[Direction]map[string]uint64
 	// Invalid counts received messages rejected as invalid, per reason.
 	Invalid map[string]uint64
+	// Misbehavior counts penalties given to peers, per reason
+	// (Misbehavior* constants), and PeersBanned the peers disconnected
+	// and refused for a while because their penalties added up
+	// (spec/limits.md).
+	Misbehavior map[string]uint64
+	PeersBanned uint64
 	// Dropped counts valid events GossipSub dropped because the Sink fell
 	// more than Config.SubscriptionBuffer events behind.
 	Dropped uint64
@@ -164,8 +170,9 @@ type counters struct {
 
 func newCounters(maxReasons int) *counters {
 	return &counters{maxReasons: maxReasons, s: Stats{
-		Refused: map[Direction]map[string]uint64{Inbound: {}, Outbound: {}},
-		Invalid: map[string]uint64{},
+		Refused:     map[Direction]map[string]uint64{Inbound: {}, Outbound: {}},
+		Invalid:     map[string]uint64{},
+		Misbehavior: map[string]uint64{},
 	}}
 }
 
@@ -204,6 +211,10 @@ func (c *counters) snapshot() Stats {
 	out.Invalid = make(map[string]uint64, len(c.s.Invalid))
 	for k, v := range c.s.Invalid {
 		out.Invalid[k] = v
+	}
+	out.Misbehavior = make(map[string]uint64, len(c.s.Misbehavior))
+	for k, v := range c.s.Misbehavior {
+		out.Misbehavior[k] = v
 	}
 	return out
 }

@@ -114,6 +114,9 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 		MaintainInterval:     maintain,
 		AddrBookSaveInterval: maintain,
 		Durability:           mesh.DurabilityConfig{Replication: mc.Replication},
+		// The mesh keeps to its share of the file limit, so that it and
+		// the relay's clients never take the store's (spec/limits.md).
+		MaxFDs: rl.FileBudget().Mesh,
 	}
 	applyNATConfig(&mcfg, opts.Config)
 	natChanged := make(chan struct{}, 1)
@@ -501,5 +504,11 @@ func (mp *meshPart) registerMetrics(reg prometheus.Registerer) {
 		counter("relay_bytes_total", "Bytes this node's relay service relayed.", func(s mesh.Stats) uint64 { return s.RelayBytes }),
 		counter("hole_punch_successes_total", "DCUtR hole punches that ended in a direct connection.", func(s mesh.Stats) uint64 { return s.HolePunchSuccesses }),
 		counter("hole_punch_failures_total", "DCUtR hole punches that failed.", func(s mesh.Stats) uint64 { return s.HolePunchFailures }),
+		counter("peers_banned_total", "Peers disconnected and refused for a while for misbehaviour (spec/limits.md).", func(s mesh.Stats) uint64 { return s.PeersBanned }),
 	)
+	for _, reason := range []string{mesh.MisbehaviorInvalidGossip, mesh.MisbehaviorPEXViolation, mesh.MisbehaviorPEXFlood, mesh.MisbehaviorStreamsRefuse} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "fleetmesh", Subsystem: "mesh", Name: "misbehavior_total",
+			Help: "Penalties given to peers for misbehaviour, by reason.", ConstLabels: prometheus.Labels{"reason": reason}},
+			func() float64 { return float64(m.Stats().Misbehavior[reason]) }))
+	}
 }

@@ -248,10 +248,12 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 		mesh:     mp,
 		iroh:     ip,
 		ln:       ln,
-		srv:      &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
-		reg:      reg,
-		lock:     lock,
-		dash:     dash,
+		// An idle keep-alive connection holds a slot in the relay's accept
+		// gate (spec/limits.md): it is closed after a minute.
+		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute},
+		reg:  reg,
+		lock: lock,
+		dash: dash,
 	}, nil
 }
 

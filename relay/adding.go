@@ -26,7 +26,7 @@ func (c *conn) handleEvent(ev *nostr.Event, frameLen int) {
 		reject("rate_conn", fmt.Sprintf("rate-limited: slow down, this relay takes %g events per second per connection", c.r.cfg.EventsPerSecond))
 		return
 	}
-	if !c.r.ipLimits.allowEvent(c.ip) {
+	if !c.r.addrs.allowEvent(c.addr) {
 		reject("rate_ip", fmt.Sprintf("rate-limited: slow down, this relay takes %g events per second from one address", c.r.cfg.IPEventsPerSecond))
 		return
 	}

@@ -22,6 +22,13 @@ type Config struct {
 	MaxTags          int
 	MaxContentBytes  int
 	MaxSubscriptions int // per connection
+	// IPMaxSubscriptions bounds open REQ subscriptions per address: every
+	// stored event is matched against every live subscription, so one
+	// address must not hold thousands.
+	IPMaxSubscriptions int
+	// IPConnsPerSecond bounds new WebSocket connections per address (burst
+	// four times as many); over it the upgrade is refused with 429.
+	IPConnsPerSecond float64
 	MaxFilters       int // per REQ or COUNT
 	MaxLimit         int // a filter's limit is clamped to this
 	DefaultLimit     int // for filters with no limit
@@ -46,8 +53,38 @@ type Config struct {
 	EventsBurst       int
 	IPEventsPerSecond float64 // per remote IP; 0 = unlimited
 	IPEventsBurst     int
-	// MaxConnsPerIP bounds concurrent connections from one IP; 0 = unlimited.
+	// MaxConnsPerIP bounds concurrent WebSocket connections from one IPv4
+	// address or IPv6 /64; an IPv6 /56 may hold four times as many. There
+	// is no unlimited: 0 takes the default.
 	MaxConnsPerIP int
+	// MaxConns bounds all concurrent WebSocket connections; 0 derives it
+	// from the process's file limit (FileBudget.Conns), keeping a reserve
+	// for the store, the mesh and the operator's endpoints.
+	MaxConns int
+	// FirstMessageTimeout closes a connection that sends no message this
+	// long after its upgrade, so idle sockets do not hold slots.
+	FirstMessageTimeout time.Duration
+	// MaxBufferedBytes bounds the bytes waiting in all connections' send
+	// queues together. Over it, a live subscriber holding more than its
+	// fair share is disconnected as too slow, and a REQ answer is cut
+	// short with CLOSED.
+	MaxBufferedBytes int64
+
+	// REQ, COUNT and NEG-OPEN work budgets (budgets.go): query time in
+	// milliseconds per second and events read per second, per connection
+	// and per address. A client over its budget waits, then is refused
+	// with rate-limited.
+	ReqMillisPerSecond   int
+	ReqRowsPerSecond     int
+	IPReqMillisPerSecond int
+	IPReqRowsPerSecond   int
+	// MaxNegSessions bounds open NIP-77 sessions per connection,
+	// IPMaxNegSessions per address.
+	MaxNegSessions   int
+	IPMaxNegSessions int
+	// MaxCountRows bounds the events a COUNT reads; a count cut short by
+	// it is answered with approximate: true.
+	MaxCountRows int
 
 	// AuthRequiredKinds: publishing these kinds needs NIP-42 AUTH, and
 	// reading them is limited to events the authenticated key wrote or is
@@ -66,40 +103,60 @@ type Config struct {
 	// PingInterval is how often idle connections are pinged; a connection
 	// silent for three intervals is closed.
 	PingInterval time.Duration
+
+	// files is the file budget MaxConns was derived from (New fills it).
+	files FileBudget
 }
+
+// spareConns is how many connections the gate admits above MaxConns:
+// the operator's requests and readable refusals.
+func (c *Config) spareConns() int { return max(8, c.files.Spare/2) }
 
 // DefaultConfig returns the defaults, chosen to match what widely deployed
 // relays (strfry) ship, so clients meet familiar bounds.
 func DefaultConfig() Config {
 	return Config{
-		Name:              "fleetmesh relay",
-		Description:       "A fleetmesh node: a Nostr relay backed by a permissionless mesh.",
-		MaxMessageBytes:   131072,
-		MaxEventBytes:     65536,
-		MaxTags:           2500,
-		MaxContentBytes:   65536,
-		MaxSubscriptions:  200,
-		MaxFilters:        10,
-		MaxLimit:          500,
-		DefaultLimit:      500,
-		MaxFutureSeconds:  900,
-		MaxInFlight:       64,
-		VerifierKeys:      16384,
-		MaxNegRecords:     500_000,
-		SendQueue:         256,
-		EventsPerSecond:   10,
-		EventsBurst:       40,
-		IPEventsPerSecond: 30,
-		IPEventsBurst:     120,
-		AuthWindow:        10 * time.Minute,
-		QueryTimeout:      10 * time.Second,
-		LookupTimeout:     2 * time.Second,
-		PingInterval:      30 * time.Second,
+		Name:                 "fleetmesh relay",
+		Description:          "A fleetmesh node: a Nostr relay backed by a permissionless mesh.",
+		MaxMessageBytes:      131072,
+		MaxEventBytes:        65536,
+		MaxTags:              2500,
+		MaxContentBytes:      65536,
+		MaxSubscriptions:     200,
+		MaxFilters:           10,
+		MaxLimit:             500,
+		DefaultLimit:         500,
+		MaxFutureSeconds:     900,
+		MaxInFlight:          64,
+		VerifierKeys:         16384,
+		MaxNegRecords:        500_000,
+		SendQueue:            256,
+		EventsPerSecond:      10,
+		EventsBurst:          40,
+		IPEventsPerSecond:    30,
+		IPEventsBurst:        120,
+		MaxConnsPerIP:        64,
+		FirstMessageTimeout:  30 * time.Second,
+		MaxBufferedBytes:     256 << 20,
+		IPMaxSubscriptions:   500,
+		IPConnsPerSecond:     25,
+		ReqMillisPerSecond:   100,
+		ReqRowsPerSecond:     5000,
+		IPReqMillisPerSecond: 200,
+		IPReqRowsPerSecond:   10000,
+		MaxNegSessions:       8,
+		IPMaxNegSessions:     16,
+		MaxCountRows:         100000,
+		AuthWindow:           10 * time.Minute,
+		QueryTimeout:         10 * time.Second,
+		LookupTimeout:        2 * time.Second,
+		PingInterval:         30 * time.Second,
 	}
 }
 
-// Fill replaces zero bounds with the defaults. Rate limits stay as they
-// are: zero there means unlimited.
+// Fill replaces zero bounds with the defaults. Event rate limits stay as
+// they are: zero there means unlimited. MaxConns stays 0 here; New
+// derives it from the file limit.
 func (c *Config) Fill() {
 	d := DefaultConfig()
 	setInt := func(p *int, v int) {
@@ -119,6 +176,24 @@ func (c *Config) Fill() {
 	setInt(&c.VerifierKeys, d.VerifierKeys)
 	setInt(&c.MaxNegRecords, d.MaxNegRecords)
 	setInt(&c.SendQueue, d.SendQueue)
+	setInt(&c.MaxConnsPerIP, d.MaxConnsPerIP)
+	setInt(&c.IPMaxSubscriptions, d.IPMaxSubscriptions)
+	if c.IPConnsPerSecond <= 0 {
+		c.IPConnsPerSecond = d.IPConnsPerSecond
+	}
+	setInt(&c.ReqMillisPerSecond, d.ReqMillisPerSecond)
+	setInt(&c.ReqRowsPerSecond, d.ReqRowsPerSecond)
+	setInt(&c.IPReqMillisPerSecond, d.IPReqMillisPerSecond)
+	setInt(&c.IPReqRowsPerSecond, d.IPReqRowsPerSecond)
+	setInt(&c.MaxNegSessions, d.MaxNegSessions)
+	setInt(&c.IPMaxNegSessions, d.IPMaxNegSessions)
+	setInt(&c.MaxCountRows, d.MaxCountRows)
+	if c.MaxBufferedBytes <= 0 {
+		c.MaxBufferedBytes = d.MaxBufferedBytes
+	}
+	if c.FirstMessageTimeout <= 0 {
+		c.FirstMessageTimeout = d.FirstMessageTimeout
+	}
 	if c.MaxFutureSeconds <= 0 {
 		c.MaxFutureSeconds = d.MaxFutureSeconds
 	}

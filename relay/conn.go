@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 	"golang.org/x/time/rate"
 
+	"fleetmesh.org/fleetmesh/clientaddr"
 	"fleetmesh.org/fleetmesh/negentropy"
 	"fleetmesh.org/fleetmesh/nostr"
 )
@@ -26,7 +27,7 @@ import (
 type conn struct {
 	r         *Relay
 	ws        *websocket.Conn
-	ip        string
+	addr      clientaddr.Key
 	host      string
 	challenge string
 
@@ -35,9 +36,15 @@ type conn struct {
 	ctx        context.Context
 	cancel     context.CancelFunc
 	limiter    *rate.Limiter
-	inflight   chan struct{}
-	handlers   sync.WaitGroup
-	stopping   atomic.Bool
+	// invalid bounds the malformed, oversized and binary messages a
+	// connection may send; past it the connection is closed.
+	invalid  *rate.Limiter
+	inflight chan struct{}
+	handlers sync.WaitGroup
+	stopping atomic.Bool
+	// queued counts the bytes in send (Config.MaxBufferedBytes).
+	queued atomic.Int64
+	work   connWork
 
 	mu     sync.Mutex
 	subs   map[string]*subscription
@@ -49,6 +56,7 @@ type subscription struct {
 	filters []nostr.Filter
 	cancel  context.CancelFunc
 	release func() // from Relay.Interest; nil if none
+	unslot  func() // gives the address's subscription slot back
 }
 
 // end stops the subscription and tells the Interest hook it is gone.
@@ -57,16 +65,19 @@ func (s *subscription) end() {
 	if s.release != nil {
 		s.release()
 	}
+	if s.unslot != nil {
+		s.unslot()
+	}
 }
 
-func newConn(r *Relay, ws *websocket.Conn, ip, host string) *conn {
+func newConn(r *Relay, ws *websocket.Conn, addr clientaddr.Key, host string) *conn {
 	var chal [16]byte
 	rand.Read(chal[:])
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{
 		r:          r,
 		ws:         ws,
-		ip:         ip,
+		addr:       addr,
 		host:       host,
 		challenge:  hex.EncodeToString(chal[:]),
 		send:       make(chan []byte, r.cfg.SendQueue),
@@ -77,11 +88,34 @@ func newConn(r *Relay, ws *websocket.Conn, ip, host string) *conn {
 		subs:       make(map[string]*subscription),
 		negs:       make(map[string]*negentropy.Responder),
 		authed:     make(map[[32]byte]struct{}),
+		work:       connWork{b: newWorkBudget(r.cfg.ReqMillisPerSecond, r.cfg.ReqRowsPerSecond)},
 	}
+	c.invalid = rate.NewLimiter(invalidPerSecond, invalidBurst)
 	if r.cfg.EventsPerSecond > 0 {
 		c.limiter = rate.NewLimiter(rate.Limit(r.cfg.EventsPerSecond), r.cfg.EventsBurst)
 	}
 	return c
+}
+
+// A connection may send invalidBurst malformed, oversized or binary
+// messages, and invalidPerSecond more each second; one that sends more is
+// not a client with a bug (nor a conformance suite trying every malformed
+// frame it knows) but a flood, and is closed.
+const (
+	invalidPerSecond = 2
+	invalidBurst     = 100
+)
+
+// badMessage counts an invalid message and reports whether the
+// connection may go on.
+func (c *conn) badMessage() bool {
+	if c.invalid.Allow() {
+		return true
+	}
+	c.r.m.rejected.WithLabelValues("invalid_flood").Inc()
+	c.notice("error: too many invalid messages; closing the connection")
+	c.cancel()
+	return false
 }
 
 // hardReadLimit is where a message is too large even to skip politely: the
@@ -92,7 +126,11 @@ func (c *conn) serve() {
 	go c.writer()
 	c.ws.SetReadLimit(c.hardReadLimit())
 	deadline := 3 * c.r.cfg.PingInterval
-	c.ws.SetReadDeadline(time.Now().Add(deadline))
+	// Until its first message, a connection has FirstMessageTimeout, and
+	// pongs do not extend it: a socket that only answers pings holds a
+	// slot for nothing.
+	c.ws.SetReadDeadline(time.Now().Add(min(deadline, c.r.cfg.FirstMessageTimeout)))
+	var spoke atomic.Bool
 	// extend pushes the read deadline out, unless the conn is stopping:
 	// shutdown's deadline in the past must not be undone by a message or a
 	// pong that arrives after it.
@@ -102,7 +140,12 @@ func (c *conn) serve() {
 		}
 		return c.ws.SetReadDeadline(time.Now().Add(deadline))
 	}
-	c.ws.SetPongHandler(func(string) error { return extend() })
+	c.ws.SetPongHandler(func(string) error {
+		if !spoke.Load() {
+			return nil
+		}
+		return extend()
+	})
 	c.sendCtl(frame("AUTH", c.challenge))
 	// The read buffer grows to the largest message this connection sent
 	// (at most the limit), so an idle connection holds almost nothing.
@@ -116,6 +159,7 @@ func (c *conn) serve() {
 		if c.stopping.Load() {
 			break
 		}
+		spoke.Store(true)
 		extend()
 		buf.Reset()
 		n, err := buf.ReadFrom(io.LimitReader(rd, limit+1))
@@ -127,13 +171,21 @@ func (c *conn) serve() {
 			rest, _ := io.Copy(io.Discard, rd)
 			c.r.m.rejected.WithLabelValues("message_too_large").Inc()
 			c.notice(fmt.Sprintf("invalid: message of %d bytes is over this relay's limit of %d bytes", n+rest, c.r.cfg.MaxMessageBytes))
+			if !c.badMessage() {
+				break
+			}
 			continue
 		}
 		if typ != websocket.TextMessage {
 			c.notice("invalid: only text messages carry Nostr messages")
+			if !c.badMessage() {
+				break
+			}
 			continue
 		}
-		c.handle(bytes.Clone(buf.Bytes()))
+		if !c.handle(bytes.Clone(buf.Bytes())) {
+			break
+		}
 	}
 	c.cancel()
 	c.handlers.Wait()
@@ -142,6 +194,10 @@ func (c *conn) serve() {
 		s.end()
 		delete(c.subs, id)
 		c.r.m.subs.Dec()
+	}
+	for id := range c.negs {
+		delete(c.negs, id)
+		c.r.addrs.closeNeg(c.addr)
 	}
 	c.mu.Unlock()
 	<-c.writerDone
@@ -193,6 +249,7 @@ func (c *conn) writer() {
 		for n, size := 1, len(f); ok && n < batchMessages && size < batchBytes; n++ {
 			select {
 			case f = <-c.send:
+				c.took(f)
 				size += len(f)
 				ok = write(f)
 			default:
@@ -204,6 +261,7 @@ func (c *conn) writer() {
 	for {
 		select {
 		case f := <-c.send:
+			c.took(f)
 			if !send(f) {
 				c.cancel()
 				c.ws.SetReadDeadline(time.Now())
@@ -217,6 +275,7 @@ func (c *conn) writer() {
 			for {
 				select {
 				case f := <-c.send:
+					c.took(f)
 					if !send(f) {
 						return
 					}
@@ -230,40 +289,94 @@ func (c *conn) writer() {
 	}
 }
 
-// sendCtl queues a reply (OK, EOSE, CLOSED, NOTICE, stored results),
-// waiting for room: a slow client slows only itself.
+// queuing counts f as buffered before it enters the send queue.
+func (c *conn) queuing(f []byte) {
+	c.queued.Add(int64(len(f)))
+	c.r.buffered.Add(int64(len(f)))
+}
+
+// unqueued undoes queuing for a frame that did not enter the queue.
+func (c *conn) unqueued(f []byte) { c.took(f) }
+
+// took counts f, taken off the send queue by the writer, as no longer
+// buffered.
+func (c *conn) took(f []byte) {
+	c.queued.Add(-int64(len(f)))
+	c.r.buffered.Add(-int64(len(f)))
+}
+
+// overBuffered says whether queuing f would pass Config.MaxBufferedBytes
+// while this connection holds more than its fair share of it: only such
+// a connection is cut, so one slow reader cannot make the relay refuse
+// everyone.
+func (c *conn) overBuffered(f []byte) bool {
+	limit := c.r.cfg.MaxBufferedBytes
+	if c.r.buffered.Load()+int64(len(f)) <= limit {
+		return false
+	}
+	c.r.mu.RLock()
+	n := int64(max(1, len(c.r.conns)))
+	c.r.mu.RUnlock()
+	return c.queued.Load() > limit/n
+}
+
+// sendCtl queues a reply (OK, EOSE, CLOSED, NOTICE), waiting for room: a
+// slow client slows only itself. Replies are small and never refused for
+// the buffer cap, so no OK is lost to it.
 func (c *conn) sendCtl(f []byte) bool {
+	c.queuing(f)
 	select {
 	case c.send <- f:
 		return true
 	case <-c.writerDone:
+		c.unqueued(f)
 		return false
 	}
 }
 
-// sendCtx is sendCtl that also gives up when ctx ends (a closed REQ).
+// bufferCutKey holds, in a REQ's context, a flag that sendCtx sets when
+// it refused a result for the buffer cap, so the REQ ends with CLOSED.
+type bufferCutKey struct{}
+
+// sendCtx is sendCtl for stored results: it also gives up when ctx ends
+// (a closed REQ), and when the connection is over its share of the buffer
+// cap.
 func (c *conn) sendCtx(ctx context.Context, f []byte) bool {
+	if c.overBuffered(f) {
+		c.r.m.rejected.WithLabelValues("buffer_cap").Inc()
+		if cut, ok := ctx.Value(bufferCutKey{}).(*atomic.Bool); ok {
+			cut.Store(true)
+		}
+		return false
+	}
+	c.queuing(f)
 	select {
 	case c.send <- f:
 		return true
 	case <-ctx.Done():
-		return false
 	case <-c.writerDone:
-		return false
 	}
+	c.unqueued(f)
+	return false
 }
 
 // sendLive queues a live event without waiting; a client whose queue is
-// full is too slow to follow live traffic and is disconnected rather than
-// silently missing events.
+// full, or who holds more than its share of the buffer cap, is too slow to
+// follow live traffic and is disconnected rather than silently missing
+// events.
 func (c *conn) sendLive(f []byte) {
-	select {
-	case c.send <- f:
-	default:
-		c.r.m.rejected.WithLabelValues("slow_consumer").Inc()
-		c.cancel()
-		c.ws.SetReadDeadline(time.Now())
+	if !c.overBuffered(f) {
+		c.queuing(f)
+		select {
+		case c.send <- f:
+			return
+		default:
+			c.unqueued(f)
+		}
 	}
+	c.r.m.rejected.WithLabelValues("slow_consumer").Inc()
+	c.cancel()
+	c.ws.SetReadDeadline(time.Now())
 }
 
 func (c *conn) notice(msg string) { c.sendCtl(frame("NOTICE", msg)) }
@@ -274,7 +387,9 @@ func (c *conn) ok(id string, accepted bool, msg string) {
 
 func (c *conn) closed(subID, msg string) { c.sendCtl(frame("CLOSED", subID, msg)) }
 
-func (c *conn) handle(data []byte) {
+// handle serves one message; it returns false when the connection must
+// close.
+func (c *conn) handle(data []byte) bool {
 	m, err := nostr.ParseClientMessage(data)
 	if err != nil {
 		var pe *nostr.ParseError
@@ -290,7 +405,7 @@ func (c *conn) handle(data []byte) {
 		default:
 			c.notice("invalid: " + err.Error())
 		}
-		return
+		return c.badMessage()
 	}
 	switch m.Type {
 	case nostr.MsgEvent:
@@ -312,6 +427,7 @@ func (c *conn) handle(data []byte) {
 	case nostr.MsgNegOpen, nostr.MsgNegMsg, nostr.MsgNegClose:
 		c.handleNeg(m)
 	}
+	return true
 }
 
 // frame encodes a relay-to-client message.

@@ -4,30 +4,44 @@ import (
 	"errors"
 	"net"
 	"sync"
+
+	"fleetmesh.org/fleetmesh/clientaddr"
 )
 
-// Listener wraps ln so that the relay's connections can be corked: a
-// connection's writer then hands the kernel a burst of queued replies in
-// one write instead of one write per message. Serve the relay from the
-// listener it returns; connections accepted any other way still work,
-// written message by message. Other HTTP handlers served from the same
-// listener are unaffected: their writes pass straight through.
+// Listener wraps ln so that the relay's connections are counted and can
+// be corked. Counted: a connection over the per-address or the global cap
+// is refused at accept with HTTP 429 or 503 and Retry-After (see gate).
+// Corked: a connection's writer hands the kernel a burst of queued
+// replies in one write instead of one write per message. Serve the relay
+// from the listener it returns; connections accepted any other way still
+// work, uncounted and written message by message. Other HTTP handlers
+// served from the same listener are counted too, and their writes pass
+// straight through.
 func (r *Relay) Listener(ln net.Listener) net.Listener {
-	return corkListener{Listener: ln, bufs: &r.corkBufs}
+	return corkListener{Listener: ln, bufs: &r.corkBufs, gate: r.gate}
 }
 
-// corkListener wraps every accepted connection in a corkConn.
+// corkListener admits connections through the gate and wraps each in a
+// corkConn.
 type corkListener struct {
 	net.Listener
 	bufs *sync.Pool // of *[]byte, shared by the relay's connections
+	gate *gate
 }
 
 func (l corkListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		k := clientaddr.Of(c.RemoteAddr().String())
+		if why := l.gate.open(k); why != "" {
+			l.gate.refuse(c, why)
+			continue
+		}
+		return &corkConn{Conn: c, bufs: l.bufs, release: func() { l.gate.close(k) }}, nil
 	}
-	return &corkConn{Conn: c, bufs: l.bufs}, nil
 }
 
 // maxPooledCork is the largest cork buffer kept for reuse: one batch with a
@@ -47,6 +61,9 @@ const maxPooledCork = 2 * batchBytes
 type corkConn struct {
 	net.Conn
 	bufs *sync.Pool
+	// release gives the connection's gate slot back, once.
+	release   func()
+	closeOnce sync.Once
 
 	mu     sync.Mutex
 	corked bool
@@ -91,6 +108,14 @@ func (c *corkConn) uncork() error {
 	}
 	c.buf = nil
 	return err
+}
+
+// Close closes the connection and gives its slot in the gate back.
+func (c *corkConn) Close() error {
+	if c.release != nil {
+		c.closeOnce.Do(c.release)
+	}
+	return c.Conn.Close()
 }
 
 // CloseWrite half-closes the connection below when it can. net/http does

@@ -18,7 +18,17 @@
 // waiting for more). Gorilla has no API for this, hence the small net.Conn
 // wrapper below gorilla in cork.go.
 //
-// The spec page is spec/relay.md.
+// Against hostile load (spec/limits.md) the relay bounds what any one
+// address can take: connections are counted at accept in Relay.Listener
+// (gate.go), below net/http, so a flood of half-open handshakes cannot
+// reach the file limit, which is split between the store, the mesh and
+// clients (budget.go); store work per REQ, COUNT and NEG-OPEN is metered
+// and charged against per-connection and per-address budgets
+// (budgets.go). The budgets are hand-written debt buckets because
+// golang.org/x/time/rate needs the cost of a reservation before the work
+// and no larger than its burst, and a query's cost is known only after.
+//
+// The spec pages are spec/relay.md and spec/limits.md.
 //
 // It is not a client, does no replication and holds no policy beyond the
 // protocol's own rules and the configured limits.

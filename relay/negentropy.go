@@ -25,19 +25,24 @@ func (c *conn) handleNeg(m *nostr.ClientMessage) {
 	}
 	switch m.Type {
 	case nostr.MsgNegClose:
-		c.mu.Lock()
-		delete(c.negs, m.SubID)
-		c.mu.Unlock()
+		c.endNeg(m.SubID)
 		return
 	case nostr.MsgNegOpen:
 		if reason := c.checkFilters(m.Filters); reason != "" {
 			negErr(reason)
 			return
 		}
+		// A NEG-OPEN reusing an open session's id replaces it.
+		c.endNeg(m.SubID)
 		c.mu.Lock()
-		if _, ok := c.negs[m.SubID]; !ok && len(c.negs)+len(c.subs) >= c.r.cfg.MaxSubscriptions {
+		switch {
+		case len(c.negs)+len(c.subs) >= c.r.cfg.MaxSubscriptions:
 			c.mu.Unlock()
 			negErr(fmt.Sprintf("blocked: this connection has %d open subscriptions and sync sessions, the relay's limit", c.r.cfg.MaxSubscriptions))
+			return
+		case len(c.negs) >= c.r.cfg.MaxNegSessions:
+			c.mu.Unlock()
+			negErr(fmt.Sprintf("blocked: this connection has %d open sync sessions, the relay's limit; NEG-CLOSE one first", c.r.cfg.MaxNegSessions))
 			return
 		}
 		c.mu.Unlock()
@@ -46,18 +51,29 @@ func (c *conn) handleNeg(m *nostr.ClientMessage) {
 			negErr("invalid: negentropy message is not hex")
 			return
 		}
+		if reason := c.admitWork(c.ctx); reason != "" {
+			negErr(reason)
+			return
+		}
+		if !c.r.addrs.openNeg(c.addr) {
+			negErr(fmt.Sprintf("blocked: your address has %d open sync sessions, the relay's limit; NEG-CLOSE some first", c.r.cfg.IPMaxNegSessions))
+			return
+		}
 		items, err := c.negItems(&m.Filters[0])
 		if err != nil {
+			c.r.addrs.closeNeg(c.addr)
 			negErr(err.Error())
 			return
 		}
 		vec, err := negentropy.NewVector(items)
 		if err != nil {
+			c.r.addrs.closeNeg(c.addr)
 			negErr("error: " + err.Error())
 			return
 		}
 		resp, err := negentropy.NewResponder(vec, negentropy.Config{FrameSizeLimit: negFrameLimit, MaxRecords: c.r.cfg.MaxNegRecords})
 		if err != nil {
+			c.r.addrs.closeNeg(c.addr)
 			negErr("error: " + err.Error())
 			return
 		}
@@ -85,9 +101,7 @@ func (c *conn) handleNeg(m *nostr.ClientMessage) {
 func (c *conn) negStep(subID string, resp *negentropy.Responder, msg []byte, negErr func(string)) {
 	out, err := resp.Reconcile(msg)
 	if err != nil {
-		c.mu.Lock()
-		delete(c.negs, subID)
-		c.mu.Unlock()
+		c.endNeg(subID)
 		switch {
 		case errors.Is(err, negentropy.ErrMalformed):
 			negErr("invalid: malformed negentropy message")
@@ -104,6 +118,8 @@ func (c *conn) negStep(subID string, resp *negentropy.Responder, msg []byte, neg
 func (c *conn) negItems(f *nostr.Filter) ([]negentropy.Item, error) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.r.cfg.QueryTimeout)
 	defer cancel()
+	ctx, meter := withMeter(ctx)
+	defer c.charge(meter)
 	var items []negentropy.Item
 	max := c.r.cfg.MaxNegRecords
 	err := c.r.store.Query(ctx, f, max+1, func(ev *nostr.Event) bool {
@@ -119,4 +135,15 @@ func (c *conn) negItems(f *nostr.Filter) ([]negentropy.Item, error) {
 		return nil, fmt.Errorf("blocked: this filter matches more than %d events; narrow it (since/until, authors, kinds)", max)
 	}
 	return items, nil
+}
+
+// endNeg ends the sync session id, if open, and gives back its slot in
+// the address's count.
+func (c *conn) endNeg(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.negs[id]; ok {
+		delete(c.negs, id)
+		c.r.addrs.closeNeg(c.addr)
+	}
 }

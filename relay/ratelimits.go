@@ -5,82 +5,156 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"fleetmesh.org/fleetmesh/clientaddr"
 )
 
-// maxTrackedIPs bounds the per-IP limiter table; idle entries are dropped
+// maxTrackedAddrs bounds the per-address table; idle entries are dropped
 // first when it is full.
-const maxTrackedIPs = 65536
+const maxTrackedAddrs = 65536
 
-// ipLimiter holds a token bucket and a connection count per remote IP.
-type ipLimiter struct {
-	perSec   float64
-	burst    int
-	maxConns int
+// addrLimits holds, per address (an IPv4 address or an IPv6 /64, see
+// keyOf), an event token bucket, the open WebSocket connections and sync
+// sessions, and the address's REQ work budget; and per IPv6 /56 the open
+// connections.
+type addrLimits struct {
+	cfg *Config
 
-	mu  sync.Mutex
-	ips map[string]*ipState
+	mu    sync.Mutex
+	addrs map[string]*addrState
+	wide  map[string]int
 }
 
-type ipState struct {
+type addrState struct {
 	bucket *rate.Limiter
 	conns  int
-	seen   time.Time
+	negs   int
+	subs   int
+	work   workBudget
 }
 
-func newIPLimiter(perSec float64, burst, maxConns int) *ipLimiter {
-	return &ipLimiter{perSec: perSec, burst: burst, maxConns: maxConns, ips: make(map[string]*ipState)}
+func newAddrLimits(cfg *Config) *addrLimits {
+	return &addrLimits{cfg: cfg, addrs: make(map[string]*addrState), wide: make(map[string]int)}
 }
 
-func (l *ipLimiter) state(ip string) *ipState {
-	st, ok := l.ips[ip]
+func (l *addrLimits) state(k string) *addrState {
+	st, ok := l.addrs[k]
 	if !ok {
-		if len(l.ips) >= maxTrackedIPs {
+		if len(l.addrs) >= maxTrackedAddrs {
 			l.evict()
 		}
-		st = &ipState{}
-		if l.perSec > 0 {
-			st.bucket = rate.NewLimiter(rate.Limit(l.perSec), l.burst)
+		st = &addrState{work: newWorkBudget(l.cfg.IPReqMillisPerSecond, l.cfg.IPReqRowsPerSecond)}
+		if l.cfg.IPEventsPerSecond > 0 {
+			st.bucket = rate.NewLimiter(rate.Limit(l.cfg.IPEventsPerSecond), l.cfg.IPEventsBurst)
 		}
-		l.ips[ip] = st
+		l.addrs[k] = st
 	}
-	st.seen = time.Now()
 	return st
 }
 
-// evict drops entries with no open connection whose bucket has refilled,
-// which forgets nothing a limit depends on.
-func (l *ipLimiter) evict() {
-	for ip, st := range l.ips {
-		if st.conns == 0 && (st.bucket == nil || st.bucket.Tokens() >= float64(l.burst)) {
-			delete(l.ips, ip)
+// evict drops entries with no open connection or session whose buckets
+// have refilled, which forgets nothing a limit depends on.
+func (l *addrLimits) evict() {
+	now := time.Now()
+	for k, st := range l.addrs {
+		if st.conns == 0 && st.negs == 0 && st.subs == 0 && (st.bucket == nil || st.bucket.Tokens() >= float64(l.cfg.IPEventsBurst)) && st.work.full(now) {
+			delete(l.addrs, k)
 		}
 	}
 }
 
-func (l *ipLimiter) openConn(ip string) bool {
+// openConn counts a WebSocket connection from k unless k is at its cap.
+func (l *addrLimits) openConn(k clientaddr.Key) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	st := l.state(ip)
-	if l.maxConns > 0 && st.conns >= l.maxConns {
+	st := l.state(k.Narrow)
+	if st.conns >= l.cfg.MaxConnsPerIP {
+		return false
+	}
+	if k.Wide != "" && l.wide[k.Wide] >= l.cfg.MaxConnsPerIP*ipv6WideFactor {
 		return false
 	}
 	st.conns++
+	if k.Wide != "" {
+		l.wide[k.Wide]++
+	}
 	return true
 }
 
-func (l *ipLimiter) closeConn(ip string) {
+func (l *addrLimits) closeConn(k clientaddr.Key) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if st, ok := l.ips[ip]; ok && st.conns > 0 {
+	if st, ok := l.addrs[k.Narrow]; ok && st.conns > 0 {
 		st.conns--
+	}
+	if k.Wide != "" {
+		if l.wide[k.Wide] <= 1 {
+			delete(l.wide, k.Wide)
+		} else {
+			l.wide[k.Wide]--
+		}
 	}
 }
 
-func (l *ipLimiter) allowEvent(ip string) bool {
-	if l.perSec <= 0 {
+func (l *addrLimits) allowEvent(k clientaddr.Key) bool {
+	if l.cfg.IPEventsPerSecond <= 0 {
 		return true
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.state(ip).bucket.Allow()
+	return l.state(k.Narrow).bucket.Allow()
+}
+
+// openNeg counts a NIP-77 session from k unless k is at its cap.
+func (l *addrLimits) openNeg(k clientaddr.Key) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := l.state(k.Narrow)
+	if st.negs >= l.cfg.IPMaxNegSessions {
+		return false
+	}
+	st.negs++
+	return true
+}
+
+func (l *addrLimits) closeNeg(k clientaddr.Key) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if st, ok := l.addrs[k.Narrow]; ok && st.negs > 0 {
+		st.negs--
+	}
+}
+
+// workWait says how long k must wait before its next query (0: now).
+func (l *addrLimits) workWait(k clientaddr.Key) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state(k.Narrow).work.wait(time.Now())
+}
+
+// spendWork charges k for a query's time and rows.
+func (l *addrLimits) spendWork(k clientaddr.Key, d time.Duration, rows int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.state(k.Narrow).work.spend(time.Now(), d, rows)
+}
+
+// openSub counts a REQ subscription from k unless k is at its cap.
+func (l *addrLimits) openSub(k clientaddr.Key) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := l.state(k.Narrow)
+	if st.subs >= l.cfg.IPMaxSubscriptions {
+		return false
+	}
+	st.subs++
+	return true
+}
+
+func (l *addrLimits) closeSub(k clientaddr.Key) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if st, ok := l.addrs[k.Narrow]; ok && st.subs > 0 {
+		st.subs--
+	}
 }

@@ -2,16 +2,19 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"fleetmesh.org/fleetmesh/clientaddr"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/store"
 )
@@ -76,7 +79,12 @@ type Relay struct {
 	// corkBufs holds the buffers corked connections collect a batch of
 	// frames in (see Listener).
 	corkBufs sync.Pool
-	ipLimits *ipLimiter
+	addrs    *addrLimits
+	gate     *gate
+	newConns *clientaddr.Buckets // per address (Config.IPConnsPerSecond)
+	// buffered counts the bytes queued in every connection's send queue
+	// (Config.MaxBufferedBytes).
+	buffered atomic.Int64
 
 	mu    sync.RWMutex
 	conns map[*conn]struct{}
@@ -91,17 +99,29 @@ func New(cfg Config, st Store, log *slog.Logger, reg prometheus.Registerer) *Rel
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	files, err := RaiseFileLimit()
+	if err != nil {
+		log.Warn("relay: file limit", "err", err)
+	}
+	cfg.files = files
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = files.Conns
+	}
+	log.Info("relay: connection budget", "budget", files.String(), "max_connections", cfg.MaxConns, "max_connections_per_ip", cfg.MaxConnsPerIP)
+	m := newMetrics(reg)
 	r := &Relay{
 		cfg:      cfg,
-		store:    st,
+		store:    meteredStore{st},
 		log:      log,
 		verifier: nostr.NewVerifier(cfg.VerifierKeys),
-		m:        newMetrics(reg),
+		m:        m,
 		now:      time.Now,
-		ipLimits: newIPLimiter(cfg.IPEventsPerSecond, cfg.IPEventsBurst, cfg.MaxConnsPerIP),
 		conns:    make(map[*conn]struct{}),
 		done:     make(chan struct{}),
 	}
+	r.addrs = newAddrLimits(&r.cfg)
+	r.newConns = clientaddr.NewBuckets(cfg.IPConnsPerSecond, max(1, int(cfg.IPConnsPerSecond*4)), maxTrackedAddrs)
+	r.gate = newGate(&r.cfg, m)
 	r.corkBufs.New = func() any { return new([]byte) }
 	r.upgrader = websocket.Upgrader{
 		ReadBufferSize:  4096,
@@ -114,6 +134,10 @@ func New(cfg Config, st Store, log *slog.Logger, reg prometheus.Registerer) *Rel
 	}
 	return r
 }
+
+// FileBudget is the split of the file limit the relay's caps were derived
+// from; the node gives the mesh its share.
+func (r *Relay) FileBudget() FileBudget { return r.cfg.files }
 
 // Config returns the relay's effective configuration.
 func (r *Relay) Config() Config { return r.cfg }
@@ -138,33 +162,47 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
-func remoteIP(req *http.Request) string {
-	host, _, err := net.SplitHostPort(req.RemoteAddr)
-	if err != nil {
-		return req.RemoteAddr
-	}
-	return host
+// refuseUpgrade answers a WebSocket upgrade the relay will not take, with
+// Retry-After, and closes the connection so its descriptor is freed.
+func refuseUpgrade(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+	w.Header().Set("Connection", "close")
+	http.Error(w, msg, status)
 }
 
 func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
-	ip := remoteIP(req)
-	if !r.ipLimits.openConn(ip) {
+	k := clientaddr.Of(req.RemoteAddr)
+	if ok, _ := r.newConns.Allow(k.Narrow); !ok {
+		r.m.rejected.WithLabelValues("conn_rate_ip").Inc()
+		refuseUpgrade(w, http.StatusTooManyRequests, fmt.Sprintf("rate-limited: this relay takes at most %g new connections a second from one address; retry later", r.cfg.IPConnsPerSecond))
+		return
+	}
+	if !r.addrs.openConn(k) {
 		r.m.rejected.WithLabelValues("conns_per_ip").Inc()
-		http.Error(w, "rate-limited: too many connections from your address", http.StatusTooManyRequests)
+		refuseUpgrade(w, http.StatusTooManyRequests, fmt.Sprintf("rate-limited: this relay takes at most %d connections from one address; close some or retry later", r.cfg.MaxConnsPerIP))
+		return
+	}
+	r.mu.Lock()
+	full := len(r.conns) >= r.cfg.MaxConns
+	r.mu.Unlock()
+	if full {
+		r.addrs.closeConn(k)
+		r.m.rejected.WithLabelValues("conns_total").Inc()
+		refuseUpgrade(w, http.StatusServiceUnavailable, "error: this relay is at its connection limit; retry later")
 		return
 	}
 	ws, err := r.upgrader.Upgrade(w, req, nil)
 	if err != nil {
-		r.ipLimits.closeConn(ip)
+		r.addrs.closeConn(k)
 		return
 	}
-	c := newConn(r, ws, ip, req.Host)
+	c := newConn(r, ws, k, req.Host)
 	r.mu.Lock()
 	select {
 	case <-r.done:
 		r.mu.Unlock()
 		ws.Close()
-		r.ipLimits.closeConn(ip)
+		r.addrs.closeConn(k)
 		return
 	default:
 	}
@@ -178,8 +216,11 @@ func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		delete(r.conns, c)
 		r.mu.Unlock()
+		// What the writer left queued is dropped with the connection; no
+		// broadcast reaches it any more.
+		r.buffered.Add(-c.queued.Swap(0))
 		r.m.conns.Dec()
-		r.ipLimits.closeConn(ip)
+		r.addrs.closeConn(k)
 	}()
 }
 

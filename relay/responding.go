@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"fleetmesh.org/fleetmesh/nostr"
@@ -51,15 +52,24 @@ func (c *conn) handleReq(m *nostr.ClientMessage) {
 	c.mu.Lock()
 	if old, ok := c.subs[m.SubID]; ok {
 		old.end()
+		delete(c.subs, m.SubID)
 		c.r.m.subs.Dec()
-	} else if len(c.subs) >= c.r.cfg.MaxSubscriptions {
+	}
+	if len(c.subs) >= c.r.cfg.MaxSubscriptions {
 		c.mu.Unlock()
 		cancel()
 		c.r.m.rejected.WithLabelValues("too_many_subs").Inc()
 		c.closed(m.SubID, fmt.Sprintf("blocked: this connection has %d open subscriptions, the relay's limit; CLOSE one first", c.r.cfg.MaxSubscriptions))
 		return
 	}
-	s := &subscription{filters: m.Filters, cancel: cancel}
+	if !c.r.addrs.openSub(c.addr) {
+		c.mu.Unlock()
+		cancel()
+		c.r.m.rejected.WithLabelValues("too_many_subs_ip").Inc()
+		c.closed(m.SubID, fmt.Sprintf("blocked: your address has %d open subscriptions, the relay's limit; CLOSE some first", c.r.cfg.IPMaxSubscriptions))
+		return
+	}
+	s := &subscription{filters: m.Filters, cancel: cancel, unslot: func() { c.r.addrs.closeSub(c.addr) }}
 	if c.r.Interest != nil {
 		s.release = c.r.Interest(m.Filters)
 	}
@@ -70,6 +80,15 @@ func (c *conn) handleReq(m *nostr.ClientMessage) {
 	c.handlers.Add(1)
 	go func() {
 		defer c.handlers.Done()
+		if reason := c.admitWork(ctx); reason != "" {
+			c.dropSub(m.SubID, s)
+			c.closed(m.SubID, reason)
+			return
+		}
+		ctx, meter := withMeter(ctx)
+		defer c.charge(meter)
+		cut := new(atomic.Bool)
+		ctx = context.WithValue(ctx, bufferCutKey{}, cut)
 		start := time.Now()
 		seen := make(map[[32]byte]struct{})
 		for i := range m.Filters {
@@ -89,6 +108,11 @@ func (c *conn) handleReq(m *nostr.ClientMessage) {
 				qcancel()
 			}
 			if ctx.Err() != nil {
+				return
+			}
+			if cut.Load() {
+				c.dropSub(m.SubID, s)
+				c.closed(m.SubID, "rate-limited: this relay's send buffers are full and this connection is reading slowly; read faster or retry later")
 				return
 			}
 			if err != nil {
@@ -206,8 +230,14 @@ func (c *conn) handleCount(m *nostr.ClientMessage) {
 	c.handlers.Add(1)
 	go func() {
 		defer c.handlers.Done()
+		if reason := c.admitWork(c.ctx); reason != "" {
+			c.closed(m.SubID, reason)
+			return
+		}
 		ctx, cancel := context.WithTimeout(c.ctx, c.r.cfg.QueryTimeout)
 		defer cancel()
+		ctx, meter := withMeter(ctx)
+		defer c.charge(meter)
 		var n int64
 		var approx bool
 		var err error
@@ -215,13 +245,24 @@ func (c *conn) handleCount(m *nostr.ClientMessage) {
 			n, approx, err = c.r.store.Count(ctx, &m.Filters[0])
 		} else {
 			seen := make(map[[32]byte]struct{})
+			rows := 0
 			for i := range m.Filters {
-				err = c.r.store.Query(ctx, &m.Filters[i], 1<<30, func(ev *nostr.Event) bool {
+				// A walk is bounded by MaxCountRows; a count cut short
+				// by it is approximate.
+				err = c.r.store.Query(ctx, &m.Filters[i], c.r.cfg.MaxCountRows, func(ev *nostr.Event) bool {
 					if c.canRead(ev) {
 						seen[ev.ID] = struct{}{}
 					}
+					rows++
+					if rows >= c.r.cfg.MaxCountRows {
+						approx = true
+						return false
+					}
 					return true
 				})
+				if approx {
+					break
+				}
 				if err != nil {
 					break
 				}
@@ -259,5 +300,16 @@ func (c *conn) deliver(ev *nostr.Event, evJSON *[]byte) {
 	}
 	for _, id := range matched {
 		c.sendLive(frame("EVENT", id, rawJSON(*evJSON)))
+	}
+}
+
+// dropSub ends subscription s under id, if it is still the one there.
+func (c *conn) dropSub(id string, s *subscription) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.subs[id] == s {
+		s.end()
+		delete(c.subs, id)
+		c.r.m.subs.Dec()
 	}
 }

@@ -10,9 +10,11 @@ import (
 	"net/http"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
 
+	"fleetmesh.org/fleetmesh/clientaddr"
 	"fleetmesh.org/fleetmesh/didcomm"
 	"fleetmesh.org/fleetmesh/didcomm/discoverfeatures"
 	"fleetmesh.org/fleetmesh/didcomm/mediator"
@@ -38,6 +40,7 @@ type Service struct {
 	packer   *didcomm.Packer
 	unpacker *didcomm.Unpacker
 	mediator *mediator.Mediator
+	limits   *limiter
 	log      *slog.Logger
 	features []discoverfeatures.Disclosure
 
@@ -73,6 +76,7 @@ func New(key *identity.Key, dir string, log *slog.Logger) (*Service, error) {
 			Replay: didcomm.NewReplayGuard(didcomm.DefaultReplayWindow, didcomm.DefaultReplayEntries),
 		},
 		mediator: med,
+		limits:   newLimiter(DefaultLimits()),
 		log:      log.With("component", "didcomm"),
 		features: Features(),
 		ctx:      ctx,
@@ -145,6 +149,16 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "use POST with a DIDComm message, or GET for the invitation", http.StatusMethodNotAllowed)
 		return
 	}
+	addr := clientaddr.Of(r.RemoteAddr).Narrow
+	release, status, p := s.limits.admit(addr)
+	if p != nil {
+		w.Header().Set("Retry-After", retryAfter)
+		s.writeReport(w, status, p)
+		return
+	}
+	defer release()
+	// A body that trickles in holds a slot: it gets a deadline.
+	http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.limits.cfg.BodyTimeout))
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	switch mt {
 	case didcomm.MediaTypeEncrypted, didcomm.MediaTypeSigned, didcomm.MediaTypePlain:
@@ -157,7 +171,10 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, http.StatusRequestEntityTooLarge, &didcomm.Problem{Code: didcomm.CodeTooBig, Err: fmt.Errorf("message larger than %d bytes", transport.MaxFrameBytes)})
 		return
 	}
-	reply, herr := s.Handle(r.Context(), body)
+	reply, herr := s.Handle(withSenderAddr(r.Context(), addr), body)
+	if statusOf(herr) == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", retryAfter)
+	}
 	switch {
 	case reply == nil && herr == nil:
 		w.WriteHeader(http.StatusAccepted)
@@ -181,6 +198,8 @@ func statusOf(err error) int {
 			return http.StatusInternalServerError
 		case didcomm.CodeQueueFull:
 			return http.StatusServiceUnavailable
+		case didcomm.CodeRateLimited:
+			return http.StatusTooManyRequests
 		}
 	}
 	return http.StatusBadRequest
@@ -188,6 +207,12 @@ func statusOf(err error) int {
 
 func (s *Service) writeProblem(w http.ResponseWriter, status int, err error) {
 	s.log.Info("refused DIDComm message", "err", err)
+	s.writeReport(w, status, err)
+}
+
+// writeReport answers with a problem report for err, unlogged: a flood's
+// refusals must not become a flood of log lines.
+func (s *Service) writeReport(w http.ResponseWriter, status int, err error) {
 	pr, perr := problemreport.New(err, s.did, "", "")
 	if perr != nil {
 		http.Error(w, err.Error(), status)
@@ -263,6 +288,11 @@ func (s *Service) dispatch(ctx context.Context, u *didcomm.Unpacked) (*didcomm.M
 		// nodes could bounce reports forever.
 		s.log.Info("problem report received", "from", msg.From, "code", b.Code, "comment", b.Comment, "pthid", msg.Pthid)
 		return nil, nil
+	}
+	if msg.Type == routing.TypeForward {
+		if err := s.limits.forward(senderAddr(ctx), msg); err != nil {
+			return nil, err
+		}
 	}
 	if mediator.Handles(msg.Type) {
 		return s.mediator.Handle(u)

@@ -1,0 +1,76 @@
+package relay
+
+import (
+	"fmt"
+	"syscall"
+)
+
+// FileBudget splits the process's file descriptor limit between the
+// parts that use descriptors, so that no flood of client connections can
+// take the descriptors the store needs to open a table or the mesh needs
+// to accept a peer (spec/limits.md).
+type FileBudget struct {
+	// Limit is the soft RLIMIT_NOFILE after RaiseFileLimit.
+	Limit int
+	// Store is kept for the event store's tables, WAL and manifest.
+	Store int
+	// Mesh is what the libp2p resource manager may use (its system FD
+	// limit).
+	Mesh int
+	// Spare covers the operator's own requests (/metrics, /healthz), the
+	// DIDComm endpoint, logs, and the short-lived sockets of refusals.
+	Spare int
+	// Conns is what is left: the most client WebSocket connections open at
+	// once.
+	Conns int
+}
+
+// minConns is the fewest client connections a budget allows, however
+// small the file limit: a node that cannot serve clients is no relay.
+const minConns = 16
+
+// BudgetFor splits a file limit. The store keeps an eighth (at least 256),
+// the mesh an eighth (at least 128), 64 are spare, and client connections
+// get the rest.
+func BudgetFor(limit int) FileBudget {
+	b := FileBudget{
+		Limit: limit,
+		Store: max(256, limit/8),
+		Mesh:  max(128, limit/8),
+		Spare: 64,
+	}
+	b.Conns = max(minConns, limit-b.Store-b.Mesh-b.Spare)
+	return b
+}
+
+// String is the budget as a log line shows it.
+func (b FileBudget) String() string {
+	return fmt.Sprintf("files %d: store %d, mesh %d, spare %d, client connections %d", b.Limit, b.Store, b.Mesh, b.Spare, b.Conns)
+}
+
+// RaiseFileLimit raises the soft RLIMIT_NOFILE to the hard limit, as
+// relays commonly do (Go's runtime does the same at start since 1.19;
+// doing it here makes it explicit and covers a limit lowered since), and
+// returns the budget of the limit it ends with. When the limit cannot be
+// read, it returns the budget of 1,024, the common default.
+func RaiseFileLimit() (FileBudget, error) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return BudgetFor(1024), fmt.Errorf("relay: read file limit: %w", err)
+	}
+	var err error
+	if lim.Cur < lim.Max {
+		raised := lim
+		raised.Cur = raised.Max
+		if err = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &raised); err == nil {
+			lim = raised
+		} else {
+			err = fmt.Errorf("relay: raise file limit from %d to %d: %w", lim.Cur, lim.Max, err)
+		}
+	}
+	cur := lim.Cur
+	if cur > 1<<24 {
+		cur = 1 << 24
+	}
+	return BudgetFor(int(cur)), err
+}

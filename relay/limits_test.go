@@ -1,0 +1,303 @@
+package relay
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"fleetmesh.org/fleetmesh/nostr"
+)
+
+func TestBudgetFor(t *testing.T) {
+	for _, tc := range []struct{ limit, conns int }{
+		{1024, 1024 - 256 - 128 - 64},
+		{65536, 65536 - 8192 - 8192 - 64},
+		{256, minConns},
+	} {
+		b := BudgetFor(tc.limit)
+		if b.Conns != tc.conns {
+			t.Errorf("BudgetFor(%d).Conns = %d, want %d", tc.limit, b.Conns, tc.conns)
+		}
+		if tc.limit > 512 && b.Store+b.Mesh+b.Spare+b.Conns != tc.limit {
+			t.Errorf("BudgetFor(%d) does not add up: %s", tc.limit, b)
+		}
+	}
+}
+
+func TestWorkBudgetDebt(t *testing.T) {
+	now := time.Now()
+	w := newWorkBudget(100, 1000) // 0.1 s/s and 1,000 rows/s
+	w.time.last, w.rows.last = now, now
+	if d := w.wait(now); d != 0 {
+		t.Fatalf("fresh budget waits %v", d)
+	}
+	// One large query is allowed and leaves a debt of 6,000 rows (the
+	// burst is 4,000): six seconds at 1,000 a second.
+	w.spend(now, 0, 10000)
+	if d := w.wait(now); d < 5900*time.Millisecond || d > 6100*time.Millisecond {
+		t.Fatalf("after 10,000 rows: wait %v, want about 6s", d)
+	}
+	if d := w.wait(now.Add(7 * time.Second)); d != 0 {
+		t.Fatalf("debt not paid after 7s: wait %v", d)
+	}
+	// The debt is bounded.
+	w.spend(now.Add(7*time.Second), time.Hour, 0)
+	if d := w.wait(now.Add(7 * time.Second)); d > maxDebtSeconds*time.Second {
+		t.Fatalf("debt of %v is over the bound", d)
+	}
+}
+
+// TestGateRefusesAtAccept checks that the listener refuses a connection
+// over the per-address cap with a readable HTTP 429 and Retry-After, and
+// that a slot frees when a connection closes.
+func TestGateRefusesAtAccept(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxConnsPerIP = 2
+	cfg.MaxConns = 100
+	r := New(cfg, nil, nil, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gl := r.Listener(ln)
+	defer gl.Close()
+	go func() {
+		// Owned by the listener: ends when it closes.
+		for {
+			c, err := gl.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				// Owned by the connection: holds it until the client
+				// closes it.
+				var b [1]byte
+				c.Read(b[:])
+				c.Close()
+			}()
+		}
+	}()
+	var held []net.Conn
+	for i := 0; i < 2+gateSlack; i++ {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	refused := func() *http.Response {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return nil
+		}
+		return res
+	}
+	res := refused()
+	if res == nil || res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" {
+		t.Fatalf("connection over the cap: %+v, want 429 with Retry-After", res)
+	}
+	held[0].Close()
+	// The server notices the close asynchronously: poll until a request
+	// is no longer refused (its read then blocks until the deadline).
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		var b [1]byte
+		_, err = c.Read(b[:])
+		c.Close()
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no slot freed after closing a connection")
+		}
+	}
+	for _, c := range held[1:] {
+		c.Close()
+	}
+}
+
+// TestQueryBudget checks that a connection sending broad REQs in a loop
+// is refused with rate-limited once its budget is spent, while another
+// connection is still served.
+func TestQueryBudget(t *testing.T) {
+	tr := newTestRelay(t, func(c *Config) {
+		c.ReqRowsPerSecond = 10 // a burst of 40 rows
+		c.IPReqRowsPerSecond = 1 << 20
+	})
+	k, _ := nostr.GenerateSecretKey()
+	pub := tr.dial()
+	for i := range 100 {
+		if ok, msg := pub.publish(signed(t, k, 1, nil, fmt.Sprint("e", i))); !ok {
+			t.Fatal(msg)
+		}
+	}
+	greedy := tr.dial()
+	var refused string
+	for i := 0; i < 5 && refused == ""; i++ {
+		_, refused = greedy.req(fmt.Sprint("s", i), `{}`)
+	}
+	if !strings.HasPrefix(refused, "rate-limited:") {
+		t.Fatalf("a loop of broad REQs was never refused: %q", refused)
+	}
+	ids, closed := tr.dial().req("other", `{"limit":10}`)
+	if closed != "" || len(ids) != 10 {
+		t.Fatalf("another connection: %d events, closed %q", len(ids), closed)
+	}
+}
+
+// TestNegSessionCaps checks the NIP-77 session caps per connection and
+// per address.
+func TestNegSessionCaps(t *testing.T) {
+	tr := newTestRelay(t, func(c *Config) {
+		c.MaxNegSessions = 2
+		c.IPMaxNegSessions = 3
+	})
+	open := func(c *client, id string) string {
+		c.send("NEG-OPEN", id, map[string]any{}, "61")
+		for {
+			m := c.read()
+			if m[1] != id {
+				continue
+			}
+			if m[0] == "NEG-ERR" {
+				return m[2].(string)
+			}
+			return ""
+		}
+	}
+	a, b := tr.dial(), tr.dial()
+	for _, id := range []string{"a1", "a2"} {
+		if reason := open(a, id); reason != "" {
+			t.Fatalf("session %s refused: %s", id, reason)
+		}
+	}
+	if reason := open(a, "a3"); !strings.Contains(reason, "open sync sessions") {
+		t.Fatalf("third session on one connection: %q", reason)
+	}
+	if reason := open(b, "b1"); reason != "" {
+		t.Fatalf("first session on a second connection refused: %s", reason)
+	}
+	if reason := open(b, "b2"); !strings.Contains(reason, "your address") {
+		t.Fatalf("fourth session from one address: %q", reason)
+	}
+	a.send("NEG-CLOSE", "a1")
+	// NEG-CLOSE has no answer; the next NEG-OPEN on the same connection
+	// is read after it, so the slot is free by then.
+	if reason := open(a, "a4"); reason != "" {
+		t.Fatalf("session after NEG-CLOSE refused: %s", reason)
+	}
+}
+
+// TestCountBounded checks that a COUNT walk stops at MaxCountRows and
+// says it is approximate.
+func TestCountBounded(t *testing.T) {
+	tr := newTestRelay(t, func(c *Config) { c.MaxCountRows = 10 })
+	k, _ := nostr.GenerateSecretKey()
+	c := tr.dial()
+	for i := range 30 {
+		if ok, msg := c.publish(signed(t, k, 1, nil, fmt.Sprint("e", i))); !ok {
+			t.Fatal(msg)
+		}
+	}
+	c.send("COUNT", "n", map[string]any{"kinds": []int{1}}, map[string]any{"kinds": []int{2}})
+	for {
+		m := c.read()
+		if m[0] != "COUNT" {
+			continue
+		}
+		body := m[2].(map[string]any)
+		if body["approximate"] != true || body["count"].(float64) > 10 {
+			t.Fatalf("bounded count: %v", body)
+		}
+		return
+	}
+}
+
+// TestFirstMessageTimeout checks that a connection that never sends a
+// message is closed, even though it answers pings.
+func TestFirstMessageTimeout(t *testing.T) {
+	tr := newTestRelay(t, func(c *Config) {
+		c.FirstMessageTimeout = 100 * time.Millisecond
+		c.PingInterval = 50 * time.Millisecond
+	})
+	c := tr.dial()
+	c.ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		if _, _, err := c.ws.ReadMessage(); err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatal("a silent connection was not closed")
+			}
+			return
+		}
+	}
+}
+
+// TestInvalidFloodCloses checks that a connection sending malformed
+// messages without end is closed, after a NOTICE saying why.
+func TestInvalidFloodCloses(t *testing.T) {
+	tr := newTestRelay(t, nil)
+	c := tr.dial()
+	for i := 0; i < invalidBurst+5; i++ {
+		if c.ws.WriteMessage(1, []byte("[[[")) != nil {
+			break
+		}
+	}
+	c.ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	sawClose := false
+	for {
+		_, data, err := c.ws.ReadMessage()
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatal("the connection was not closed")
+			}
+			break
+		}
+		if strings.Contains(string(data), "too many invalid messages") {
+			sawClose = true
+		}
+	}
+	if !sawClose {
+		t.Fatal("no NOTICE said why the connection closed")
+	}
+}
+
+// TestIPMaxSubscriptions checks the per-address subscription cap across
+// connections, and that CLOSE gives a slot back.
+func TestIPMaxSubscriptions(t *testing.T) {
+	tr := newTestRelay(t, func(c *Config) { c.IPMaxSubscriptions = 3 })
+	a, b := tr.dial(), tr.dial()
+	for _, id := range []string{"a1", "a2"} {
+		if _, closed := a.req(id, `{"limit":0}`); closed != "" {
+			t.Fatalf("%s: %s", id, closed)
+		}
+	}
+	if _, closed := b.req("b1", `{"limit":0}`); closed != "" {
+		t.Fatalf("b1: %s", closed)
+	}
+	if _, closed := b.req("b2", `{"limit":0}`); !strings.Contains(closed, "your address") {
+		t.Fatalf("fourth subscription from one address: %q", closed)
+	}
+	// Reusing an id replaces the subscription and keeps the count.
+	if _, closed := a.req("a1", `{"limit":0}`); closed != "" {
+		t.Fatalf("replacing a1: %s", closed)
+	}
+	a.send("CLOSE", "a2")
+	if _, closed := a.req("a3", `{"limit":0}`); closed != "" {
+		t.Fatalf("after CLOSE: %s", closed)
+	}
+}
