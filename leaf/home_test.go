@@ -78,6 +78,12 @@ func (h *testHome) start() {
 	if h.dc, err = agent.New(h.key, h.dir+"/didcomm", nil); err != nil {
 		h.t.Fatal(err)
 	}
+	// Tests queue hundreds of messages for one leaf at once, faster than
+	// the default per-recipient forward rate.
+	lim := agent.DefaultLimits()
+	lim.RecipientPerSecond, lim.RecipientBurst = 1e6, 1e6
+	lim.AddrRecipientPerSecond, lim.AddrRecipientBurst = 1e6, 1e6
+	h.dc.SetLimits(lim)
 	mux := http.NewServeMux()
 	mux.Handle("/", h.rl)
 	mux.Handle("/didcomm", h.dc)

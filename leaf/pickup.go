@@ -99,8 +99,8 @@ func (w *wake) flushMessages(h *homeState) error {
 
 // refusal reads a home's answer to a sent message: "" when it was taken
 // (202, or an answer that is not a problem report), else the problem code
-// and whether to keep the entry for a later wake (only a full queue or an
-// internal error is worth retrying).
+// and whether to keep the entry for a later wake (only a full queue, a rate limit
+// or an internal error is worth retrying).
 func (l *Leaf) refusal(answer []byte) (reason string, keep bool) {
 	if len(answer) == 0 {
 		return "", false
@@ -122,7 +122,7 @@ func (l *Leaf) refusal(answer []byte) (reason string, keep bool) {
 	}
 	_ = json.Unmarshal(u.Message.Body, &b)
 	switch b.Code {
-	case didcomm.CodeQueueFull, didcomm.CodeInternal:
+	case didcomm.CodeQueueFull, didcomm.CodeInternal, didcomm.CodeRateLimited:
 		return b.Code, true
 	}
 	return fmt.Sprintf("%s: %s", b.Code, b.Comment), false
