@@ -20,6 +20,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"fleetmesh.org/fleetmesh/boundary"
+	"fleetmesh.org/fleetmesh/clientaddr"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
 )
@@ -220,6 +221,12 @@ type RelayConfig struct {
 	IPEventsPerSecond float64 `toml:"ip_events_per_second"`
 	IPEventsBurst     int     `toml:"ip_events_burst"`
 	MaxConnsPerIP     int     `toml:"max_connections_per_ip"`
+	// TrustedProxies are reverse proxies in front of the relay (CIDR
+	// prefixes or addresses, e.g. ["127.0.0.1/32"] for nginx on the same
+	// host): requests from them are keyed by their X-Forwarded-For client
+	// for every per-address limit. Only list proxies you run: a client
+	// can write any header.
+	TrustedProxies []string `toml:"trusted_proxies"`
 	// Hostile-load bounds (spec/limits.md); 0 takes the relay's default.
 	MaxConns             int     `toml:"max_connections"` // 0: from the file limit
 	FirstMessageTimeout  string  `toml:"first_message_timeout"`
@@ -392,6 +399,9 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("relay.first_message_timeout %q: write a positive duration, e.g. \"30s\"", c.Relay.FirstMessageTimeout)
 		}
 	}
+	if _, err := clientaddr.ParseProxies(c.Relay.TrustedProxies); err != nil {
+		return fmt.Errorf("relay.trusted_proxies: %v", err)
+	}
 	if c.Relay.MaxConnsPerIP < 0 || c.Relay.MaxConns < 0 {
 		return errors.New("relay: max_connections_per_ip and max_connections must be >= 0 (0 = the default; there is no unlimited)")
 	}
@@ -494,6 +504,7 @@ func (c *Config) RelayConfig() relay.Config {
 	r := c.Relay
 	qt, _ := time.ParseDuration(r.QueryTimeout)
 	firstMsg, _ := time.ParseDuration(r.FirstMessageTimeout)
+	proxies, _ := clientaddr.ParseProxies(r.TrustedProxies) // checked by Validate
 	return relay.Config{
 		URL:                  r.URL,
 		Name:                 r.Name,
@@ -514,6 +525,7 @@ func (c *Config) RelayConfig() relay.Config {
 		IPEventsPerSecond:    r.IPEventsPerSecond,
 		IPEventsBurst:        r.IPEventsBurst,
 		MaxConnsPerIP:        r.MaxConnsPerIP,
+		TrustedProxies:       proxies,
 		MaxConns:             r.MaxConns,
 		FirstMessageTimeout:  firstMsg,
 		MaxBufferedBytes:     r.MaxBufferedBytes,

@@ -76,7 +76,8 @@ func TestTLSBehindNginx(t *testing.T) {
 	}
 
 	tlsAddr := gwFreeAddr(t)
-	home := newHome(t, "")
+	// As deploy/nginx.conf's comment says to configure the node.
+	home := newHome(t, "[relay]\ntrusted_proxies = ['127.0.0.1/32']\n")
 	n := startNodeOnFreePort(t, home)
 	nodeAddr := strings.TrimPrefix(n.url, "ws://")
 

@@ -68,18 +68,29 @@ func (g *Gateway) catchUpOut(ctx context.Context, s *session) error {
 		func(f nostr.Filter) error { return g.pageOut(ctx, s, f) })
 }
 
-// catchUp runs one direction's catch-up over each filter's window: NIP-77
-// first, since windows when the backend cannot (or the window is too
-// large); the cursor's base moves to the start time once all succeeded.
+// catchUp runs one direction's catch-up over each filter: NIP-77 over the
+// whole filter first, and where the backend cannot (or the filter holds
+// more than max_sync_records) since windows from the cursor; the cursor's
+// base moves to the start time once all succeeded.
+//
+// NIP-77 is not windowed by the cursor because a created_at cursor cannot
+// be lossless: an event arrives with the created_at its author gave it,
+// so one arriving (on either side) with a created_at older than cursor −
+// overlap just before a crash, or while the connection was down, lies
+// outside every window after it. Reconciling the whole filter finds it
+// whatever its created_at; its traffic grows with the differences, not
+// with the set, and its cost on each side with the events in the filter,
+// which max_sync_records bounds (spec/gateway.md, "Cursors and catch-up").
 func (g *Gateway) catchUp(ctx context.Context, s *session, dir string, filters []nostr.Filter, w *watermark,
 	viaNegentropy func(f nostr.Filter, i int) error, viaSince func(f nostr.Filter) error) error {
 	started := time.Now().Unix()
 	method := "negentropy"
-	for i, f := range g.window(filters, w.start()) {
+	windows := g.window(filters, w.start())
+	for i, f := range g.window(filters, 0) {
 		err := viaNegentropy(f, i)
 		if fallback(err) {
 			method = "since"
-			err = viaSince(f)
+			err = viaSince(windows[i])
 		}
 		if err != nil {
 			return err
@@ -141,10 +152,18 @@ func (g *Gateway) reconcile(ctx context.Context, s *session, id string, f *nostr
 	if err := s.send(frame("NEG-OPEN", id, *f, hex.EncodeToString(first))); err != nil {
 		return nil, nil, err
 	}
-	defer s.send(frame("NEG-CLOSE", id))
+	// NEG-CLOSE only a session the backend opened: one that answered
+	// NEG-OPEN with a NOTICE may answer NEG-CLOSE with another, which the
+	// next REQ would take for its own refusal.
+	opened := false
+	defer func() {
+		if opened {
+			s.send(frame("NEG-CLOSE", id))
+		}
+	}()
 	authTried := false
 	for {
-		m, err := g.await(ctx, s, msgs, notices)
+		m, err := g.await(ctx, s, msgs, notices, errNoNegentropy)
 		if errors.Is(err, errNoNegentropy) {
 			s.noNeg = true // silent: do not wait for it again on this connection
 		}
@@ -168,6 +187,7 @@ func (g *Gateway) reconcile(ctx context.Context, s *session, id string, f *nostr
 			}
 			return nil, nil, fmt.Errorf("%w (NEG-ERR %q)", errNoNegentropy, m.Text)
 		case msgNegMsg:
+			opened = true
 		default:
 			continue
 		}
@@ -190,10 +210,11 @@ func (g *Gateway) reconcile(ctx context.Context, s *session, id string, f *nostr
 	}
 }
 
-// await waits for the next message of a subscription. A backend that says
-// nothing within the publish timeout is taken not to speak NIP-77 when
-// notices is set (relays without it may stay silent), else broken.
-func (g *Gateway) await(ctx context.Context, s *session, msgs <-chan relayMsg, notices <-chan relayMsg) (relayMsg, error) {
+// await waits for the next message of a subscription or a notice. A
+// backend that says nothing within the publish timeout gives silent:
+// errNoNegentropy for a NEG-OPEN (relays without NIP-77 may stay silent),
+// errBroken for a REQ.
+func (g *Gateway) await(ctx context.Context, s *session, msgs <-chan relayMsg, notices <-chan relayMsg, silent error) (relayMsg, error) {
 	t := time.NewTimer(g.s.PublishTimeout)
 	defer t.Stop()
 	select {
@@ -202,10 +223,7 @@ func (g *Gateway) await(ctx context.Context, s *session, msgs <-chan relayMsg, n
 	case m := <-notices:
 		return m, nil
 	case <-t.C:
-		if notices != nil {
-			return relayMsg{}, fmt.Errorf("%w: no answer within %s", errNoNegentropy, g.s.PublishTimeout)
-		}
-		return relayMsg{}, fmt.Errorf("%w: no answer within %s", errBroken, g.s.PublishTimeout)
+		return relayMsg{}, fmt.Errorf("%w: no answer within %s", silent, g.s.PublishTimeout)
 	case <-s.done:
 		return relayMsg{}, fmt.Errorf("%w: %v", errBroken, s.readErr)
 	case <-ctx.Done():
@@ -221,7 +239,11 @@ func (g *Gateway) fetch(ctx context.Context, s *session, ids []negentropy.ID) er
 		for i, id := range part {
 			f.IDs[i] = id
 		}
-		if _, err := g.request(ctx, s, "fetch-"+strconv.Itoa(start), f); err != nil {
+		_, err := g.request(ctx, s, "fetch", "fetch-"+strconv.Itoa(start), f)
+		if errors.Is(err, errShape) {
+			_, err = g.request(ctx, s, "fetch", "fetch-"+strconv.Itoa(start), f)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -229,29 +251,46 @@ func (g *Gateway) fetch(ctx context.Context, s *session, ids []negentropy.ID) er
 }
 
 // request runs one REQ to EOSE, storing each event that may cross, and
-// returns how many events came and the oldest created_at among them.
-func (g *Gateway) request(ctx context.Context, s *session, id string, f nostr.Filter) (page, error) {
+// returns how many events came and the oldest created_at among them. In a
+// session that degraded, the REQ goes in the plain shape. A NOTICE or a
+// CLOSED before the first event or EOSE is the backend refusing it: errShape
+// in the full shape (the caller asks again in the plain one), a *refusal in
+// the plain one. Only one REQ or NEG-OPEN is open at a time on the
+// catch-up side, and the live REQ is settled before, so a NOTICE is this
+// REQ's.
+func (g *Gateway) request(ctx context.Context, s *session, what, id string, f nostr.Filter) (page, error) {
 	var p page
+	if s.plain {
+		f = plainShape(f)
+	}
 	msgs, unsub := s.subscribe(id)
 	defer unsub()
+	notices, unwatch := s.watchNotices(id)
+	defer unwatch()
 	if err := s.send(frame("REQ", id, f)); err != nil {
 		return p, err
 	}
 	defer s.send(frame("CLOSE", id))
-	authTried := false
+	authTried, answered := false, false
 	for {
-		m, err := g.await(ctx, s, msgs, nil)
+		m, err := g.await(ctx, s, msgs, notices, errBroken)
 		if err != nil {
 			return p, err
 		}
 		switch m.Type {
 		case msgEvent:
+			answered = true
 			p.add(m.Event.CreatedAt)
 			if err := g.ingest(ctx, m.Event); err != nil {
 				return p, err
 			}
 		case msgEOSE:
 			return p, nil
+		case msgNotice:
+			if answered {
+				continue // about something else: this REQ was parsed
+			}
+			return p, g.refusedREQ(s, what, m.Text)
 		case msgClosed:
 			if prefix(m.Text) == "auth-required" && !authTried {
 				authTried = true
@@ -264,9 +303,21 @@ func (g *Gateway) request(ctx context.Context, s *session, id string, f nostr.Fi
 				}
 				continue
 			}
-			return p, fmt.Errorf("gateway: backend closed REQ %s: %s", id, m.Text)
+			return p, g.refusedREQ(s, what, m.Text)
 		}
 	}
+}
+
+// refusedREQ turns a NOTICE or CLOSED answering a REQ into errShape (and
+// degrades the session) or, in the plain shape, a *refusal.
+func (g *Gateway) refusedREQ(s *session, what, text string) error {
+	if !s.plain {
+		g.degrade(s, what, text)
+		return fmt.Errorf("%w (it said %q)", errShape, text)
+	}
+	r := &refusal{what: what, text: text}
+	g.refused(r)
+	return r
 }
 
 // page tracks one page of a since-window walk.
@@ -300,9 +351,15 @@ const secondSweep = 10
 // deduplicated); a page of one second is swept with a larger limit and the
 // walk goes on below it.
 func (g *Gateway) pageIn(ctx context.Context, s *session, f nostr.Filter) error {
+	if s.plain {
+		return g.plainIn(ctx, s, f)
+	}
 	f.Limit, f.HasLimit = g.s.PageSize, true
 	for i := 0; ; i++ {
-		p, err := g.request(ctx, s, "page-"+strconv.Itoa(i), f)
+		p, err := g.request(ctx, s, "catch-up", "page-"+strconv.Itoa(i), f)
+		if errors.Is(err, errShape) {
+			return g.plainIn(ctx, s, f)
+		}
 		if err != nil || p.n < g.s.PageSize {
 			return err
 		}
@@ -310,7 +367,10 @@ func (g *Gateway) pageIn(ctx context.Context, s *session, f nostr.Filter) error 
 		if p.oneSecond() {
 			sweep := f
 			sweep.Since, sweep.Limit = max(f.Since, p.oldest), g.s.PageSize*secondSweep
-			sp, err := g.request(ctx, s, "second-"+strconv.Itoa(i), sweep)
+			sp, err := g.request(ctx, s, "catch-up", "second-"+strconv.Itoa(i), sweep)
+			if errors.Is(err, errShape) {
+				return g.plainIn(ctx, s, f)
+			}
 			if err != nil {
 				return err
 			}
@@ -323,6 +383,18 @@ func (g *Gateway) pageIn(ctx context.Context, s *session, f nostr.Filter) error 
 			return nil
 		}
 	}
+}
+
+// plainIn is the catch-up from a backend that parses no limit, since or
+// until: one REQ of the plain filter, which returns what the backend
+// serves for it (its newest events, up to its own limit); ingest keeps
+// only what the configured filters take.
+func (g *Gateway) plainIn(ctx context.Context, s *session, f nostr.Filter) error {
+	p, err := g.request(ctx, s, "catch-up", "plain", f)
+	if err == nil {
+		g.log.Info("gateway: plain catch-up from a backend without limit/since/until", "events", p.n)
+	}
+	return err
 }
 
 // pageOut walks the local store newest first in pages and publishes every

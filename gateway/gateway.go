@@ -65,6 +65,8 @@ type Gateway struct {
 	in    *watermark
 	out   *watermark
 	queue *queue
+
+	health health
 }
 
 // New loads the cursors and registers the gateway's hook on the relay; it
@@ -146,7 +148,12 @@ func (g *Gateway) Run(ctx context.Context) error {
 		}
 		wait := backoff(g.s.RetryMin, g.s.RetryMax, failures)
 		failures++
-		g.log.Warn("gateway: backend unavailable; retrying", "backend", g.s.Backend, "err", err, "in", wait.Round(time.Millisecond))
+		if r := (*refusal)(nil); errors.As(err, &r) {
+			// Logged once as an ERROR by refused; asking again is routine.
+			g.log.Debug("gateway: backend refuses reads; asking again", "backend", g.s.Backend, "in", wait.Round(time.Millisecond))
+		} else {
+			g.log.Warn("gateway: backend unavailable; retrying", "backend", g.s.Backend, "err", err, "in", wait.Round(time.Millisecond))
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -233,19 +240,37 @@ func (g *Gateway) runSession(ctx context.Context) (bool, error) {
 	g.m.connected.Set(1)
 	g.log.Info("gateway: connected to the backend", "backend", g.s.Backend)
 
+	// The live REQ is settled (EOSE, or refused) before any catch-up
+	// request, so a NOTICE is never taken for the wrong one's.
+	filters, liveSubCh, unsub, err := g.openLive(sctx, s, live)
+	var refused *refusal
+	if errors.As(err, &refused) {
+		// Nothing can be read from this backend: carry the other
+		// direction for one backoff step, then ask again on a new
+		// connection.
+		var cancelOut context.CancelFunc
+		sctx, cancelOut = context.WithTimeout(sctx, g.s.RetryMax)
+		defer cancelOut()
+	} else if err != nil {
+		return false, err
+	}
+
 	liveErr := make(chan error, 1)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		liveErr <- g.liveIn(sctx, s, live)
-	}()
+	if refused == nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer unsub()
+			liveErr <- g.liveIn(sctx, s, live, filters, liveSubCh)
+		}()
+	}
 
 	var healthy atomic.Bool
 	work := make(chan error, 1)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		work <- g.sync(sctx, s, &healthy)
+		work <- g.sync(sctx, s, refused == nil, &healthy)
 	}()
 	select {
 	case err = <-liveErr:
@@ -255,23 +280,96 @@ func (g *Gateway) runSession(ctx context.Context) (bool, error) {
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
+	if refused != nil && ctx.Err() == nil {
+		return false, refused
+	}
 	return healthy.Load(), err
 }
 
-// liveIn opens the live backend → mesh subscription (limit 0: only new
-// events; the catch-up covers stored ones) and stores what it delivers.
-func (g *Gateway) liveIn(ctx context.Context, s *session, live <-chan *nostr.Event) error {
+// openLive opens the live backend → mesh subscription (limit 0: only new
+// events; the catch-up covers stored ones) and waits for its EOSE, storing
+// what comes before it (a backend that ignores limit 0 sends stored events
+// too). A NOTICE or CLOSED instead degrades the session to plain filters
+// and asks again; refused in that shape too, it returns a *refusal. It
+// returns the filters sent and the subscription's channel for liveIn.
+func (g *Gateway) openLive(ctx context.Context, s *session, live <-chan *nostr.Event) ([]any, <-chan relayMsg, func(), error) {
 	closed, unsub := s.subscribe(liveSub)
-	defer unsub()
-	filters := make([]any, 0, len(g.s.ToMesh)+2)
-	filters = append(filters, "REQ", liveSub)
-	for _, f := range g.s.ToMesh {
-		f.Limit, f.HasLimit = 0, true
-		filters = append(filters, f)
+	notices, unwatch := s.watchNotices(liveSub)
+	defer unwatch()
+	shape := func() []any {
+		filters := make([]any, 0, len(g.s.ToMesh)+2)
+		filters = append(filters, "REQ", liveSub)
+		for _, f := range g.s.ToMesh {
+			f.Limit, f.HasLimit = 0, true
+			if s.plain {
+				f = plainShape(f)
+			}
+			filters = append(filters, f)
+		}
+		return filters
 	}
+	filters := shape()
 	if err := s.send(frame(filters...)); err != nil {
-		return err
+		unsub()
+		return nil, nil, nil, err
 	}
+	fail := func(err error) ([]any, <-chan relayMsg, func(), error) {
+		unsub()
+		return nil, nil, nil, err
+	}
+	authTried := false
+	t := time.NewTimer(g.s.PublishTimeout)
+	defer t.Stop()
+	refuse := func(text string) error {
+		if err := g.refusedREQ(s, "live", text); !errors.Is(err, errShape) {
+			return err
+		}
+		filters = shape()
+		return s.send(frame(filters...))
+	}
+	for {
+		select {
+		case ev := <-live:
+			if err := g.ingest(ctx, ev); err != nil {
+				g.in.drop(ev.ID, ev.CreatedAt)
+				return fail(err)
+			}
+			g.in.done(ev.ID)
+			t.Reset(g.s.PublishTimeout)
+		case m := <-closed:
+			switch {
+			case m.Type == msgEOSE:
+				return filters, closed, unsub, nil
+			case m.Type != msgClosed:
+			case prefix(m.Text) == "auth-required" && !authTried:
+				authTried = true
+				if err := s.authenticate(ctx); err != nil {
+					return fail(err)
+				}
+				if err := s.send(frame(filters...)); err != nil {
+					return fail(err)
+				}
+			default:
+				if err := refuse(m.Text); err != nil {
+					return fail(err)
+				}
+			}
+		case m := <-notices:
+			if err := refuse(m.Text); err != nil {
+				return fail(err)
+			}
+		case <-t.C:
+			return fail(fmt.Errorf("%w: no EOSE for the live REQ within %s", errBroken, g.s.PublishTimeout))
+		case <-s.done:
+			return fail(fmt.Errorf("%w: %v", errBroken, s.readErr))
+		case <-ctx.Done():
+			return fail(ctx.Err())
+		}
+	}
+}
+
+// liveIn stores what the live subscription delivers after its EOSE.
+func (g *Gateway) liveIn(ctx context.Context, s *session, live <-chan *nostr.Event, filters []any, closed <-chan relayMsg) error {
 	for {
 		select {
 		case ev := <-live:
@@ -326,9 +424,12 @@ func (g *Gateway) ingest(ctx context.Context, ev *nostr.Event) error {
 
 // sync catches up both directions, then delivers the live queue,
 // catching up again whenever events were dropped from a full queue.
-func (g *Gateway) sync(ctx context.Context, s *session, healthy *atomic.Bool) error {
-	if err := g.catchUpIn(ctx, s); err != nil {
-		return err
+func (g *Gateway) sync(ctx context.Context, s *session, readable bool, healthy *atomic.Bool) error {
+	if readable {
+		if err := g.catchUpIn(ctx, s); err != nil {
+			return err
+		}
+		g.caughtUp()
 	}
 	if err := g.catchUpOut(ctx, s); err != nil {
 		return err

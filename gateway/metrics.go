@@ -10,6 +10,9 @@ type metrics struct {
 	backlog   prometheus.Gauge
 	dropped   prometheus.Counter
 	catchups  *prometheus.CounterVec // direction, method
+	refusals  *prometheus.CounterVec // request, shape
+	degraded  prometheus.Gauge
+	refusing  prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -42,9 +45,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "fleetmesh_gateway_catchups_total",
 			Help: "Completed catch-ups, by direction and method (negentropy or since).",
 		}, []string{"direction", "method"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleetmesh_gateway_backend_req_refusals_total",
+			Help: "REQs the backend answered with NOTICE or CLOSED instead of EOSE, by request (live, catch-up, fetch) and shape (full, or plain: without limit, since and until).",
+		}, []string{"request", "shape"}),
+		degraded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fleetmesh_gateway_backend_degraded",
+			Help: "1 once the backend refused filters with limit, since or until and the gateway asks it with plain filters; /healthz has its words.",
+		}),
+		refusing: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fleetmesh_gateway_backend_refusing",
+			Help: "1 while the backend refuses REQs in every shape (nothing is carried to the mesh); /healthz has its words.",
+		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.carried, m.refused, m.rejected, m.connected, m.backlog, m.dropped, m.catchups} {
+		for _, c := range []prometheus.Collector{m.carried, m.refused, m.rejected, m.connected, m.backlog, m.dropped, m.catchups, m.refusals, m.degraded, m.refusing} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

@@ -51,6 +51,10 @@ type session struct {
 	// noNeg is set once the backend showed it does not speak NIP-77; only
 	// the catch-up goroutine reads and writes it.
 	noNeg bool
+	// plain is set once the backend refused a filter with limit, since or
+	// until (see refusal.go); set while the live REQ opens, then only the
+	// catch-up goroutine reads and writes it.
+	plain bool
 }
 
 func dialBackend(ctx context.Context, url string, timeout time.Duration) (*websocket.Conn, error) {
@@ -139,7 +143,7 @@ func (s *session) read(ctx context.Context, live chan<- *nostr.Event) {
 			s.mu.Unlock()
 		default:
 			if m.SubID == liveSub {
-				if m.Type == msgClosed {
+				if m.Type == msgClosed || m.Type == msgEOSE {
 					s.route(ctx, m)
 				}
 				continue

@@ -137,6 +137,7 @@ type Node struct {
 	reg      *prometheus.Registry
 	lock     *homeLock
 	dash     *dashboard.Dashboard // nil when disabled
+	health   *healthChecks
 }
 
 // Open opens the node's store and binds its listener; Serve then runs it.
@@ -165,6 +166,7 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 
 	st, err := store.Open(opts.Home.Path(cfg.Store.Dir), store.Options{
 		CacheBytes: int64(cfg.Store.CacheMB) << 20,
+		MaxBytes:   cfg.Mesh.StorageMaxBytes,
 		Logger:     opts.Log,
 	})
 	if err != nil {
@@ -210,6 +212,7 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 		return nil, err
 	}
 	dc.AttachLibp2p(mp.m.Host())
+	dc.TrustProxies(rcfg.TrustedProxies)
 	ip := openIroh(opts, mp, dc)
 	if ip != nil {
 		reg.MustRegister(newIrohCollector(ip))
@@ -221,10 +224,8 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 	mux.Handle("/", rl)
 	mux.Handle("/didcomm", dc)
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		w.Write([]byte("ok\n"))
-	})
+	health := &healthChecks{}
+	mux.Handle("/healthz", health)
 	if opts.DebugMesh {
 		mux.HandleFunc("/debug/mesh", mp.serveDebug)
 	}
@@ -250,10 +251,11 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 		ln:       ln,
 		// An idle keep-alive connection holds a slot in the relay's accept
 		// gate (spec/limits.md): it is closed after a minute.
-		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute},
-		reg:  reg,
-		lock: lock,
-		dash: dash,
+		srv:    &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute},
+		reg:    reg,
+		lock:   lock,
+		dash:   dash,
+		health: health,
 	}, nil
 }
 

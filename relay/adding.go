@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/store"
@@ -96,8 +97,7 @@ func (c *conn) admit(ctx context.Context, ev *nostr.Event) (bool, string) {
 	}
 	res, err := r.accept(ctx, ev, FromClient)
 	if err != nil {
-		r.log.Error("relay: save failed", "id", ev.IDHex(), "err", err)
-		return false, "error: could not save the event; try again"
+		return false, r.saveFailed(ev, err)
 	}
 	switch res {
 	case store.Stored:
@@ -125,4 +125,21 @@ func (c *conn) anyAuthed() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.authed) > 0
+}
+
+// saveFailed is the OK message for a save the store could not make. A full
+// store says so (its bound or its disk, in its own words) and is logged at
+// WARN, since it refuses every write until space returns; anything else
+// is an ERROR here and a plain retry for the client.
+func (r *Relay) saveFailed(ev *nostr.Event, err error) string {
+	switch {
+	case errors.Is(err, store.ErrFull):
+		r.log.Warn("relay: store full; refusing writes", "id", ev.IDHex(), "err", err)
+		return "error: " + strings.TrimPrefix(err.Error(), "store: ") + "; try again later"
+	case errors.Is(err, store.ErrWritesStopped):
+		r.log.Error("relay: save failed", "id", ev.IDHex(), "err", err)
+		return "error: the store cannot write just now (a disk error or a full disk); try again later"
+	}
+	r.log.Error("relay: save failed", "id", ev.IDHex(), "err", err)
+	return "error: could not save the event; try again"
 }

@@ -1,6 +1,10 @@
 package relay
 
-import "time"
+import (
+	"time"
+
+	"fleetmesh.org/fleetmesh/clientaddr"
+)
 
 // Config holds the relay's limits and NIP-11 description. Zero values take
 // the defaults of DefaultConfig, except the rate limits, where 0 means
@@ -57,6 +61,11 @@ type Config struct {
 	// address or IPv6 /64; an IPv6 /56 may hold four times as many. There
 	// is no unlimited: 0 takes the default.
 	MaxConnsPerIP int
+	// TrustedProxies are the reverse proxies in front of the relay: a
+	// connection from one is keyed, for every per-address limit, by the
+	// client named in its X-Forwarded-For, and the proxy's own address is
+	// held only to the total (spec/limits.md).
+	TrustedProxies clientaddr.Proxies
 	// MaxConns bounds all concurrent WebSocket connections; 0 derives it
 	// from the process's file limit (FileBudget.Conns), keeping a reserve
 	// for the store, the mesh and the operator's endpoints.

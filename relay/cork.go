@@ -18,15 +18,16 @@ import (
 // served from the same listener are counted too, and their writes pass
 // straight through.
 func (r *Relay) Listener(ln net.Listener) net.Listener {
-	return corkListener{Listener: ln, bufs: &r.corkBufs, gate: r.gate}
+	return corkListener{Listener: ln, bufs: &r.corkBufs, gate: r.gate, proxies: r.cfg.TrustedProxies}
 }
 
 // corkListener admits connections through the gate and wraps each in a
 // corkConn.
 type corkListener struct {
 	net.Listener
-	bufs *sync.Pool // of *[]byte, shared by the relay's connections
-	gate *gate
+	bufs    *sync.Pool // of *[]byte, shared by the relay's connections
+	gate    *gate
+	proxies clientaddr.Proxies
 }
 
 func (l corkListener) Accept() (net.Conn, error) {
@@ -36,6 +37,11 @@ func (l corkListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		k := clientaddr.Of(c.RemoteAddr().String())
+		if l.proxies.Trusted(c.RemoteAddr().String()) {
+			// Many clients share a proxy's address: only the total holds
+			// here; the upgrade keys each by the client it forwards for.
+			k = clientaddr.Key{}
+		}
 		if why := l.gate.open(k); why != "" {
 			l.gate.refuse(c, why)
 			continue

@@ -54,22 +54,24 @@ func newGate(cfg *Config, m *metrics) *gate {
 // connections (a site with several hosts).
 const ipv6WideFactor = 4
 
-// open counts a connection from k, or says why not: "" if admitted.
+// open counts a connection from k, or says why not: "" if admitted. The
+// zero Key (a trusted proxy's connection) counts toward the total only.
 func (g *gate) open(k clientaddr.Key) string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch {
 	case g.n >= g.total:
 		return "busy"
-	case g.counts[k.Narrow] >= g.perAddr:
+	case k.Narrow != "" && g.counts[k.Narrow] >= g.perAddr:
 		return "addr"
 	case k.Wide != "" && g.counts[k.Wide] >= g.perWide:
 		return "addr"
 	}
 	g.n++
-	g.counts[k.Narrow]++
-	if k.Wide != "" {
-		g.counts[k.Wide]++
+	for _, s := range []string{k.Narrow, k.Wide} {
+		if s != "" {
+			g.counts[s]++
+		}
 	}
 	return ""
 }

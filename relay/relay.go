@@ -171,7 +171,7 @@ func refuseUpgrade(w http.ResponseWriter, status int, msg string) {
 }
 
 func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
-	k := clientaddr.Of(req.RemoteAddr)
+	k := r.cfg.TrustedProxies.OfRequest(req)
 	if ok, _ := r.newConns.Allow(k.Narrow); !ok {
 		r.m.rejected.WithLabelValues("conn_rate_ip").Inc()
 		refuseUpgrade(w, http.StatusTooManyRequests, fmt.Sprintf("rate-limited: this relay takes at most %g new connections a second from one address; retry later", r.cfg.IPConnsPerSecond))

@@ -18,6 +18,14 @@
 // each caller. This is strfry's batching writer: the fsync cost is shared
 // by everything in the batch, and "saved" always means "on disk".
 //
+// Each save in a group is all or nothing: one that fails part way drops
+// out and the batch is rebuilt without it. A commit that fails on disk
+// (Pebble calls that fatal) stops writes, not the process: the database is
+// reopened from disk and writes resume after a backoff step (failure.go).
+// Saves are refused with ErrFull before the disk is full: at
+// Options.MaxBytes (storage_max_bytes) or when the filesystem keeps less
+// than a WAL's and a flush's worth free (bound.go).
+//
 // Why an id filter in memory: every save must know whether its id is
 // already stored or was deleted, and on a store of millions those two point
 // reads cost more CPU than the rest of the writer's work, though nearly

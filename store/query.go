@@ -48,6 +48,11 @@ func (s *Store) QueryRaw(ctx context.Context, f *nostr.Filter, limit int, fn fun
 	if closed {
 		return ErrClosed
 	}
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
+	if s.db == nil {
+		return errNoDB
+	}
 	snap := s.db.NewSnapshot()
 	defer snap.Close()
 	now := s.opts.Now().Unix()

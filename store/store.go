@@ -14,6 +14,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"fleetmesh.org/fleetmesh/nostr"
 )
@@ -72,6 +73,20 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives Pebble's and the sweeper's messages (default: discard).
 	Logger *slog.Logger
+	// MaxBytes bounds the store's size on disk (0: no bound); at it, saves
+	// fail with ErrFull. Saves also fail with ErrFull when the filesystem
+	// has less than 2.2 memtables and 4 MiB free (bound.go).
+	MaxBytes uint64
+
+	// fs is the filesystem Pebble writes to (default: the OS's); tests
+	// wrap it to inject faults.
+	fs vfs.FS
+	// wrapBatch, when set, wraps each save's view of the shared batch;
+	// tests use it to fail a save at a chosen step.
+	wrapBatch func(*nostr.Event, batchRW) batchRW
+	// retryMin is the first wait before writes are retried after a failed
+	// commit (default 250 ms).
+	retryMin time.Duration
 }
 
 func (o *Options) fill() {
@@ -96,12 +111,33 @@ func (o *Options) fill() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.wrapBatch == nil {
+		o.wrapBatch = func(_ *nostr.Event, b batchRW) batchRW { return b }
+	}
+	if o.retryMin <= 0 {
+		o.retryMin = 250 * time.Millisecond
+	}
 }
 
 // Store is a Pebble-backed event store.
 type Store struct {
-	db   *pebble.DB
+	dir  string
+	po   *pebble.Options
 	opts Options
+
+	// dbMu guards db, which a failed commit replaces (see recover): reads
+	// hold it shared for as long as they use db.
+	dbMu sync.RWMutex
+	db   *pebble.DB
+	// fatal is where Pebble reports a commit it could not complete; failed
+	// and retryAt (the writer's) stop writes after one, until a reopen.
+	fatal   *fatalSlot
+	failed  error
+	retryAt time.Time
+	backoff time.Duration
+	// boundAt and boundErr are the writer's last bound check (bound.go).
+	boundAt time.Time
+	used    uint64
 
 	writes chan *saveReq
 	stop   chan struct{}
@@ -130,12 +166,15 @@ type saveReq struct {
 // Open opens (creating if needed) the store in dir.
 func Open(dir string, opts Options) (*Store, error) {
 	opts.fill()
-	cache := pebble.NewCache(opts.CacheBytes)
-	defer cache.Unref()
+	fatal := &fatalSlot{}
 	po := &pebble.Options{
-		Cache:        cache,
+		Cache:        pebble.NewCache(opts.CacheBytes),
 		MemTableSize: opts.MemTableBytes,
-		Logger:       pebbleLogger{opts.Logger},
+		Logger:       pebbleLogger{opts.Logger, fatal},
+		FS:           opts.fs,
+	}
+	if po.FS == nil {
+		po.FS = vfs.Default
 	}
 	// Every save looks up keys that are almost never there (the new
 	// event's id, its NIP-09 tombstone). Pebble has no filters unless
@@ -159,9 +198,13 @@ func Open(dir string, opts Options) (*Store, error) {
 	po.L0StopWritesThreshold = 24
 	db, err := pebble.Open(dir, po)
 	if err != nil {
+		po.Cache.Unref()
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
 	s := &Store{
+		dir:         dir,
+		po:          po,
+		fatal:       fatal,
 		db:          db,
 		opts:        opts,
 		writes:      make(chan *saveReq, opts.MaxBatch),
@@ -175,11 +218,13 @@ func Open(dir string, opts Options) (*Store, error) {
 	next, err := s.lastSerial()
 	if err != nil {
 		db.Close()
+		po.Cache.Unref()
 		return nil, err
 	}
 	its, err := openKnownIDIters(db)
 	if err != nil {
 		db.Close()
+		po.Cache.Unref()
 		return nil, err
 	}
 	go s.loadKnown(its)
@@ -202,6 +247,9 @@ func (s *Store) loadKnown(its []*pebble.Iterator) {
 }
 
 func (s *Store) lastSerial() (uint64, error) {
+	if s.db == nil {
+		return 0, errNoDB
+	}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pEvent}, UpperBound: []byte{pEvent + 1}})
 	if err != nil {
 		return 0, fmt.Errorf("store: %w", err)
@@ -251,6 +299,12 @@ func (s *Store) Close() error {
 	close(s.stop)
 	<-s.done
 	<-s.loaderDone // its iterators must be closed before the database
+	s.dbMu.Lock()
+	defer s.dbMu.Unlock()
+	defer s.po.Cache.Unref()
+	if s.db == nil {
+		return errNoDB
+	}
 	return s.db.Close()
 }
 
@@ -298,30 +352,68 @@ func (s *Store) writer(serial uint64) {
 	}
 }
 
-// commit applies a group of saves in one batch and one fsync.
+// commit applies a group of saves in one batch and one fsync. Each save is
+// all or nothing: apply sets a save's keys into the shared batch one by one,
+// so a save that fails part way has left some of them there, and the batch
+// is rebuilt from the start without it (apply is deterministic given the
+// disk and the serial, so the saves that succeed get the same answer again).
+// Each round drops at least one save, so it ends.
 func (s *Store) commit(reqs []*saveReq, serial uint64) uint64 {
-	b := s.db.NewIndexedBatch()
 	now := s.opts.Now().Unix()
 	start := serial
-	for _, r := range reqs {
-		r.res, r.err = s.apply(b, r.ev, &serial, now)
-	}
-	err := b.Commit(pebble.Sync)
-	b.Close()
-	if err != nil {
-		err = fmt.Errorf("store: commit: %w", err)
-		serial = start
-	}
-	for _, r := range reqs {
-		if err != nil && r.err == nil {
-			r.err = err
+	live := reqs
+	for len(live) > 0 {
+		if err := s.writable(); err != nil {
+			for _, r := range live {
+				r.err = err
+			}
+			break
 		}
+		b := s.db.NewIndexedBatch()
+		serial = start
+		ok := live[:0:0]
+		for _, r := range live {
+			r.res, r.err = s.apply(s.opts.wrapBatch(r.ev, b), r.ev, &serial, now)
+			if r.err != nil {
+				r.err = fmt.Errorf("store: save %s: %w", r.ev.IDHex(), r.err)
+				continue
+			}
+			ok = append(ok, r)
+		}
+		if len(ok) < len(live) {
+			b.Close()
+			live = ok
+			continue
+		}
+		// A group that writes nothing (duplicates, superseded) is
+		// answered even at the bound.
+		if !b.Empty() {
+			if err := s.checkBound(); err != nil {
+				b.Close()
+				serial = start
+				for _, r := range live {
+					r.err = err
+				}
+				break
+			}
+		}
+		err := s.commitBatch(b)
+		b.Close()
+		if err != nil {
+			serial = s.recover(err)
+			for _, r := range live {
+				r.err = err
+			}
+		}
+		break
+	}
+	for _, r := range reqs {
 		close(r.done)
 	}
 	return serial
 }
 
-func (s *Store) apply(b *pebble.Batch, ev *nostr.Event, serial *uint64, now int64) (Result, error) {
+func (s *Store) apply(b batchRW, ev *nostr.Event, serial *uint64, now int64) (Result, error) {
 	if exp, ok := ev.Expiration(); ok && exp <= now {
 		return Expired, nil
 	}
@@ -392,7 +484,7 @@ func (s *Store) apply(b *pebble.Batch, ev *nostr.Event, serial *uint64, now int6
 // author's own events named by "e" tags and addresses named by "a" tags,
 // and leaves tombstones so that the deleted events are refused if they
 // arrive again. Deleting a deletion request has no effect.
-func (s *Store) applyDeletion(b *pebble.Batch, del *nostr.Event) error {
+func (s *Store) applyDeletion(b batchRW, del *nostr.Event) error {
 	for _, t := range del.Tags {
 		if len(t) < 2 {
 			continue
@@ -479,7 +571,7 @@ func parseAddress(a string) (kind int, pub [32]byte, d string, ok bool) {
 }
 
 // remove deletes an event and every key that points at it.
-func (s *Store) remove(b *pebble.Batch, ev *nostr.Event, serial uint64) error {
+func (s *Store) remove(b batchRW, ev *nostr.Event, serial uint64) error {
 	if err := b.Delete(eventKey(serial), nil); err != nil {
 		return err
 	}
@@ -505,6 +597,9 @@ func (s *Store) remove(b *pebble.Batch, ev *nostr.Event, serial uint64) error {
 
 // sweepExpired removes events whose NIP-40 expiration has passed.
 func (s *Store) sweepExpired() error {
+	if s.db == nil {
+		return errNoDB
+	}
 	now := s.opts.Now().Unix()
 	it, err := s.db.NewIter(&pebble.IterOptions{
 		LowerBound: []byte{pExpiry},
@@ -537,10 +632,17 @@ func (s *Store) sweepExpired() error {
 			return err
 		}
 	}
-	return b.Commit(pebble.Sync)
+	if err := s.writable(); err != nil {
+		return err
+	}
+	if err := s.commitBatch(b); err != nil {
+		s.recover(err)
+		return err
+	}
+	return nil
 }
 
-func get(r *pebble.Batch, key []byte) ([]byte, error) {
+func get(r batchRW, key []byte) ([]byte, error) {
 	v, c, err := r.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, nil
@@ -553,12 +655,12 @@ func get(r *pebble.Batch, key []byte) ([]byte, error) {
 	return out, nil
 }
 
-func exists(r *pebble.Batch, key []byte) (bool, error) {
+func exists(r batchRW, key []byte) (bool, error) {
 	v, err := get(r, key)
 	return v != nil, err
 }
 
-func loadFrom(r *pebble.Batch, serial uint64) (*nostr.Event, error) {
+func loadFrom(r batchRW, serial uint64) (*nostr.Event, error) {
 	v, c, err := r.Get(eventKey(serial))
 	if err != nil {
 		return nil, err
@@ -569,17 +671,4 @@ func loadFrom(r *pebble.Batch, serial uint64) (*nostr.Event, error) {
 		return nil, err
 	}
 	return ev, nil
-}
-
-type pebbleLogger struct{ l *slog.Logger }
-
-func (p pebbleLogger) Infof(format string, args ...any) {
-	p.l.Debug(fmt.Sprintf("pebble: "+format, args...))
-}
-func (p pebbleLogger) Errorf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf("pebble: "+format, args...))
-}
-func (p pebbleLogger) Fatalf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf("pebble: fatal: "+format, args...))
-	panic(fmt.Sprintf(format, args...))
 }

@@ -14,6 +14,7 @@ import (
 
 type fixture struct {
 	t    testing.TB
+	opts Options // besides the clock
 	dir  string
 	now  int64
 	s    *Store
@@ -21,7 +22,11 @@ type fixture struct {
 }
 
 func newFixture(t testing.TB, nkeys int) *fixture {
-	fx := &fixture{t: t, dir: t.TempDir(), now: 1_700_000_000}
+	return newFixtureWith(t, nkeys, Options{}, t.TempDir())
+}
+
+func newFixtureWith(t testing.TB, nkeys int, opts Options, dir string) *fixture {
+	fx := &fixture{t: t, opts: opts, dir: dir, now: 1_700_000_000}
 	for range nkeys {
 		k, err := nostr.GenerateSecretKey()
 		if err != nil {
@@ -35,7 +40,10 @@ func newFixture(t testing.TB, nkeys int) *fixture {
 }
 
 func (fx *fixture) open() {
-	s, err := Open(fx.dir, Options{Now: func() time.Time { return time.Unix(fx.now, 0) }, SweepEvery: time.Hour})
+	o := fx.opts
+	o.Now = func() time.Time { return time.Unix(fx.now, 0) }
+	o.SweepEvery = time.Hour
+	s, err := Open(fx.dir, o)
 	if err != nil {
 		fx.t.Fatal(err)
 	}
@@ -301,7 +309,6 @@ func TestAgainstModel(t *testing.T) {
 			fx := newFixture(t, 4)
 			m := &model{events: map[[32]byte]*nostr.Event{}, delIDs: map[[32]byte][32]byte{}, delAddr: map[string]int64{}}
 			var history []*nostr.Event
-			kinds := []int{1, 7, 0, 3, 10002, 30023, 30000, 5}
 			for step := range steps {
 				switch op := r.IntN(20); {
 				case op == 0:
@@ -309,28 +316,10 @@ func TestAgainstModel(t *testing.T) {
 				case op == 1:
 					fx.now += int64(r.IntN(5))
 				case op < 12 || len(history) == 0:
-					kind := kinds[r.IntN(len(kinds))]
-					var tags nostr.Tags
-					if nostr.ClassOf(kind) == nostr.Addressable {
-						tags = append(tags, []string{"d", []string{"", "a", "b"}[r.IntN(3)]})
-					}
-					if r.IntN(3) == 0 {
-						tags = append(tags, []string{"t", []string{"x", "y"}[r.IntN(2)]})
-					}
-					if r.IntN(8) == 0 {
-						tags = append(tags, []string{"expiration", fmt.Sprint(fx.now + int64(r.IntN(6)) - 1)})
-					}
-					if kind == 5 && len(history) > 0 {
-						target := history[r.IntN(len(history))]
-						tags = append(tags, []string{"e", target.IDHex()})
-						if a := addrOf(target); a != "" && nostr.ClassOf(target.Kind) == nostr.Addressable {
-							tags = append(tags, []string{"a", a})
-						}
-					}
-					e := fx.event(r.IntN(4), kind, fx.now-int64(r.IntN(10)), tags, fmt.Sprint(step))
+					e := randomEvent(r, fx, history, fmt.Sprint(step))
 					history = append(history, e)
 					if got, want := fx.save(e), m.save(e, fx.now); got != want {
-						t.Fatalf("step %d: save kind %d: store %v, model %v", step, kind, got, want)
+						t.Fatalf("step %d: save kind %d: store %v, model %v", step, e.Kind, got, want)
 					}
 				case op < 15:
 					e := history[r.IntN(len(history))]
@@ -355,6 +344,31 @@ func TestAgainstModel(t *testing.T) {
 			}
 		})
 	}
+}
+
+// randomEvent makes an event of a random kind class by one of four keys,
+// with the tags the kind rules look at; a deletion names an earlier event.
+func randomEvent(r *rand.Rand, fx *fixture, history []*nostr.Event, content string) *nostr.Event {
+	kinds := []int{1, 7, 0, 3, 10002, 30023, 30000, 5}
+	kind := kinds[r.IntN(len(kinds))]
+	var tags nostr.Tags
+	if nostr.ClassOf(kind) == nostr.Addressable {
+		tags = append(tags, []string{"d", []string{"", "a", "b"}[r.IntN(3)]})
+	}
+	if r.IntN(3) == 0 {
+		tags = append(tags, []string{"t", []string{"x", "y"}[r.IntN(2)]})
+	}
+	if r.IntN(8) == 0 {
+		tags = append(tags, []string{"expiration", fmt.Sprint(fx.now + int64(r.IntN(6)) - 1)})
+	}
+	if kind == 5 && len(history) > 0 {
+		target := history[r.IntN(len(history))]
+		tags = append(tags, []string{"e", target.IDHex()})
+		if a := addrOf(target); a != "" && nostr.ClassOf(target.Kind) == nostr.Addressable {
+			tags = append(tags, []string{"a", a})
+		}
+	}
+	return fx.event(r.IntN(len(fx.keys)), kind, fx.now-int64(r.IntN(10)), tags, content)
 }
 
 func randomFilter(r *rand.Rand, fx *fixture, history []*nostr.Event) nostr.Filter {

@@ -104,6 +104,7 @@ func runGateway(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 	if err != nil {
 		return err
 	}
+	n.AddHealth("gateway", gw.Health)
 	fmt.Fprintf(stdout, "backend %s\n", settings.Backend)
 	fmt.Fprintf(stdout, "backend_pubkey %x\n", backendKey.PubKey())
 

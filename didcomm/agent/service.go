@@ -41,6 +41,7 @@ type Service struct {
 	unpacker *didcomm.Unpacker
 	mediator *mediator.Mediator
 	limits   *limiter
+	proxies  clientaddr.Proxies // set before serving; read-only after
 	log      *slog.Logger
 	features []discoverfeatures.Disclosure
 
@@ -136,6 +137,11 @@ func (s *Service) AttachLibp2p(h host.Host) {
 	transport.ServeLibp2p(s.ctx, h, s.Handle)
 }
 
+// TrustProxies names the reverse proxies in front of the service, so that
+// its per-address limits key a forwarded request by the client it came
+// from (package clientaddr). Call it before serving.
+func (s *Service) TrustProxies(p clientaddr.Proxies) { s.proxies = p }
+
 // ServeHTTP serves POSTed DIDComm messages and, on GET, the node's
 // out-of-band invitation.
 func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -149,7 +155,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "use POST with a DIDComm message, or GET for the invitation", http.StatusMethodNotAllowed)
 		return
 	}
-	addr := clientaddr.Of(r.RemoteAddr).Narrow
+	addr := s.proxies.OfRequest(r).Narrow
 	release, status, p := s.limits.admit(addr)
 	if p != nil {
 		w.Header().Set("Retry-After", retryAfter)
