@@ -50,7 +50,9 @@ type Config struct {
 	Boundary BoundaryConfig `toml:"boundary"`
 	Mesh     MeshConfig     `toml:"mesh"`
 	Runtime  RuntimeConfig  `toml:"runtime"`
-	Iroh     IrohConfig     `toml:"iroh"`
+	// Accounting is windows, receipts and grants (config/accounting.go).
+	Accounting AccountingConfig `toml:"accounting"`
+	Iroh       IrohConfig       `toml:"iroh"`
 	// Dashboard is the operator page at /dashboard on the relay port.
 	Dashboard DashboardConfig `toml:"dashboard"`
 }
@@ -337,8 +339,9 @@ func Default() Config {
 			LookupProviders:     3,
 			LookupDHTIDs:        16,
 		},
-		Log:       LogConfig{Level: "info", Format: "text"},
-		Dashboard: DashboardConfig{Enabled: true, SampleInterval: "10s"},
+		Log:        LogConfig{Level: "info", Format: "text"},
+		Accounting: DefaultAccounting(),
+		Dashboard:  DashboardConfig{Enabled: true, SampleInterval: "10s"},
 	}
 }
 
@@ -435,6 +438,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.Mesh.validateDurability(); err != nil {
+		return err
+	}
+	if err := c.Accounting.validate(); err != nil {
 		return err
 	}
 	for _, r := range c.Boundary.Rules {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 )
@@ -29,6 +30,10 @@ const (
 // TOML file. Zero fields take the defaults of DefaultConfig; Validate says
 // what is wrong with the rest.
 type Config struct {
+	// GossipTracer, if set, also traces GossipSub: the node's metering of
+	// forwarded events per peer (meter.GossipTracer).
+	GossipTracer pubsub.RawTracer
+
 	// ListenAddrs are the multiaddrs the host listens on: /tcp, /udp/…/quic-v1
 	// and /tcp/…/ws are understood.
 	ListenAddrs []string

@@ -192,6 +192,9 @@ func (m *Mesh) start(hooks Hooks) error {
 			pubsub.NewRegexpSubscriptionFilter(regexp.MustCompile("^"+regexp.QuoteMeta(TopicPrefix)+"(0|[1-9][0-9]{0,2})$")),
 			ShardCount)),
 	}
+	if m.cfg.GossipTracer != nil {
+		opts = append(opts, pubsub.WithRawTracer(m.cfg.GossipTracer)) // metering (package meter)
+	}
 	if m.dht != nil && !m.cfg.DisableTopicDiscovery {
 		rt := m.dht.RoutingTable()
 		disc, err := topicDiscovery(drouting.NewRoutingDiscovery(m.dht), func() bool { return rt.Size() > 0 })

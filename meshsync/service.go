@@ -17,6 +17,7 @@ import (
 	"github.com/libp2p/go-msgio"
 
 	"fleetmesh.org/fleetmesh/boundary"
+	"fleetmesh.org/fleetmesh/meter"
 	"fleetmesh.org/fleetmesh/negentropy"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/store"
@@ -37,6 +38,13 @@ type Config struct {
 	FrameSizeLimit int
 	// SessionTimeout bounds a whole session (default 5 minutes).
 	SessionTimeout time.Duration
+	// Meter counts the events (and their bytes) fetched, pushed and
+	// served, per peer; nil counts nothing.
+	Meter *meter.Meter
+	// Allow, if set, is asked before serving a peer's REQ; an error
+	// closes the REQ with the error's text, a NIP-01 prefixed reason
+	// naming the grant (spec/grants.md).
+	Allow func(p peer.ID) error
 }
 
 func (c *Config) fill() {
@@ -205,16 +213,16 @@ func (s *Service) sync(ctx context.Context, p peer.ID, f nostr.Filter, set shard
 	st.Have, st.Need = len(have), len(need)
 	// Fetch first: a deletion the peer has removes events we would
 	// otherwise push to it.
-	if err := s.fetch(ctx, r, w, need, &st); err != nil {
+	if err := s.fetch(ctx, p, r, w, need, &st); err != nil {
 		return st, err
 	}
-	if err := s.push(ctx, r, w, have, &st); err != nil {
+	if err := s.push(ctx, p, r, w, have, &st); err != nil {
 		return st, err
 	}
 	return st, nil
 }
 
-func (s *Service) fetch(ctx context.Context, r msgio.Reader, w msgio.Writer, need []negentropy.ID, st *Stats) error {
+func (s *Service) fetch(ctx context.Context, p peer.ID, r msgio.Reader, w msgio.Writer, need []negentropy.ID, st *Stats) error {
 	for len(need) > 0 {
 		chunk := need[:min(len(need), maxIDsPerReq)]
 		need = need[len(chunk):]
@@ -237,6 +245,7 @@ func (s *Service) fetch(ctx context.Context, r msgio.Reader, w msgio.Writer, nee
 			if typ != "EVENT" || len(parts) < 3 {
 				return fmt.Errorf("meshsync: fetch: unexpected %s", typ)
 			}
+			s.count(p, meter.Received, len(parts[2]))
 			ev := new(nostr.Event)
 			if err := json.Unmarshal(parts[2], ev); err != nil || !s.allowed(ev, boundary.ReplicateIn) {
 				st.Refused++
@@ -278,7 +287,7 @@ func (s *Service) store(ctx context.Context, evs []*nostr.Event, st *Stats) {
 	wg.Wait()
 }
 
-func (s *Service) push(ctx context.Context, r msgio.Reader, w msgio.Writer, have []negentropy.ID, st *Stats) error {
+func (s *Service) push(ctx context.Context, p peer.ID, r msgio.Reader, w msgio.Writer, have []negentropy.ID, st *Stats) error {
 	for len(have) > 0 {
 		chunk := have[:min(len(have), maxIDsPerReq)]
 		have = have[len(chunk):]
@@ -303,10 +312,12 @@ func (s *Service) push(ctx context.Context, r msgio.Reader, w msgio.Writer, have
 		wrote := make(chan error, 1)
 		go func() {
 			for _, ev := range evs {
-				if err := writeRaw(w, append(append([]byte(`["EVENT",`), ev.AppendJSON(nil)...), ']')); err != nil {
+				frame := append(append([]byte(`["EVENT",`), ev.AppendJSON(nil)...), ']')
+				if err := writeRaw(w, frame); err != nil {
 					wrote <- err
 					return
 				}
+				s.count(p, meter.Gave, len(frame)-len(`["EVENT",]`))
 			}
 			wrote <- nil
 		}()
@@ -331,6 +342,12 @@ func (s *Service) push(ctx context.Context, r msgio.Reader, w msgio.Writer, have
 		}
 	}
 	return nil
+}
+
+// count meters one event of n bytes sent to or received from p.
+func (s *Service) count(p peer.ID, d meter.Direction, n int) {
+	s.cfg.Meter.Record(p, meter.Events, d, 1)
+	s.cfg.Meter.Record(p, meter.Bytes, d, uint64(n))
 }
 
 func rawString(r json.RawMessage) string {
@@ -393,9 +410,9 @@ func (s *Service) serveOn(str Stream, remote peer.ID) {
 		case "NEG-CLOSE":
 			resp = nil
 		case "REQ":
-			werr = s.serveReq(ctx, w, parts)
+			werr = s.serveReq(ctx, remote, w, parts)
 		case "EVENT":
-			werr = s.serveEvent(ctx, w, parts)
+			werr = s.serveEvent(ctx, remote, w, parts)
 		default:
 			werr = writeFrame(w, "NOTICE", "invalid: unknown message type "+typ)
 		}
@@ -422,11 +439,16 @@ const maxLookupLimit = 500
 
 // serveReq answers a REQ for events by id (a fetch) or by any filter (a
 // lookup from a node whose client asked for events it does not hold).
-func (s *Service) serveReq(ctx context.Context, w msgio.Writer, parts []json.RawMessage) error {
+func (s *Service) serveReq(ctx context.Context, p peer.ID, w msgio.Writer, parts []json.RawMessage) error {
 	var sub string
 	var f nostr.Filter
 	if len(parts) != 3 || json.Unmarshal(parts[1], &sub) != nil || json.Unmarshal(parts[2], &f) != nil || (f.IDs != nil && len(f.IDs) > maxIDsPerReq) {
 		return writeFrame(w, "CLOSED", sub, fmt.Sprintf("invalid: a sync REQ has one filter and at most %d ids", maxIDsPerReq))
+	}
+	if s.cfg.Allow != nil {
+		if err := s.cfg.Allow(p); err != nil {
+			return writeFrame(w, "CLOSED", sub, err.Error())
+		}
 	}
 	limit := maxLookupLimit
 	if f.IDs != nil {
@@ -439,8 +461,10 @@ func (s *Service) serveReq(ctx context.Context, w msgio.Writer, parts []json.Raw
 		if !s.allowed(ev, boundary.ReplicateOut) {
 			return true
 		}
-		frame := append(append(append(append([]byte(`["EVENT",`), mustJSON(sub)...), ','), ev.AppendJSON(nil)...), ']')
+		js := ev.AppendJSON(nil)
+		frame := append(append(append(append([]byte(`["EVENT",`), mustJSON(sub)...), ','), js...), ']')
 		werr = writeRaw(w, frame)
+		s.count(p, meter.Gave, len(js))
 		return werr == nil
 	})
 	if werr != nil {
@@ -452,11 +476,12 @@ func (s *Service) serveReq(ctx context.Context, w msgio.Writer, parts []json.Raw
 	return writeFrame(w, "EOSE", sub)
 }
 
-func (s *Service) serveEvent(ctx context.Context, w msgio.Writer, parts []json.RawMessage) error {
+func (s *Service) serveEvent(ctx context.Context, p peer.ID, w msgio.Writer, parts []json.RawMessage) error {
 	ev := new(nostr.Event)
 	if len(parts) != 2 {
 		return writeFrame(w, "NOTICE", "invalid: EVENT needs one event")
 	}
+	s.count(p, meter.Received, len(parts[1]))
 	if err := json.Unmarshal(parts[1], ev); err != nil {
 		return writeFrame(w, "OK", "", false, "invalid: "+err.Error())
 	}

@@ -22,6 +22,7 @@ import (
 	"fleetmesh.org/fleetmesh/descriptor"
 	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/meshsync"
+	"fleetmesh.org/fleetmesh/meter"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
 	"fleetmesh.org/fleetmesh/store"
@@ -90,7 +91,7 @@ func (l meshLocal) Ingest(ctx context.Context, ev *nostr.Event, _ peer.ID) error
 	return err
 }
 
-func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.Policy) (*meshPart, error) {
+func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.Policy, acct *accountingPart) (*meshPart, error) {
 	mc := opts.Config.Mesh
 	filters, err := mc.SubscribeFilters()
 	if err != nil {
@@ -116,7 +117,8 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 		Durability:           mesh.DurabilityConfig{Replication: mc.Replication},
 		// The mesh keeps to its share of the file limit, so that it and
 		// the relay's clients never take the store's (spec/limits.md).
-		MaxFDs: rl.FileBudget().Mesh,
+		MaxFDs:       rl.FileBudget().Mesh,
+		GossipTracer: meter.GossipTracer(acct.meter),
 	}
 	applyNATConfig(&mcfg, opts.Config)
 	natChanged := make(chan struct{}, 1)
@@ -146,7 +148,7 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 	}
 	mp := &meshPart{
 		m:          m,
-		sync:       meshsync.New(m.Host(), local, policy, meshsync.Config{}, opts.Log),
+		sync:       meshsync.New(m.Host(), local, policy, meshsync.Config{Meter: acct.meter, Allow: acct.allow}, opts.Log),
 		filters:    filters,
 		every:      every,
 		lookups:    mc.LookupPeers,

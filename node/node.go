@@ -30,6 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"fleetmesh.org/fleetmesh/accounting"
 	"fleetmesh.org/fleetmesh/boundary"
 	"fleetmesh.org/fleetmesh/config"
 	"fleetmesh.org/fleetmesh/dashboard"
@@ -131,6 +132,7 @@ type Node struct {
 	didcomm  *agent.Service
 	relay    *relay.Relay
 	mesh     *meshPart
+	acct     *accountingPart
 	iroh     *irohPart // nil when iroh is off
 	ln       net.Listener
 	srv      *http.Server
@@ -204,7 +206,8 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 		st.Close()
 		return nil, err
 	}
-	mp, err := openMesh(opts, st, rl, policy)
+	acct := newMeter(opts)
+	mp, err := openMesh(opts, st, rl, policy, acct)
 	if err != nil {
 		dc.Close()
 		ln.Close()
@@ -213,6 +216,13 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 	}
 	dc.AttachLibp2p(mp.m.Host())
 	dc.TrustProxies(rcfg.TrustedProxies)
+	if err := acct.open(opts, dc, mp.m.Host(), reg); err != nil {
+		mp.close()
+		dc.Close()
+		ln.Close()
+		st.Close()
+		return nil, err
+	}
 	ip := openIroh(opts, mp, dc)
 	if ip != nil {
 		reg.MustRegister(newIrohCollector(ip))
@@ -223,6 +233,7 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/", rl)
 	mux.Handle("/didcomm", dc)
+	acct.mount(mux)
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	health := &healthChecks{}
 	mux.Handle("/healthz", health)
@@ -247,6 +258,7 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 		didcomm:  dc,
 		relay:    rl,
 		mesh:     mp,
+		acct:     acct,
 		iroh:     ip,
 		ln:       ln,
 		// An idle keep-alive connection holds a slot in the relay's accept
@@ -279,6 +291,9 @@ func (n *Node) Relay() *relay.Relay { return n.relay }
 // path and the gateway apply too.
 func (n *Node) Boundary() *boundary.Policy { return n.boundary }
 
+// Accounting is the node's accounting: receipts, grants, reports.
+func (n *Node) Accounting() *accounting.Service { return n.acct.s }
+
 // Registry is the node's Prometheus registry, for other parts' metrics.
 func (n *Node) Registry() *prometheus.Registry { return n.reg }
 
@@ -290,6 +305,7 @@ func (n *Node) Serve(ctx context.Context) error {
 	go func() { errc <- n.srv.Serve(n.ln) }()
 	n.opts.Log.Info("relay listening", "url", n.RelayURL(), "did", n.opts.Key.DID(), "signatures", nostr.Backend)
 	n.mesh.start(n.opts, n.RelayURL())
+	n.acct.start()
 	if n.iroh != nil {
 		n.iroh.start(n.mesh.every, n.mesh.filters)
 		n.iroh.waitIroh()
@@ -322,6 +338,9 @@ func (n *Node) Serve(ctx context.Context) error {
 		n.opts.Log.Warn("relay shutdown", "err", err)
 	}
 	n.srv.Shutdown(sctx)
+	if err := n.acct.close(); err != nil {
+		n.opts.Log.Warn("accounting close", "err", err)
+	}
 	if n.iroh != nil {
 		n.iroh.close()
 	}

@@ -47,7 +47,12 @@ fi
 (cd interop && npm ci --no-audit --no-fund --loglevel=error)
 # The iroh helper (@number0/iroh, from its own lock file): the iroh
 # package's and the node's iroh tests run it.
-(cd iroh/helper && npm ci --no-audit --no-fund --loglevel=error)
+# npm install, not npm ci: @number0/iroh 1.1.0 names optional platform
+# packages the registry does not serve (android-arm-eabi and others), so
+# no lock file can list them and npm 11's ci refuses the lock as out of
+# sync. install still takes every version from the committed lock and
+# --no-save leaves it as it is.
+(cd iroh/helper && npm install --no-audit --no-fund --no-save --loglevel=error)
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './interop/*'))

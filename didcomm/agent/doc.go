@@ -17,8 +17,12 @@
 // a phone that scanned the anchor's QR code, or was given its URL, learns
 // its DID.
 //
+// fleetmesh's own protocols (under https://fleetmesh.org/protocols/) are
+// implemented elsewhere and registered with Register (package accounting
+// registers grant, receipt, dispute and report); Request sends a message
+// to another node and returns its answer.
+//
 // It is not the envelope code (package didcomm) nor the transports
-// (didcomm/transport), and it holds no fleetmesh-specific protocol logic
-// yet (descriptor, grant, receipt... arrive under
-// https://fleetmesh.org/protocols/). spec/didcomm.md describes the wire.
+// (didcomm/transport), and it holds no fleetmesh-specific protocol logic.
+// spec/didcomm.md describes the wire.
 package agent

@@ -24,6 +24,7 @@ import (
 	"fleetmesh.org/fleetmesh/didcomm/transport"
 	"fleetmesh.org/fleetmesh/didcomm/trustping"
 	"fleetmesh.org/fleetmesh/identity"
+	"fleetmesh.org/fleetmesh/meter"
 )
 
 // TypeEmpty is the empty message (https://didcomm.org/empty/1.0/empty),
@@ -48,9 +49,11 @@ type Service struct {
 	ctx    context.Context // ends at Close; bounds libp2p stream handling
 	cancel context.CancelFunc
 
-	mu     sync.Mutex
-	hosts  []host.Host
-	closed bool
+	mu       sync.Mutex
+	hosts    []host.Host
+	handlers map[string]Handler // by protocol identifier (protocols.go)
+	meter    *meter.Meter       // counts pickup deliveries (protocols.go)
+	closed   bool
 }
 
 // New returns the Service of the node with this key, keeping its state
@@ -301,7 +304,12 @@ func (s *Service) dispatch(ctx context.Context, u *didcomm.Unpacked) (*didcomm.M
 		}
 	}
 	if mediator.Handles(msg.Type) {
-		return s.mediator.Handle(u)
+		reply, err := s.mediator.Handle(u)
+		s.meterPickup(u, reply)
+		return reply, err
+	}
+	if h := s.handler(msg.Type); h != nil {
+		return h(ctx, u)
 	}
 	return nil, &didcomm.Problem{Code: didcomm.CodeUnsupportedType, Err: fmt.Errorf("message type %s is not supported (ask with discover-features)", msg.Type)}
 }

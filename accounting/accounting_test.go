@@ -1,0 +1,395 @@
+package accounting
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/host"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	dto "github.com/prometheus/client_model/go"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"fleetmesh.org/fleetmesh/didcomm"
+	"fleetmesh.org/fleetmesh/didcomm/agent"
+	"fleetmesh.org/fleetmesh/identity"
+	"fleetmesh.org/fleetmesh/meter"
+	"fleetmesh.org/fleetmesh/receipt"
+)
+
+// t0 is a window boundary the tests' fake clock starts at.
+var t0 = time.Unix(1_800_000_000-1_800_000_000%3600, 0)
+
+const window = 10 * time.Second
+
+type testNode struct {
+	key *identity.Key
+	h   host.Host
+	ag  *agent.Service
+	s   *Service
+	dir string
+}
+
+func testConfig() Config {
+	return Config{Window: window, Tolerance: 0.02, DisputePeriod: 2 * window, DisputeRounds: 3, AcceptGrants: true}
+}
+
+// newNodes makes count nodes on a linked, connected mocknet.
+func newNodes(t testing.TB, count int, cfg Config, connect func(mn mocknet.Mocknet) error) []*testNode {
+	t.Helper()
+	mn := mocknet.New()
+	t.Cleanup(func() { mn.Close() })
+	nodes := make([]*testNode, count)
+	for i := range nodes {
+		key, err := identity.GenerateKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr, err := ma.NewMultiaddr(fmt.Sprintf("/ip4/10.%d.%d.%d/tcp/4001", (i+1)>>16, ((i+1)>>8)&0xff, (i+1)&0xff))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := mn.AddPeer(key.Libp2pKey(), addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := &testNode{key: key, h: h, dir: t.TempDir()}
+		n.open(t, cfg)
+		nodes[i] = n
+	}
+	if err := mn.LinkAll(); err != nil {
+		t.Fatal(err)
+	}
+	if connect == nil {
+		connect = func(mn mocknet.Mocknet) error { return mn.ConnectAllButSelf() }
+	}
+	if err := connect(mn); err != nil {
+		t.Fatal(err)
+	}
+	return nodes
+}
+
+func (n *testNode) open(t testing.TB, cfg Config) { n.openAt(t, cfg, t0) }
+
+// openAt opens the node's accounting as a node started at now would.
+func (n *testNode) openAt(t testing.TB, cfg Config, now time.Time) {
+	t.Helper()
+	ag, err := agent.New(n.key, n.dir+"/didcomm", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag.AttachLibp2p(n.h)
+	s, err := New(n.key, cfg, n.dir+"/accounting", meter.New(n.h.ID(), cfg.Window, now), ag, n.h, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.ag, n.s = ag, s
+	t.Cleanup(func() { n.close() })
+}
+
+func (n *testNode) close() {
+	if n.s != nil {
+		n.s.Close()
+		n.ag.Close()
+		n.s = nil
+	}
+}
+
+// closeWindow runs the rounds that close the window before at on every
+// node: each rolls, then each saves its figures and exchanges; b sides go
+// first so they hold their figures when a proposes.
+func closeWindow(nodes []*testNode, at time.Time) {
+	ctx := context.Background()
+	for _, n := range nodes {
+		n.s.Round(ctx, at)
+	}
+	later := at.Add(time.Millisecond)
+	for _, n := range nodes {
+		n.s.Round(ctx, later)
+	}
+	// A second pass lets every a propose after every b has saved.
+	for _, n := range nodes {
+		n.s.Round(ctx, later.Add(time.Millisecond))
+	}
+}
+
+// traffic records that from gave to events of size bytes each, as both
+// sides' meters would.
+func traffic(from, to *testNode, events, size uint64) {
+	from.s.meter.Record(to.h.ID(), meter.Events, meter.Gave, events)
+	from.s.meter.Record(to.h.ID(), meter.Bytes, meter.Gave, events*size)
+	to.s.meter.Record(from.h.ID(), meter.Events, meter.Received, events)
+	to.s.meter.Record(from.h.ID(), meter.Bytes, meter.Received, events*size)
+}
+
+func TestWindowCloseChainsReceipts(t *testing.T) {
+	nodes := newNodes(t, 2, testConfig(), nil)
+	x, y := nodes[0], nodes[1]
+	for w := 1; w <= 3; w++ {
+		traffic(x, y, uint64(10*w), 300)
+		traffic(y, x, 5, 100)
+		closeWindow(nodes, t0.Add(time.Duration(w)*window+time.Millisecond))
+	}
+	for _, n := range nodes {
+		rs, err := n.s.Receipts(n.key.DID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) != 3 {
+			t.Fatalf("%d receipts, want one per window (3)", len(rs))
+		}
+		if k, err := receipt.VerifyChain(n.key.DID(), rs); err != nil || k != 3 {
+			t.Fatalf("chain: %d, %v", k, err)
+		}
+		for i, r := range rs {
+			if got := r.Side(x.key.DID()).Gave.Events; got != uint64(10*(i+1)) {
+				t.Fatalf("window %d: x gave %d events, want %d", i+1, got, 10*(i+1))
+			}
+			if r.Side(y.key.DID()).Received.Bytes != uint64(10*(i+1))*300 {
+				t.Fatalf("window %d: y's received bytes %d", i+1, r.Side(y.key.DID()).Received.Bytes)
+			}
+			if r.WindowStart != t0.Unix()+int64(i)*10 {
+				t.Fatalf("receipt %d is for window %d", i, r.WindowStart)
+			}
+		}
+	}
+	// Both hold byte-identical receipts.
+	rx, _ := x.s.Receipts(x.key.DID())
+	ry, _ := y.s.Receipts(y.key.DID())
+	for i := range rx {
+		a, _ := rx[i].Encode()
+		b, _ := ry[i].Encode()
+		if string(a) != string(b) {
+			t.Fatalf("receipt %d differs between the two sides", i)
+		}
+	}
+	// After the dispute period each side reports the windows.
+	for _, n := range nodes {
+		n.s.Round(context.Background(), t0.Add(7*window))
+		reps, err := n.s.Reports(n.key.DID())
+		if err != nil || len(reps) != 3 {
+			t.Fatalf("%d reports, %v; want 3", len(reps), err)
+		}
+	}
+}
+
+func TestOverClaimOpensDispute(t *testing.T) {
+	nodes := newNodes(t, 2, testConfig(), nil)
+	x, y := nodes[0], nodes[1]
+	traffic(x, y, 10, 300)
+	// y claims to have given x 500 events x never saw.
+	y.s.meter.Record(x.h.ID(), meter.Events, meter.Gave, 500)
+	closeWindow(nodes, t0.Add(window+time.Millisecond))
+	for _, n := range nodes {
+		if rs, _ := n.s.Receipts(n.key.DID()); len(rs) != 0 {
+			t.Fatalf("a receipt was co-signed for a disputed window")
+		}
+	}
+	// The next windows are honest; the dispute period of the first ends.
+	for w := 2; w <= 4; w++ {
+		traffic(x, y, 1, 10)
+		closeWindow(nodes, t0.Add(time.Duration(w)*window+time.Millisecond))
+	}
+	for _, n := range nodes {
+		n.s.Round(context.Background(), t0.Add(9*window))
+		rs, _ := n.s.Receipts(n.key.DID())
+		if len(rs) != 3 || rs[0].Seq != 1 || rs[0].WindowStart != t0.Unix()+10 {
+			t.Fatalf("after the dispute: %d receipts, the first for window %d", len(rs), rs[0].WindowStart)
+		}
+		if _, err := receipt.VerifyChain(n.key.DID(), rs); err != nil {
+			t.Fatal(err)
+		}
+		reps, _ := n.s.Reports(n.key.DID())
+		var disputed *receipt.Receipt
+		for _, rep := range reps {
+			if rep.WindowStart == t0.Unix() {
+				if len(rep.Receipts) != 0 || len(rep.Disputed) != 1 {
+					t.Fatalf("report of the disputed window: %d receipts, %d disputed", len(rep.Receipts), len(rep.Disputed))
+				}
+				disputed, _ = receipt.Decode(rep.Disputed[0])
+			}
+		}
+		if disputed == nil || !disputed.Disputed {
+			t.Fatal("the disputed window is not in the report")
+		}
+		// Both sides' figures are in it.
+		if disputed.Side(y.key.DID()).Gave.Events != 500 || disputed.Side(x.key.DID()).Gave.Events != 10 {
+			t.Fatalf("disputed receipt figures: %+v / %+v", disputed.CountsA, disputed.CountsB)
+		}
+	}
+}
+
+// TestRestartMidExchangeLosesNothing stops the exchange where b misses
+// the countersignature (a stored, b did not) and restarts b: a's next
+// round delivers it, the chain continues one receipt per window and both
+// sides hold the same chain. (The kill -9 loop in e2e covers the other
+// points.)
+func TestRestartMidExchangeLosesNothing(t *testing.T) {
+	cfg := testConfig()
+	nodes := newNodes(t, 2, cfg, nil)
+	a, b := nodes[0], nodes[1]
+	if a.key.DID() > b.key.DID() {
+		a, b = b, a
+	}
+	ctx := context.Background()
+	dropCountersign := true
+	wrap := func() {
+		inner := b.s.handleReceipt
+		b.ag.Register(PIURIReceipt, func(ctx context.Context, u *didcomm.Unpacked) (*didcomm.Message, error) {
+			if u.Message.Type == TypeCountersign && dropCountersign {
+				return nil, problem(didcomm.CodeInternal, "lost")
+			}
+			return inner(ctx, u)
+		})
+	}
+	wrap()
+	traffic(a, b, 10, 100)
+	closeWindow(nodes, t0.Add(window+time.Millisecond))
+	// a stored the receipt; b holds only its signature.
+	if ra, _ := a.s.Receipts(a.key.DID()); len(ra) != 1 {
+		t.Fatalf("a holds %d receipts", len(ra))
+	}
+	if rb, _ := b.s.Receipts(b.key.DID()); len(rb) != 0 {
+		t.Fatal("b stored a receipt it never got countersigned")
+	}
+	// b restarts; the countersignature goes through on a's next round.
+	b.close()
+	b.openAt(t, cfg, t0.Add(window+2*time.Millisecond))
+	dropCountersign = false
+	traffic(a, b, 3, 100)
+	closeWindow(nodes, t0.Add(2*window+time.Millisecond))
+	for _, n := range []*testNode{a, b} {
+		rs, _ := n.s.Receipts(n.key.DID())
+		if _, err := receipt.VerifyChain(n.key.DID(), rs); err != nil || len(rs) != 2 {
+			t.Fatalf("%d receipts: %v", len(rs), err)
+		}
+	}
+	// Window 3, run step by step.
+	traffic(a, b, 4, 100)
+	at := t0.Add(3*window + time.Millisecond)
+	a.s.Round(ctx, at)
+	b.s.Round(ctx, at)
+	b.s.Round(ctx, at.Add(time.Millisecond))
+	a.s.Round(ctx, at.Add(time.Millisecond)) // a saves its figures, proposes, stores
+	ra, _ := a.s.Receipts(a.key.DID())
+	rb, _ := b.s.Receipts(b.key.DID())
+	if len(ra) != len(rb) {
+		t.Fatalf("a holds %d receipts, b %d", len(ra), len(rb))
+	}
+	if _, err := receipt.VerifyChain(a.key.DID(), ra); err != nil {
+		t.Fatal(err)
+	}
+	if ps, _ := a.s.ForkProofs(); len(ps) != 0 {
+		t.Fatal("a fork appeared")
+	}
+}
+
+func TestGrantOfferEnforceRevoke(t *testing.T) {
+	cfg := testConfig()
+	nodes := newNodes(t, 2, cfg, nil)
+	x, y := nodes[0], nodes[1]
+	ctx := context.Background()
+	g, err := x.s.Offer(ctx, y.key.DID(), meter.Events, 5, time.Hour, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.State != StateActive || g.SigGrantee == nil {
+		t.Fatalf("offered grant is %s", g.State)
+	}
+	ys, _ := y.s.Grants()
+	if len(ys) != 1 || ys[0].Direction != "received" || ys[0].State != StateActive {
+		t.Fatalf("y's grants: %+v", ys)
+	}
+	if err := x.s.Allow(y.h.ID(), meter.Events, 5); err != nil {
+		t.Fatalf("within quota: %v", err)
+	}
+	x.s.meter.Record(y.h.ID(), meter.Events, meter.Gave, 5)
+	err = x.s.Allow(y.h.ID(), meter.Events, 1)
+	if err == nil || !strings.Contains(err.Error(), g.ID) || !strings.HasPrefix(err.Error(), "rate-limited:") {
+		t.Fatalf("over quota: %v, want a refusal naming grant %s", err, g.ID)
+	}
+	var m dto.Metric
+	x.s.m.grantRefusals.WithLabelValues("events", "over_quota").Write(&m)
+	if n := m.GetCounter().GetValue(); n != 1 {
+		t.Fatalf("refusals counted: %v, want 1", n)
+	}
+	if _, err := x.s.Revoke(ctx, g.ID); err != nil {
+		t.Fatal(err)
+	}
+	ys, _ = y.s.Grants()
+	if ys[0].State != StateRevoked {
+		t.Fatalf("after revocation y sees %s", ys[0].State)
+	}
+	// With grants required, a peer without one is refused.
+	cfg.RequireGrant = []meter.Service{meter.Events}
+	x.close()
+	x.open(t, cfg)
+	if err := x.s.Allow(y.h.ID(), meter.Events, 1); err == nil || !strings.HasPrefix(err.Error(), "restricted:") {
+		t.Fatalf("no grant: %v", err)
+	}
+}
+
+// TestForkProofReachesEveryNode: two validly co-signed receipts for one
+// pair and seq reach one node of a 50-node mesh; the proof it builds
+// reaches every node, and each verifies it.
+func TestForkProofReachesEveryNode(t *testing.T) {
+	const count = 50
+	nodes := newNodes(t, count, testConfig(), func(mn mocknet.Mocknet) error {
+		// A ring with chords: connected, few links per node.
+		ps := mn.Peers()
+		for i := range ps {
+			for _, j := range []int{(i + 1) % len(ps), (i + 7) % len(ps)} {
+				if _, err := mn.ConnectPeers(ps[i], ps[j]); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	ka, _ := identity.GenerateKey()
+	kb, _ := identity.GenerateKey()
+	if ka.DID() > kb.DID() {
+		ka, kb = kb, ka
+	}
+	mk := func(events uint64) []byte {
+		r := receipt.New(ka.DID(), kb.DID(), t0.Unix(), 10, 1, cid.Undef, receipt.Side{Gave: receipt.Counts{Events: events}}, receipt.Side{Received: receipt.Counts{Events: events}})
+		r.Sign(ka)
+		r.Sign(kb)
+		raw, _ := r.Encode()
+		return raw
+	}
+	if ok, err := nodes[0].s.Ingest(mk(10)); !ok || err != nil {
+		t.Fatalf("first receipt: %v %v", ok, err)
+	}
+	if _, err := nodes[0].s.Ingest(mk(99)); err == nil || !strings.Contains(err.Error(), "fork proof") {
+		t.Fatalf("second receipt: %v", err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		missing := 0
+		for _, n := range nodes {
+			ps, err := n.s.ForkProofs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ps) != 1 {
+				missing++
+				continue
+			}
+			x, y, err := ps[0].Verify()
+			if err != nil || x.Seq != 1 || y.Seq != 1 {
+				t.Fatalf("a stored proof does not verify: %v", err)
+			}
+		}
+		if missing == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d nodes lack the fork proof", missing, count)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,654 @@
+package accounting
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ipfs/go-cid"
+	bolt "go.etcd.io/bbolt"
+
+	"fleetmesh.org/fleetmesh/didcomm"
+	"fleetmesh.org/fleetmesh/didcomm/agent"
+	"fleetmesh.org/fleetmesh/identity"
+	"fleetmesh.org/fleetmesh/meter"
+	"fleetmesh.org/fleetmesh/receipt"
+)
+
+// Protocol identifiers and message types (spec/receipts.md,
+// spec/disputes.md).
+const (
+	PIURIReceipt    = "https://fleetmesh.org/protocols/receipt/1.0"
+	TypePropose     = PIURIReceipt + "/propose"
+	TypeSign        = PIURIReceipt + "/sign"
+	TypeCountersign = PIURIReceipt + "/countersign"
+	TypeAck         = PIURIReceipt + "/ack"
+	TypeRequest     = PIURIReceipt + "/request"
+	TypeForkProof   = PIURIReceipt + "/fork-proof"
+	PIURIDispute    = "https://fleetmesh.org/protocols/dispute/1.0"
+	TypeDisputeOpen = PIURIDispute + "/open"
+)
+
+// Problem codes of the receipt protocol.
+const (
+	CodeNotReady = "e.p.req.time.window-open"
+	CodeChain    = "e.p.msg.receipt-chain"
+	CodeInvalid  = "e.p.msg.receipt-invalid"
+)
+
+// ProposeBody proposes a window's receipt: a's figures, the chain position
+// and a's latest receipt of the pair (so b catches up after a crash).
+type ProposeBody struct {
+	WindowStart int64        `json:"window_start"`
+	WindowSecs  int64        `json:"window_secs"`
+	Seq         uint64       `json:"seq"`
+	Prev        []byte       `json:"prev"`
+	Counts      receipt.Side `json:"counts"`
+	Head        []byte       `json:"head,omitempty"`
+	Round       int          `json:"round"`
+}
+
+// ReceiptBody carries one receipt (sign, countersign, fork-proof's
+// receipts, disputed).
+type ReceiptBody struct {
+	Receipt []byte `json:"receipt"`
+}
+
+// DisputeBody opens a dispute: the sender's own figures for the window
+// and what disagrees.
+type DisputeBody struct {
+	WindowStart int64        `json:"window_start"`
+	Counts      receipt.Side `json:"counts"`
+	Round       int          `json:"round"`
+	Reason      string       `json:"reason"`
+}
+
+// RequestBody asks a, the proposer, to propose a window.
+type RequestBody struct {
+	WindowStart int64 `json:"window_start"`
+}
+
+func problem(code, format string, args ...any) error {
+	return &didcomm.Problem{Code: code, Err: fmt.Errorf(format, args...)}
+}
+
+// snapshot stores a closed window's figures as pending, per peer, in one
+// committed transaction.
+func (s *Service) snapshot(w *meter.Window) error {
+	sides := w.Sides()
+	err := s.db.b.Update(func(tx *bolt.Tx) error {
+		for p, side := range sides {
+			did, err := identity.DIDFromPeerID(p)
+			if err != nil {
+				continue
+			}
+			if err := putJSON(tx, bPending, key(did, uint64(w.Start)), pending{Start: w.Start, Secs: s.meter.Length(), Mine: side}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		s.m.windows.Inc()
+	}
+	return err
+}
+
+// exchange runs the due exchanges with every peer that has pending
+// windows or an unacknowledged countersignature, a few peers at once.
+func (s *Service) exchange(ctx context.Context, now time.Time) {
+	peers := map[string]bool{}
+	s.db.b.View(func(tx *bolt.Tx) error {
+		tx.Bucket(bPending).ForEach(func(k, _ []byte) error {
+			peers[string(k[:bytes.IndexByte(k, 0)])] = true
+			return nil
+		})
+		tx.Bucket(bUnacked).ForEach(func(k, _ []byte) error {
+			a, b := splitPair(string(k))
+			peers[map[bool]string{true: b, false: a}[a == s.did]] = true
+			return nil
+		})
+		return nil
+	})
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for p := range peers {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			s.exchangeWith(ctx, p, now)
+		}()
+	}
+	wg.Wait()
+}
+
+func splitPair(pair string) (string, string) {
+	a, b, _ := bytes.Cut([]byte(pair), []byte(" "))
+	return string(a), string(b)
+}
+
+func (s *Service) exchangeWith(ctx context.Context, peer string, now time.Time) {
+	a, b := receipt.Pair(s.did, peer)
+	pair := a + " " + b
+	s.resendCountersign(ctx, pair, peer)
+	var ps []pending
+	s.db.b.View(func(tx *bolt.Tx) error {
+		var err error
+		ps, err = pendingFor(tx, peer)
+		return err
+	})
+	for _, p := range ps {
+		deadline := time.Unix(p.end(), 0).Add(s.cfg.DisputePeriod)
+		if now.After(deadline) || p.Rounds >= s.cfg.DisputeRounds {
+			if s.signedFor(pair, p.Start) {
+				continue // b signed it: wait for a's countersignature
+			}
+			if err := s.markDisputed(pair, peer, p); err != nil {
+				s.log.Warn("accounting: marking a window disputed", "peer", peer, "window", p.Start, "err", err)
+			}
+			continue
+		}
+		if s.did != a {
+			// b: ask a to propose once half the dispute period has gone by.
+			if now.After(time.Unix(p.end(), 0).Add(s.cfg.DisputePeriod / 2)) {
+				s.request(ctx, peer, p.Start)
+			}
+			return
+		}
+		if err := s.propose(ctx, pair, peer, p); err != nil {
+			s.log.Info("accounting: proposing a receipt", "peer", peer, "window", p.Start, "err", err)
+		}
+		return // one window at a time per pair, oldest first
+	}
+}
+
+func (s *Service) request(ctx context.Context, peer string, window int64) {
+	m, _ := didcomm.NewMessage(TypeRequest, RequestBody{WindowStart: window})
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := s.agent.Request(ctx, peer, m); err != nil && !errors.Is(err, agent.ErrNoAnswer) {
+		s.log.Debug("accounting: asking for a proposal", "peer", peer, "err", err)
+	}
+}
+
+// propose runs a's side of one window's exchange.
+func (s *Service) propose(ctx context.Context, pair, peer string, p pending) error {
+	var h *receipt.Receipt
+	if err := s.db.b.View(func(tx *bolt.Tx) error {
+		var err error
+		h, err = head(tx, pair)
+		return err
+	}); err != nil {
+		return err
+	}
+	body := ProposeBody{WindowStart: p.Start, WindowSecs: p.Secs, Seq: 1, Counts: p.Mine, Round: p.Rounds + 1}
+	if h != nil {
+		c, _ := h.CID()
+		body.Seq, body.Prev = h.Seq+1, c.Bytes()
+		body.Head, _ = h.Encode()
+	}
+	m, err := didcomm.NewMessage(TypePropose, body)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	reply, err := s.agent.Request(ctx, peer, m)
+	if err != nil {
+		var pr *didcomm.Problem
+		if errors.As(err, &pr) && pr.Code == didcomm.CodeUnsupportedType {
+			// A peer without accounting (a leaf, an older node): the
+			// window can never be signed; report it disputed now.
+			return s.markDisputed(pair, peer, p)
+		}
+		return err
+	}
+	switch reply.Type {
+	case TypeSign:
+		return s.countersign(ctx, pair, peer, reply, h)
+	case TypeDisputeOpen:
+		var d DisputeBody
+		if err := json.Unmarshal(reply.Body, &d); err != nil {
+			return err
+		}
+		s.m.disputes.WithLabelValues("opened").Inc()
+		s.log.Info("accounting: dispute", "peer", peer, "window", p.Start, "round", body.Round, "reason", d.Reason)
+		return s.db.b.Update(func(tx *bolt.Tx) error {
+			k := key(peer, uint64(p.Start))
+			if tx.Bucket(bPending).Get(k) == nil {
+				return nil
+			}
+			p.Rounds, p.Theirs = body.Round, &d.Counts
+			return putJSON(tx, bPending, k, p)
+		})
+	}
+	return fmt.Errorf("unexpected answer %s", reply.Type)
+}
+
+// countersign checks b's signed receipt against a's own figures and chain,
+// stores it (fsynced) and only then sends a's signature.
+func (s *Service) countersign(ctx context.Context, pair, peer string, reply *didcomm.Message, h *receipt.Receipt) error {
+	var rb ReceiptBody
+	if err := json.Unmarshal(reply.Body, &rb); err != nil {
+		return err
+	}
+	r, err := receipt.Decode(rb.Receipt)
+	if err != nil {
+		return err
+	}
+	if r.PairKey() != pair || r.Disputed || r.SigA != nil {
+		return fmt.Errorf("signed receipt is for %s, disputed %v", r.PairKey(), r.Disputed)
+	}
+	if err := s.checkB(r); err != nil {
+		return err
+	}
+	wantSeq, wantPrev := uint64(1), cid.Undef
+	if h != nil {
+		wantSeq = h.Seq + 1
+		wantPrev, _ = h.CID()
+	}
+	gotPrev, _ := r.PrevCID()
+	if r.Seq != wantSeq || !gotPrev.Equals(wantPrev) {
+		return fmt.Errorf("b signed seq %d after %s, a's chain is at seq %d", r.Seq, gotPrev, wantSeq-1)
+	}
+	var mine *receipt.Side
+	s.db.b.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bPending).Get(key(peer, uint64(r.WindowStart))); v != nil {
+			var p pending
+			if json.Unmarshal(v, &p) == nil {
+				mine = &p.Mine
+			}
+		} else if v := tx.Bucket(bDisputed).Get(key(pair, uint64(r.WindowStart))); v != nil {
+			// a gave up on the window while b had signed it: b's
+			// signature still stands, and a's figures are in its record.
+			if d, err := receipt.Decode(v); err == nil {
+				mine = &d.CountsA
+			}
+		}
+		return nil
+	})
+	if mine == nil || *mine != r.CountsA || r.WindowSecs != s.meter.Length() {
+		return fmt.Errorf("b signed window %d with figures for a that a does not hold", r.WindowStart)
+	}
+	if err := r.Sign(s.key); err != nil {
+		return err
+	}
+	if err := r.Verify(); err != nil {
+		return err
+	}
+	if err := s.db.b.Update(func(tx *bolt.Tx) error { return s.storeOwn(tx, r, peer) }); err != nil {
+		return err
+	}
+	s.m.receipts.WithLabelValues("signed", "").Inc()
+	return s.sendCountersign(ctx, r, peer)
+}
+
+// checkB verifies b's signature on a receipt a has not signed yet.
+func (s *Service) checkB(r *receipt.Receipt) error {
+	cp := *r
+	cp.SigA = nil
+	b, err := cp.SigningBytes()
+	if err != nil {
+		return err
+	}
+	pub, err := identity.PublicKeyFromDID(r.B)
+	if err != nil {
+		return err
+	}
+	if len(r.SigB) != ed25519.SignatureSize || !ed25519.Verify(pub, append([]byte(receipt.SignaturePrefix), b...), r.SigB) {
+		return fmt.Errorf("b's signature does not verify")
+	}
+	return nil
+}
+
+// storeOwn stores a complete receipt of one of this node's pairs and
+// advances the pair's head; the window's pending figures and b's signed
+// record go, and a marks the countersignature unacknowledged.
+func (s *Service) storeOwn(tx *bolt.Tx, r *receipt.Receipt, peer string) error {
+	if old, err := putReceipt(tx, r); err != nil {
+		if errors.Is(err, errFork) {
+			go s.forkFound(old, r)
+		}
+		return err
+	}
+	pair := r.PairKey()
+	if err := tx.Bucket(bHeads).Put([]byte(pair), u64(r.Seq)); err != nil {
+		return err
+	}
+	tx.Bucket(bPending).Delete(key(peer, uint64(r.WindowStart)))
+	tx.Bucket(bSigned).Delete(key(pair, r.Seq))
+	tx.Bucket(bDisputed).Delete(key(pair, uint64(r.WindowStart)))
+	tx.Bucket(bToReport).Put(u64(uint64(r.WindowStart)), nil)
+	if r.A == s.did {
+		return tx.Bucket(bUnacked).Put([]byte(pair), u64(r.Seq))
+	}
+	return nil
+}
+
+func (s *Service) sendCountersign(ctx context.Context, r *receipt.Receipt, peer string) error {
+	raw, _ := r.Encode()
+	m, err := didcomm.NewMessage(TypeCountersign, ReceiptBody{Receipt: raw})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if _, err := s.agent.Request(ctx, peer, m); err != nil {
+		return fmt.Errorf("countersignature of seq %d stored, not yet delivered: %w", r.Seq, err)
+	}
+	return s.db.b.Update(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bUnacked).Get([]byte(r.PairKey())); v != nil && binary.BigEndian.Uint64(v) == r.Seq {
+			return tx.Bucket(bUnacked).Delete([]byte(r.PairKey()))
+		}
+		return nil
+	})
+}
+
+func (s *Service) resendCountersign(ctx context.Context, pair, peer string) {
+	var r *receipt.Receipt
+	s.db.b.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bUnacked).Get([]byte(pair)); v != nil {
+			if raw := tx.Bucket(bReceipts).Get(key(pair, binary.BigEndian.Uint64(v))); raw != nil {
+				r, _ = receipt.Decode(raw)
+			}
+		}
+		return nil
+	})
+	if r != nil {
+		if err := s.sendCountersign(ctx, r, peer); err != nil {
+			s.log.Debug("accounting: countersignature", "peer", peer, "err", err)
+		}
+	}
+}
+
+func (s *Service) signedFor(pair string, window int64) bool {
+	found := false
+	s.db.b.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bSigned).Cursor()
+		pfx := append([]byte(pair), 0)
+		for k, v := c.Seek(pfx); k != nil && bytes.HasPrefix(k, pfx); k, v = c.Next() {
+			if r, err := receipt.Decode(v); err == nil && r.WindowStart == window {
+				found = true
+			}
+		}
+		return nil
+	})
+	return found
+}
+
+// markDisputed ends a window's exchange without agreement: a disputed
+// receipt with both sides' figures (the peer's as last heard, zero if
+// never), signed by this node, reported with the window.
+func (s *Service) markDisputed(pair, peer string, p pending) error {
+	a, b := splitPair(pair)
+	var ca, cb receipt.Side
+	theirs := receipt.Side{}
+	if p.Theirs != nil {
+		theirs = *p.Theirs
+	}
+	if s.did == a {
+		ca, cb = p.Mine, theirs
+	} else {
+		ca, cb = theirs, p.Mine
+	}
+	r := receipt.New(a, b, p.Start, p.Secs, 0, cid.Undef, ca, cb)
+	r.Disputed = true
+	if err := r.Sign(s.key); err != nil {
+		return err
+	}
+	raw, err := r.Encode()
+	if err != nil {
+		return err
+	}
+	err = s.db.b.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bDisputed).Put(key(pair, uint64(p.Start)), raw); err != nil {
+			return err
+		}
+		tx.Bucket(bToReport).Put(u64(uint64(p.Start)), nil)
+		return tx.Bucket(bPending).Delete(key(peer, uint64(p.Start)))
+	})
+	if err == nil {
+		s.m.disputes.WithLabelValues("disputed").Inc()
+		s.log.Info("accounting: window disputed", "peer", peer, "window", p.Start)
+	}
+	return err
+}
+
+// handleReceipt serves receipt/1.0.
+func (s *Service) handleReceipt(ctx context.Context, u *didcomm.Unpacked) (*didcomm.Message, error) {
+	msg := u.Message
+	if !u.Authenticated {
+		return nil, problem(didcomm.CodeUnauthorized, "receipt messages must be authcrypted by a node")
+	}
+	switch msg.Type {
+	case TypePropose:
+		return s.handlePropose(msg)
+	case TypeCountersign:
+		return s.handleCountersign(msg)
+	case TypeRequest:
+		return s.handleRequest(msg)
+	case TypeForkProof:
+		return s.handleForkProof(ctx, msg)
+	case TypeAck:
+		return nil, nil
+	}
+	return nil, problem(didcomm.CodeUnsupportedType, "receipt/1.0 has no message %s", msg.Type)
+}
+
+// handlePropose is b's side: catch up from a's head, check the chain
+// position, compare the figures, and either sign (storing what it signed
+// first) or open a dispute.
+func (s *Service) handlePropose(msg *didcomm.Message) (*didcomm.Message, error) {
+	var body ProposeBody
+	if err := json.Unmarshal(msg.Body, &body); err != nil {
+		return nil, problem(didcomm.CodeMalformed, "propose body: %v", err)
+	}
+	a, b := receipt.Pair(s.did, msg.From)
+	if a != msg.From || b != s.did {
+		return nil, problem(CodeInvalid, "the receipt of %s and %s is proposed by %s, whose DID sorts first", a, b, a)
+	}
+	if body.WindowStart < 0 || body.WindowStart%s.meter.Length() != 0 {
+		return nil, problem(CodeInvalid, "window_start %d is not a UTC-aligned window start", body.WindowStart)
+	}
+	if body.WindowSecs != s.meter.Length() {
+		return nil, problem(CodeInvalid, "window of %ds; this node's windows are %ds", body.WindowSecs, s.meter.Length())
+	}
+	if body.WindowStart+body.WindowSecs > s.readyBefore.Load() {
+		return nil, problem(CodeNotReady, "window %d has not closed here yet", body.WindowStart)
+	}
+	pair := a + " " + b
+	mu := s.pairLock(pair)
+	mu.Lock()
+	defer mu.Unlock()
+	var out *didcomm.Message
+	err := s.db.b.Update(func(tx *bolt.Tx) error {
+		h, err := head(tx, pair)
+		if err != nil {
+			return err
+		}
+		if len(body.Head) > 0 {
+			if h, err = s.catchUp(tx, h, body.Head, msg.From); err != nil {
+				return err
+			}
+		}
+		wantSeq, wantPrev := uint64(1), cid.Undef
+		if h != nil {
+			wantSeq = h.Seq + 1
+			wantPrev, _ = h.CID()
+		}
+		if body.Seq != wantSeq || !bytes.Equal(body.Prev, prevBytes(wantPrev)) {
+			return problem(CodeChain, "proposed seq %d; this node's chain of the pair is at seq %d", body.Seq, wantSeq-1)
+		}
+		// What b signed at this seq before is what it signs again: never
+		// two different receipts for one seq.
+		if raw := get(tx, bSigned, key(pair, body.Seq)); raw != nil {
+			out, err = didcomm.NewMessage(TypeSign, ReceiptBody{Receipt: raw})
+			return err
+		}
+		var mine receipt.Side
+		k := key(msg.From, uint64(body.WindowStart))
+		var p pending
+		if v := tx.Bucket(bPending).Get(k); v != nil {
+			if err := json.Unmarshal(v, &p); err != nil {
+				return err
+			}
+			mine = p.Mine
+		} else {
+			p = pending{Start: body.WindowStart, Secs: body.WindowSecs}
+		}
+		if h != nil && body.WindowStart <= h.WindowStart {
+			return problem(CodeChain, "window %d is not after the pair's last receipt (window %d)", body.WindowStart, h.WindowStart)
+		}
+		if why := agree(body.Counts, mine, s.cfg.Tolerance, s.cfg.Slack); why != "" {
+			p.Theirs, p.Rounds = &body.Counts, body.Round
+			if err := putJSON(tx, bPending, k, p); err != nil {
+				return err
+			}
+			s.m.disputes.WithLabelValues("opened").Inc()
+			out, err = didcomm.NewMessage(TypeDisputeOpen, DisputeBody{WindowStart: body.WindowStart, Counts: mine, Round: body.Round, Reason: why})
+			return err
+		}
+		r := receipt.New(a, b, body.WindowStart, body.WindowSecs, body.Seq, wantPrev, body.Counts, mine)
+		if err := r.Sign(s.key); err != nil {
+			return err
+		}
+		raw, err := r.Encode()
+		if err != nil {
+			return err
+		}
+		if err := tx.Bucket(bSigned).Put(key(pair, body.Seq), raw); err != nil {
+			return err
+		}
+		out, err = didcomm.NewMessage(TypeSign, ReceiptBody{Receipt: raw})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out.Thid = msg.ID
+	return out, nil
+}
+
+// catchUp stores a's head receipt when b lacks it (b signed it, a stored
+// it, the countersignature never arrived).
+func (s *Service) catchUp(tx *bolt.Tx, h *receipt.Receipt, raw []byte, from string) (*receipt.Receipt, error) {
+	r, err := receipt.Decode(raw)
+	if err != nil {
+		return h, problem(CodeInvalid, "head: %v", err)
+	}
+	if err := r.Verify(); err != nil {
+		return h, problem(CodeInvalid, "head: %v", err)
+	}
+	if pair, _ := pairOf(s.did, from); r.PairKey() != pair {
+		return h, problem(CodeInvalid, "head is of another pair")
+	}
+	if h != nil && r.Seq <= h.Seq {
+		return h, nil
+	}
+	wantSeq := uint64(1)
+	if h != nil {
+		wantSeq = h.Seq + 1
+	}
+	if r.Seq != wantSeq {
+		return h, problem(CodeChain, "head is seq %d, this node holds the pair to seq %d", r.Seq, wantSeq-1)
+	}
+	if err := s.storeOwn(tx, r, from); err != nil {
+		return h, err
+	}
+	s.m.receipts.WithLabelValues("signed", "").Inc()
+	return r, nil
+}
+
+// handleCountersign is b's side of the end: store the complete receipt.
+func (s *Service) handleCountersign(msg *didcomm.Message) (*didcomm.Message, error) {
+	var rb ReceiptBody
+	if err := json.Unmarshal(msg.Body, &rb); err != nil {
+		return nil, problem(didcomm.CodeMalformed, "countersign body: %v", err)
+	}
+	r, err := receipt.Decode(rb.Receipt)
+	if err == nil {
+		err = r.Verify()
+	}
+	if err != nil {
+		s.m.receipts.WithLabelValues("refused", "invalid").Inc()
+		return nil, problem(CodeInvalid, "%v", err)
+	}
+	if r.A != msg.From || r.B != s.did {
+		return nil, problem(CodeInvalid, "receipt of %s is not one of this pair", r.PairKey())
+	}
+	pair := r.PairKey()
+	mu := s.pairLock(pair)
+	mu.Lock()
+	defer mu.Unlock()
+	err = s.db.b.Update(func(tx *bolt.Tx) error {
+		h, err := head(tx, pair)
+		if err != nil {
+			return err
+		}
+		if h != nil && r.Seq <= h.Seq {
+			if old := get(tx, bReceipts, key(pair, r.Seq)); old != nil {
+				if _, err := putReceipt(tx, r); errors.Is(err, errFork) {
+					o, _ := receipt.Decode(old)
+					go s.forkFound(o, r)
+					return problem(CodeChain, "a different receipt is stored for seq %d: fork proof built", r.Seq)
+				}
+			}
+			return nil // already stored
+		}
+		_, err = s.catchUp(tx, h, rb.Receipt, msg.From)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out, _ := didcomm.NewMessage(TypeAck, nil)
+	out.Thid = msg.ID
+	return out, nil
+}
+
+// handleRequest is a's side of b's request to propose: a window a has no
+// figures for is proposed with zero figures, as a measured it.
+func (s *Service) handleRequest(msg *didcomm.Message) (*didcomm.Message, error) {
+	var body RequestBody
+	if err := json.Unmarshal(msg.Body, &body); err != nil {
+		return nil, problem(didcomm.CodeMalformed, "request body: %v", err)
+	}
+	a, _ := receipt.Pair(s.did, msg.From)
+	if a != s.did {
+		return nil, problem(CodeInvalid, "this node does not propose for the pair")
+	}
+	if body.WindowStart%s.meter.Length() != 0 || body.WindowStart+s.meter.Length() > s.readyBefore.Load() {
+		return nil, problem(CodeNotReady, "window %d is not a closed window here", body.WindowStart)
+	}
+	pair, _ := pairOf(s.did, msg.From)
+	err := s.db.b.Update(func(tx *bolt.Tx) error {
+		k := key(msg.From, uint64(body.WindowStart))
+		if tx.Bucket(bPending).Get(k) != nil || tx.Bucket(bDisputed).Get(key(pair, uint64(body.WindowStart))) != nil {
+			return nil
+		}
+		if h, err := head(tx, pair); err != nil || h != nil && h.WindowStart >= body.WindowStart {
+			return err
+		}
+		return putJSON(tx, bPending, k, pending{Start: body.WindowStart, Secs: s.meter.Length()})
+	})
+	return nil, err
+}
+
+func prevBytes(c cid.Cid) []byte {
+	if !c.Defined() {
+		return nil
+	}
+	return c.Bytes()
+}
+
+func pairOf(x, y string) (string, error) {
+	a, b := receipt.Pair(x, y)
+	return a + " " + b, nil
+}

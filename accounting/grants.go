@@ -1,0 +1,296 @@
+package accounting
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	bolt "go.etcd.io/bbolt"
+
+	"fleetmesh.org/fleetmesh/didcomm"
+	"fleetmesh.org/fleetmesh/grant"
+	"fleetmesh.org/fleetmesh/identity"
+	"fleetmesh.org/fleetmesh/meter"
+)
+
+const grantPIURI = grant.PIURI
+
+// Grant states as `fleetmesh grants list` shows them.
+const (
+	StateOffered  = "offered"
+	StateActive   = "active"
+	StateDeclined = "declined"
+	StateRevoked  = "revoked"
+	StateExpired  = "expired"
+)
+
+// grantRecord is a grant as this node keeps it.
+type grantRecord struct {
+	Grant     *grant.Grant `json:"grant"`
+	Declined  string       `json:"declined,omitempty"`
+	RevokedAt int64        `json:"revoked_at,omitempty"`
+}
+
+// GrantInfo is one grant with its state now.
+type GrantInfo struct {
+	*grant.Grant
+	State     string `json:"state"`
+	Direction string `json:"direction"` // "given" or "received"
+	RevokedAt int64  `json:"revoked_at,omitempty"`
+	Declined  string `json:"declined,omitempty"`
+}
+
+func (g grantRecord) state(now time.Time) string {
+	switch {
+	case g.Declined != "":
+		return StateDeclined
+	case g.RevokedAt != 0 && now.Unix() >= g.RevokedAt:
+		return StateRevoked
+	case now.Unix() >= g.Grant.End:
+		return StateExpired
+	case g.Grant.SigGrantee == nil:
+		return StateOffered
+	}
+	return StateActive
+}
+
+func (s *Service) putGrant(g grantRecord) error {
+	err := s.db.b.Update(func(tx *bolt.Tx) error { return putJSON(tx, bGrants, []byte(g.Grant.ID), g) })
+	if err != nil {
+		return err
+	}
+	return s.loadGrants()
+}
+
+// loadGrants rebuilds the index of grants this node gave.
+func (s *Service) loadGrants() error {
+	given := map[peer.ID][]grantRecord{}
+	err := s.db.b.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bGrants).ForEach(func(_, v []byte) error {
+			var g grantRecord
+			if err := json.Unmarshal(v, &g); err != nil {
+				return err
+			}
+			if g.Grant.Grantor != s.did || g.Declined != "" || g.Grant.SigGrantee == nil {
+				return nil
+			}
+			if p, err := identity.PeerIDFromDID(g.Grant.Grantee); err == nil {
+				given[p] = append(given[p], g)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("accounting: grants: %w", err)
+	}
+	s.grantsMu.Lock()
+	s.given = given
+	s.grantsMu.Unlock()
+	return nil
+}
+
+// Grants lists every grant this node gave or received, with its state.
+func (s *Service) Grants() ([]GrantInfo, error) {
+	now := time.Now()
+	var out []GrantInfo
+	err := s.db.b.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bGrants).ForEach(func(_, v []byte) error {
+			var g grantRecord
+			if err := json.Unmarshal(v, &g); err != nil {
+				return err
+			}
+			dir := "received"
+			if g.Grant.Grantor == s.did {
+				dir = "given"
+			}
+			out = append(out, GrantInfo{Grant: g.Grant, State: g.state(now), Direction: dir, RevokedAt: g.RevokedAt, Declined: g.Declined})
+			return nil
+		})
+	})
+	return out, err
+}
+
+// Offer offers grantee a grant of quota units of svc per window for
+// length, revocable with notice, and waits for the answer.
+func (s *Service) Offer(ctx context.Context, grantee string, svc meter.Service, quota uint64, length, notice time.Duration) (GrantInfo, error) {
+	if _, err := identity.PublicKeyFromDID(grantee); err != nil {
+		return GrantInfo{}, fmt.Errorf("grantee %q: %w", grantee, err)
+	}
+	g := grant.New(s.did, grantee, svc, quota, s.cfg.Window, time.Now(), length, notice)
+	if err := g.Sign(s.key); err != nil {
+		return GrantInfo{}, err
+	}
+	raw, err := g.Encode()
+	if err != nil {
+		return GrantInfo{}, err
+	}
+	if err := s.putGrant(grantRecord{Grant: g}); err != nil {
+		return GrantInfo{}, err
+	}
+	m, err := didcomm.NewMessage(grant.TypeOffer, grant.OfferBody{Grant: raw})
+	if err != nil {
+		return GrantInfo{}, err
+	}
+	reply, err := s.agent.Request(ctx, grantee, m)
+	if err != nil {
+		return GrantInfo{}, fmt.Errorf("offer %s to %s: %w (kept as offered)", g.ID, grantee, err)
+	}
+	rec := grantRecord{Grant: g}
+	switch reply.Type {
+	case grant.TypeAccept:
+		var b grant.AcceptBody
+		if err := json.Unmarshal(reply.Body, &b); err != nil {
+			return GrantInfo{}, err
+		}
+		got, err := grant.Decode(b.Grant)
+		if err != nil {
+			return GrantInfo{}, err
+		}
+		if err := got.Check(true); err != nil {
+			return GrantInfo{}, err
+		}
+		cp := *got
+		cp.SigGrantee, g.SigGrantee = nil, nil
+		a, _ := cp.Encode()
+		if string(a) != string(raw) {
+			return GrantInfo{}, fmt.Errorf("grantee accepted a different grant than offered")
+		}
+		rec.Grant = got
+	case grant.TypeDecline:
+		var b grant.DeclineBody
+		json.Unmarshal(reply.Body, &b)
+		rec.Declined = "declined by grantee: " + b.Reason
+	default:
+		return GrantInfo{}, fmt.Errorf("unexpected answer %s to an offer", reply.Type)
+	}
+	if err := s.putGrant(rec); err != nil {
+		return GrantInfo{}, err
+	}
+	return GrantInfo{Grant: rec.Grant, State: rec.state(time.Now()), Direction: "given", Declined: rec.Declined}, nil
+}
+
+// Revoke revokes a grant this node gave, effective after the grant's
+// notice, and tells the grantee.
+func (s *Service) Revoke(ctx context.Context, id string) (GrantInfo, error) {
+	var rec grantRecord
+	err := s.db.b.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bGrants).Get([]byte(id))
+		if v == nil {
+			return fmt.Errorf("no grant %s (see `fleetmesh grants list`)", id)
+		}
+		return json.Unmarshal(v, &rec)
+	})
+	if err != nil {
+		return GrantInfo{}, err
+	}
+	if rec.Grant.Grantor != s.did {
+		return GrantInfo{}, fmt.Errorf("grant %s was given by %s; only its grantor revokes it", id, rec.Grant.Grantor)
+	}
+	if rec.RevokedAt == 0 {
+		rec.RevokedAt = time.Now().Unix() + rec.Grant.NoticeSecs
+		if err := s.putGrant(rec); err != nil {
+			return GrantInfo{}, err
+		}
+	}
+	m, _ := didcomm.NewMessage(grant.TypeRevoke, grant.RevokeBody{ID: id, EffectiveAt: rec.RevokedAt})
+	info := GrantInfo{Grant: rec.Grant, State: rec.state(time.Now()), Direction: "given", RevokedAt: rec.RevokedAt}
+	if _, err := s.agent.Request(ctx, rec.Grant.Grantee, m); err != nil && !isNoAnswer(err) {
+		return info, fmt.Errorf("revoked here from %d; telling %s failed: %w", rec.RevokedAt, rec.Grant.Grantee, err)
+	}
+	return info, nil
+}
+
+// handleGrant serves grant/1.0 as grantee.
+func (s *Service) handleGrant(_ context.Context, u *didcomm.Unpacked) (*didcomm.Message, error) {
+	msg := u.Message
+	if !u.Authenticated {
+		return nil, problem(didcomm.CodeUnauthorized, "grant messages must be authcrypted")
+	}
+	switch msg.Type {
+	case grant.TypeOffer:
+		var b grant.OfferBody
+		if err := json.Unmarshal(msg.Body, &b); err != nil {
+			return nil, problem(didcomm.CodeMalformed, "offer body: %v", err)
+		}
+		g, err := grant.Decode(b.Grant)
+		if err != nil {
+			return nil, problem(didcomm.CodeMalformed, "%v", err)
+		}
+		if g.Grantor != msg.From || g.Grantee != s.did {
+			return nil, problem(didcomm.CodeUnauthorized, "grant %s is from %s to %s, offered by %s to %s", g.ID, g.Grantor, g.Grantee, msg.From, s.did)
+		}
+		if !s.cfg.AcceptGrants {
+			out, _ := didcomm.NewMessage(grant.TypeDecline, grant.DeclineBody{ID: g.ID, Reason: "this node accepts no grants ([accounting] accept_grants = false)"})
+			out.Thid = msg.ID
+			return out, nil
+		}
+		if err := g.Sign(s.key); err != nil {
+			return nil, err
+		}
+		if err := s.putGrant(grantRecord{Grant: g}); err != nil {
+			return nil, err
+		}
+		raw, _ := g.Encode()
+		out, _ := didcomm.NewMessage(grant.TypeAccept, grant.AcceptBody{Grant: raw})
+		out.Thid = msg.ID
+		return out, nil
+	case grant.TypeRevoke:
+		var b grant.RevokeBody
+		if err := json.Unmarshal(msg.Body, &b); err != nil {
+			return nil, problem(didcomm.CodeMalformed, "revoke body: %v", err)
+		}
+		var rec grantRecord
+		err := s.db.b.View(func(tx *bolt.Tx) error {
+			v := tx.Bucket(bGrants).Get([]byte(b.ID))
+			if v == nil {
+				return problem(didcomm.CodeMalformed, "no grant %s here", b.ID)
+			}
+			return json.Unmarshal(v, &rec)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if rec.Grant.Grantor != msg.From {
+			return nil, problem(didcomm.CodeUnauthorized, "only grant %s's grantor revokes it", b.ID)
+		}
+		// The grantor may not cut the notice short.
+		rec.RevokedAt = max(b.EffectiveAt, time.Now().Unix()+rec.Grant.NoticeSecs-5)
+		return nil, s.putGrant(rec)
+	}
+	return nil, problem(didcomm.CodeUnsupportedType, "grant/1.0 has no message %s", msg.Type)
+}
+
+// Allow is the enforcement hook for a service this node gives p: nil if p
+// holds an active grant with quota left this window, or if the service
+// needs no grant here; otherwise an error whose text is the NIP-01 style
+// refusal naming the grant. Each refusal is counted.
+func (s *Service) Allow(p peer.ID, svc meter.Service, n uint64) error {
+	now := time.Now()
+	s.grantsMu.RLock()
+	gs := s.given[p]
+	s.grantsMu.RUnlock()
+	used := s.meter.Used(p, svc)
+	var over *grantRecord
+	for i := range gs {
+		g := gs[i]
+		if g.Grant.Service != svc.String() || g.state(now) != StateActive {
+			continue
+		}
+		if used+n <= g.Grant.Quota {
+			return nil
+		}
+		over = &gs[i]
+	}
+	if over != nil {
+		s.m.grantRefusals.WithLabelValues(svc.String(), "over_quota").Inc()
+		return fmt.Errorf("rate-limited: over grant %s (%d %s per %ds window, %d used)", over.Grant.ID, over.Grant.Quota, svc, over.Grant.WindowSecs, used)
+	}
+	if slices.Contains(s.cfg.RequireGrant, svc) {
+		s.m.grantRefusals.WithLabelValues(svc.String(), "no_grant").Inc()
+		return fmt.Errorf("restricted: this node gives %s only under a grant (none active for you; ask with %s)", svc, grant.TypeOffer)
+	}
+	return nil
+}

@@ -1,0 +1,216 @@
+package accounting
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"fleetmesh.org/fleetmesh/didcomm/agent"
+	"fleetmesh.org/fleetmesh/identity"
+	"fleetmesh.org/fleetmesh/meter"
+	"fleetmesh.org/fleetmesh/receipt"
+)
+
+// Config is what the node's [accounting] section sets.
+type Config struct {
+	// Window is the accounting window (whole seconds).
+	Window time.Duration
+	// Tolerance is how far, as a fraction of the larger figure, the two
+	// sides' counts of one service may differ and still be signed.
+	Tolerance float64
+	// Slack is how many units (events, and their bytes at the window's
+	// mean event size) the sides may differ by whatever the tolerance:
+	// events in flight at a boundary are counted in one window by the
+	// sender and in the next by the receiver.
+	Slack uint64
+	// DisputePeriod is how long after a window's end its exchange may
+	// go on; then unresolved windows are disputed and the window is
+	// reported.
+	DisputePeriod time.Duration
+	// DisputeRounds bounds the proposals of one window (rounds of the
+	// dispute exchange).
+	DisputeRounds int
+	// RequireGrant lists the services this node gives only under a grant.
+	RequireGrant []meter.Service
+	// AcceptGrants accepts grants offered to this node.
+	AcceptGrants bool
+}
+
+// Service is a node's accounting. Its methods are safe for concurrent use.
+type Service struct {
+	key   *identity.Key
+	did   string
+	cfg   Config
+	db    *db
+	meter *meter.Meter
+	agent *agent.Service
+	host  host.Host
+	log   *slog.Logger
+	m     *metrics
+
+	pairMu sync.Mutex
+	pairs  map[string]*sync.Mutex // the b side's handlers, per pair
+
+	grantsMu sync.RWMutex
+	given    map[peer.ID][]grantRecord // active grants this node gave, by grantee
+
+	forkMu   sync.Mutex
+	forkSeen map[string]bool
+
+	closing *meter.Window // rolled, to be snapshotted on the next tick (loop only)
+	// readyBefore is the end of the windows whose figures are saved: b
+	// answers proposals for those only.
+	readyBefore atomic.Int64
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New opens the accounting state under dir and registers the protocols on
+// ag. h is the node's libp2p host, used to reach peers; m is the node's
+// meter (built for cfg.Window).
+func New(key *identity.Key, cfg Config, dir string, m *meter.Meter, ag *agent.Service, h host.Host, reg prometheus.Registerer, log *slog.Logger) (*Service, error) {
+	if cfg.Window < time.Second {
+		return nil, fmt.Errorf("accounting: window %s: must be at least 1s", cfg.Window)
+	}
+	if cfg.DisputePeriod <= 0 {
+		cfg.DisputePeriod = cfg.Window
+	}
+	if cfg.DisputeRounds <= 0 {
+		cfg.DisputeRounds = 3
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	d, err := openDB(dir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{key: key, did: key.DID(), cfg: cfg, db: d, meter: m, agent: ag, host: h,
+		log: log.With("component", "accounting"), m: newMetrics(reg),
+		pairs: map[string]*sync.Mutex{}, forkSeen: map[string]bool{}}
+	s.readyBefore.Store(m.Current().Start)
+	if err := s.loadGrants(); err != nil {
+		d.close()
+		return nil, err
+	}
+	ag.Register(PIURIReceipt, s.handleReceipt, "proposer", "responder")
+	ag.Register(PIURIDispute, s.handleDispute, "party")
+	ag.Register(PIURIReport, s.handleReport, "requester", "responder")
+	ag.Register(grantPIURI, s.handleGrant, "grantor", "grantee")
+	return s, nil
+}
+
+// DID is the node's DID.
+func (s *Service) DID() string { return s.did }
+
+// Meter is the node's meter.
+func (s *Service) Meter() *meter.Meter { return s.meter }
+
+// Start runs the window loop until Close.
+func (s *Service) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(s.tick())
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				s.Round(ctx, now)
+			}
+		}
+	}()
+}
+
+// tick is how often the loop runs: a fifth of a window, within 100ms
+// and 10s.
+func (s *Service) tick() time.Duration {
+	return min(max(s.cfg.Window/5, 100*time.Millisecond), 10*time.Second)
+}
+
+// Close stops the loop and closes the state.
+func (s *Service) Close() error {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.wg.Wait()
+	return s.db.close()
+}
+
+// Round runs one step of the window loop at now: snapshot a window rolled
+// on the previous step, roll the window if a boundary passed, run the
+// exchanges that are due, and publish the reports that are due.
+func (s *Service) Round(ctx context.Context, now time.Time) {
+	if s.closing != nil {
+		if err := s.snapshot(s.closing); err != nil {
+			s.log.Warn("accounting: saving a closed window", "window", s.closing.Start, "err", err)
+		} else {
+			s.readyBefore.Store(s.closing.Start + s.meter.Length())
+			s.closing = nil
+		}
+	}
+	if w := s.meter.Roll(s.meter.Align(now)); w != nil {
+		if s.closing != nil {
+			// Two boundaries in one step (the node was stalled): the
+			// older window is saved now, late records or not.
+			if err := s.snapshot(s.closing); err != nil {
+				s.log.Warn("accounting: saving a closed window", "window", s.closing.Start, "err", err)
+			}
+		}
+		s.closing = w
+	}
+	s.exchange(ctx, now)
+	if err := s.publishDue(now); err != nil {
+		s.log.Warn("accounting: reports", "err", err)
+	}
+}
+
+// agree compares a's and b's figures for one window: what a gave against
+// what b received and the other way round, service by service, within the
+// tolerance. It returns "" or what disagrees.
+func agree(a, b receipt.Side, tol float64, slack uint64) string {
+	cmp := func(what string, x, y receipt.Counts) string {
+		fx, fy := x.Fields(), y.Fields()
+		events := max(x.Events, y.Events)
+		for i := range fx {
+			hi := max(fx[i].Value, fy[i].Value)
+			diff := hi - min(fx[i].Value, fy[i].Value)
+			allowed := slack
+			if fx[i].Name == "bytes" && events > 0 {
+				allowed = slack * ((hi + events - 1) / events)
+			}
+			if float64(diff) > max(math.Floor(tol*float64(hi)), float64(allowed)) {
+				return fmt.Sprintf("%s %s: %d against %d", what, fx[i].Name, fx[i].Value, fy[i].Value)
+			}
+		}
+		return ""
+	}
+	if d := cmp("a gave / b received", a.Gave, b.Received); d != "" {
+		return d
+	}
+	return cmp("b gave / a received", b.Gave, a.Received)
+}
+
+func (s *Service) pairLock(pair string) *sync.Mutex {
+	s.pairMu.Lock()
+	defer s.pairMu.Unlock()
+	m := s.pairs[pair]
+	if m == nil {
+		m = new(sync.Mutex)
+		s.pairs[pair] = m
+	}
+	return m
+}

@@ -1,0 +1,174 @@
+package accounting
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"fleetmesh.org/fleetmesh/receipt"
+)
+
+// DBFile is the accounting database's name in the accounting directory.
+const DBFile = "accounting.db"
+
+var (
+	bReceipts = []byte("receipts") // pair \0 seq → co-signed receipt (any pair)
+	bHeads    = []byte("heads")    // pair → seq of the latest own receipt
+	bPending  = []byte("pending")  // peer DID \0 window → pending window (JSON)
+	bSigned   = []byte("signed")   // pair \0 seq → receipt this node signed as b, not yet complete
+	bDisputed = []byte("disputed") // pair \0 window → disputed receipt
+	bToReport = []byte("toreport") // window → ""
+	bReports  = []byte("reports")  // node \0 window → report
+	bForks    = []byte("forks")    // proof CID → fork proof
+	bGrants   = []byte("grants")   // id → grant record (JSON)
+	bUnacked  = []byte("unacked")  // pair → seq whose countersignature b has not acknowledged
+)
+
+type db struct{ b *bolt.DB }
+
+func openDB(dir string) (*db, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("accounting: %w", err)
+	}
+	b, err := bolt.Open(filepath.Join(dir, DBFile), 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("accounting: open %s: %w (is another node running on this home?)", dir, err)
+	}
+	err = b.Update(func(tx *bolt.Tx) error {
+		for _, n := range [][]byte{bReceipts, bHeads, bPending, bSigned, bDisputed, bToReport, bReports, bForks, bGrants, bUnacked} {
+			if _, err := tx.CreateBucketIfNotExists(n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("accounting: %w", err)
+	}
+	return &db{b}, nil
+}
+
+func (d *db) close() error { return d.b.Close() }
+
+func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+func key(prefix string, v uint64) []byte { return append(append([]byte(prefix), 0), u64(v)...) }
+
+// pending is a closed window's figures waiting for the exchange with one
+// peer.
+type pending struct {
+	Start  int64         `json:"start"`
+	Secs   int64         `json:"secs"`
+	Mine   receipt.Side  `json:"mine"`
+	Theirs *receipt.Side `json:"theirs,omitempty"`
+	Rounds int           `json:"rounds"`
+}
+
+func (p pending) end() int64 { return p.Start + p.Secs }
+
+func get(tx *bolt.Tx, bucket, k []byte) []byte {
+	v := tx.Bucket(bucket).Get(k)
+	if v == nil {
+		return nil
+	}
+	return append([]byte(nil), v...)
+}
+
+func putJSON(tx *bolt.Tx, bucket, k []byte, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(bucket).Put(k, b)
+}
+
+// head returns the latest own receipt of a pair (nil: none yet).
+func head(tx *bolt.Tx, pair string) (*receipt.Receipt, error) {
+	v := tx.Bucket(bHeads).Get([]byte(pair))
+	if v == nil {
+		return nil, nil
+	}
+	raw := tx.Bucket(bReceipts).Get(key(pair, binary.BigEndian.Uint64(v)))
+	if raw == nil {
+		return nil, fmt.Errorf("accounting: head of %s names a missing receipt", pair)
+	}
+	return receipt.Decode(raw)
+}
+
+// pendingFor lists a peer's pending windows, oldest first.
+func pendingFor(tx *bolt.Tx, peer string) ([]pending, error) {
+	var out []pending
+	c := tx.Bucket(bPending).Cursor()
+	pfx := append([]byte(peer), 0)
+	for k, v := c.Seek(pfx); k != nil && bytes.HasPrefix(k, pfx); k, v = c.Next() {
+		var p pending
+		if err := json.Unmarshal(v, &p); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+var errFork = errors.New("fork")
+
+// putReceipt stores a verified co-signed receipt. If a different one is
+// stored for the same pair and seq it stores nothing and returns the
+// stored one with errFork.
+func putReceipt(tx *bolt.Tx, r *receipt.Receipt) (*receipt.Receipt, error) {
+	raw, err := r.Encode()
+	if err != nil {
+		return nil, err
+	}
+	k := key(r.PairKey(), r.Seq)
+	if old := tx.Bucket(bReceipts).Get(k); old != nil {
+		if bytes.Equal(old, raw) {
+			return nil, nil
+		}
+		o, err := receipt.Decode(old)
+		if err != nil {
+			return nil, err
+		}
+		oc, _ := o.CID()
+		nc, _ := r.CID()
+		if oc.Equals(nc) {
+			return nil, nil // the same receipt (signatures are deterministic)
+		}
+		return o, errFork
+	}
+	return nil, tx.Bucket(bReceipts).Put(k, raw)
+}
+
+// receiptsOf lists every stored co-signed receipt involving did.
+func (d *db) receiptsOf(did string) ([]*receipt.Receipt, error) {
+	var out []*receipt.Receipt
+	err := d.b.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bReceipts).ForEach(func(k, v []byte) error {
+			i := bytes.IndexByte(k, 0)
+			pair := string(k[:i])
+			if !pairHas(pair, did) {
+				return nil
+			}
+			r, err := receipt.Decode(v)
+			if err != nil {
+				return err
+			}
+			out = append(out, r)
+			return nil
+		})
+	})
+	return out, err
+}
+
+func pairHas(pair, did string) bool {
+	a, b, _ := bytes.Cut([]byte(pair), []byte(" "))
+	return string(a) == did || string(b) == did
+}

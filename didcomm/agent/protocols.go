@@ -1,0 +1,112 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"fleetmesh.org/fleetmesh/didcomm"
+	"fleetmesh.org/fleetmesh/didcomm/discoverfeatures"
+	"fleetmesh.org/fleetmesh/didcomm/mediator"
+	"fleetmesh.org/fleetmesh/didcomm/problemreport"
+	"fleetmesh.org/fleetmesh/didcomm/transport"
+	"fleetmesh.org/fleetmesh/identity"
+	"fleetmesh.org/fleetmesh/meter"
+)
+
+// SetMeter meters mediation: the messages a pickup delivers to a leaf are
+// mediation service given to it. Call it before the Service serves.
+func (s *Service) SetMeter(m *meter.Meter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.meter = m
+}
+
+func (s *Service) meterPickup(u *didcomm.Unpacked, reply *didcomm.Message) {
+	if s.meter == nil || reply == nil || reply.Type != mediator.TypeDelivery || !u.Authenticated {
+		return
+	}
+	if p, err := identity.PeerIDFromDID(u.Message.From); err == nil {
+		s.meter.Record(p, meter.MediationMessages, meter.Gave, uint64(len(reply.Attachments)))
+	}
+}
+
+// Handler answers one message of a protocol another package implements
+// (fleetmesh's own, under https://fleetmesh.org/protocols/): the answer to
+// send back on the same connection (nil for none), or an error, which the
+// agent turns into a problem report (a *didcomm.Problem keeps its code).
+type Handler func(ctx context.Context, u *didcomm.Unpacked) (*didcomm.Message, error)
+
+// Register routes every message type under piuri (the protocol's
+// identifier, without a trailing slash) to h and discloses the protocol
+// with its roles. Call it before the Service serves.
+func (s *Service) Register(piuri string, h Handler, roles ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.handlers == nil {
+		s.handlers = map[string]Handler{}
+	}
+	s.handlers[piuri] = h
+	s.features = append(s.features, discoverfeatures.Disclosure{FeatureType: discoverfeatures.FeatureProtocol, ID: piuri, Roles: roles})
+}
+
+// handler returns the registered handler for a message type.
+func (s *Service) handler(typ string) Handler {
+	i := strings.LastIndexByte(typ, '/')
+	if i < 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.handlers[typ[:i]]
+}
+
+// ErrNoAnswer is returned by Request when the peer answered with nothing.
+var ErrNoAnswer = errors.New("agent: no answer")
+
+// Request sends m from this node to the node whose DID is to, authcrypted
+// over the libp2p binding, asking for the answer on the same stream, and
+// returns the answer. A problem report comes back as a *didcomm.Problem
+// with the peer's code and comment.
+func (s *Service) Request(ctx context.Context, to string, m *didcomm.Message) (*didcomm.Message, error) {
+	s.mu.Lock()
+	if len(s.hosts) == 0 {
+		s.mu.Unlock()
+		return nil, errors.New("agent: no libp2p host attached")
+	}
+	h := s.hosts[0]
+	s.mu.Unlock()
+	p, err := identity.PeerIDFromDID(to)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	m.From, m.To, m.ReturnRoute = s.did, []string{to}, "all"
+	packed, err := s.packer.Pack(m, didcomm.PackOptions{Mode: didcomm.ModeAuthcrypt})
+	if err != nil {
+		return nil, err
+	}
+	raw, err := transport.SendLibp2p(ctx, h, p, packed)
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) == 0 {
+		return nil, ErrNoAnswer
+	}
+	u, err := s.unpacker.Unpack(raw)
+	if err != nil {
+		return nil, fmt.Errorf("agent: answer to %s: %w", m.Type, err)
+	}
+	r := u.Message
+	if r.Type == problemreport.Type {
+		b, err := problemreport.Parse(r)
+		if err != nil {
+			return nil, err
+		}
+		return nil, &didcomm.Problem{Code: b.Code, Err: fmt.Errorf("%s refused %s: %s", to, m.Type, b.Comment)}
+	}
+	if !u.Authenticated || r.From != to {
+		return nil, &didcomm.Problem{Code: didcomm.CodeSenderMismatch, Err: fmt.Errorf("answer to %s is not from %s", m.Type, to)}
+	}
+	return r, nil
+}

@@ -1,0 +1,109 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"fleetmesh.org/fleetmesh/accounting"
+	"fleetmesh.org/fleetmesh/didcomm/agent"
+	"fleetmesh.org/fleetmesh/meter"
+)
+
+// AccountingDir holds the accounting state (receipts, grants) in a node
+// home.
+const AccountingDir = "accounting"
+
+// ControlSocket is the node's control socket in its home: a Unix socket
+// (mode 0600) through which `fleetmesh grants` and `fleetmesh receipts`
+// talk to the running node.
+const ControlSocket = "accounting.sock"
+
+// ControlPath is the control socket's path.
+func (h Home) ControlPath() string { return h.Path(ControlSocket) }
+
+// accountingPart is the node's accounting: the meter the services count
+// into, the window loop, and the control socket.
+type accountingPart struct {
+	meter *meter.Meter
+	s     *accounting.Service
+	// ready is s once open has run, for the sync service's grant check,
+	// which may run before.
+	ready atomic.Pointer[accounting.Service]
+	ctl   *http.Server
+	ln    net.Listener
+}
+
+// newMeter makes the node's meter; the mesh and the agent count into it
+// from the start, and openAccounting adds the rest once they exist.
+func newMeter(opts Options) *accountingPart {
+	return &accountingPart{meter: meter.New(opts.Key.PeerID(), opts.Config.Accounting.WindowDuration(), time.Now())}
+}
+
+// allow is the sync service's grant check (nil until accounting opens).
+func (ap *accountingPart) allow(p peer.ID) error {
+	s := ap.ready.Load()
+	if s == nil {
+		return nil
+	}
+	return s.Allow(p, meter.Events, 1)
+}
+
+func (ap *accountingPart) open(opts Options, dc *agent.Service, h host.Host, reg prometheus.Registerer) error {
+	c := opts.Config.Accounting
+	cfg := accounting.Config{Window: c.WindowDuration(), Tolerance: c.Tolerance, Slack: c.Slack, DisputeRounds: c.DisputeRounds, AcceptGrants: c.AcceptGrants}
+	cfg.DisputePeriod, _ = time.ParseDuration(c.DisputePeriod)
+	for _, n := range c.RequireGrant {
+		if s, ok := meter.ParseService(n); ok {
+			cfg.RequireGrant = append(cfg.RequireGrant, s)
+		}
+	}
+	s, err := accounting.New(opts.Key, cfg, opts.Home.Path(AccountingDir), ap.meter, dc, h, reg, opts.Log)
+	if err != nil {
+		return err
+	}
+	dc.SetMeter(ap.meter)
+	path := opts.Home.ControlPath()
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.Close()
+		return fmt.Errorf("node: control socket: %w", err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		s.Close()
+		return fmt.Errorf("node: control socket %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		s.Close()
+		return fmt.Errorf("node: control socket: %w", err)
+	}
+	ap.s, ap.ln = s, ln
+	ap.ready.Store(s)
+	ap.ctl = &http.Server{Handler: s.ControlHandler(), ReadHeaderTimeout: 10 * time.Second}
+	return nil
+}
+
+// mount serves the public endpoints on the relay port.
+func (ap *accountingPart) mount(mux *http.ServeMux) {
+	mux.HandleFunc("/accounting/receipts", ap.s.ServeReceipts)
+	mux.HandleFunc("/accounting/reports", ap.s.ServeReports)
+}
+
+func (ap *accountingPart) start() {
+	go ap.ctl.Serve(ap.ln)
+	ap.s.Start()
+}
+
+func (ap *accountingPart) close() error {
+	ap.ctl.Close()
+	return ap.s.Close()
+}
