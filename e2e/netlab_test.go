@@ -31,10 +31,7 @@ type netLab struct {
 	t      *testing.T
 	prefix string
 	// iptables is the iptables command that works in this kernel.
-	iptables string
-	// netem is false when the kernel has no netem qdisc (links then have
-	// no added delay).
-	netem      bool
+	iptables   string
 	namespaces []string
 	rules      [][]string // iptables rules added, as (namespace, args...)
 }

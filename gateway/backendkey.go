@@ -22,14 +22,15 @@ func LoadOrCreateBackendKey(path string) (key nostr.SecretKey, secret []byte, er
 		if gerr != nil {
 			return key, nil, gerr
 		}
-		if err := writeKeyFile(path, k.Bytes()); err != nil {
-			if !errors.Is(err, fs.ErrExist) {
-				return key, nil, err
-			}
-			data, err = readKeyFile(path) // another process won the race
-		} else {
+		werr := writeKeyFile(path, k.Bytes())
+		if werr == nil {
 			return k, k.Bytes(), nil
 		}
+		if !errors.Is(werr, fs.ErrExist) {
+			return key, nil, werr
+		}
+		// Another process won the race: use the key it wrote.
+		data, err = readKeyFile(path)
 	}
 	if err != nil {
 		return key, nil, err
@@ -58,11 +59,21 @@ func readKeyFile(path string) ([]byte, error) {
 }
 
 func writeKeyFile(path string, secret []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("gateway: backend key: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	// Written whole to a temporary file, then linked into place: a reader
+	// racing the writer sees no file or a whole one, never a partial
+	// key, and the link fails with ErrExist rather than overwrite.
+	f, err := os.CreateTemp(dir, ".backend-key-*")
 	if err != nil {
+		return fmt.Errorf("gateway: backend key: %w", err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
 		return fmt.Errorf("gateway: backend key: %w", err)
 	}
 	if _, err := f.WriteString(hex.EncodeToString(secret) + "\n"); err != nil {
@@ -73,5 +84,11 @@ func writeKeyFile(path string, secret []byte) error {
 		f.Close()
 		return fmt.Errorf("gateway: backend key: %w", err)
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("gateway: backend key: %w", err)
+	}
+	if err := os.Link(tmp, path); err != nil {
+		return fmt.Errorf("gateway: backend key: %w", err)
+	}
+	return nil
 }

@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 )
 
@@ -92,5 +94,28 @@ func TestBackendKeyFile(t *testing.T) {
 	os.WriteFile(path, []byte("nothex\n"), 0o600)
 	if _, _, err := LoadOrCreateBackendKey(path); err == nil {
 		t.Fatal("a malformed key was accepted")
+	}
+}
+
+// TestBackendKeyRace: callers racing to create the key all get the one
+// that was written.
+func TestBackendKeyRace(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "backend.key")
+	const n = 8
+	keys := make([][]byte, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, keys[i], errs[i] = LoadOrCreateBackendKey(path)
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil || !bytes.Equal(keys[i], keys[0]) {
+			t.Fatalf("caller %d: %x %v; caller 0 got %x", i, keys[i], errs[i], keys[0])
+		}
 	}
 }

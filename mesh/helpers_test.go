@@ -49,12 +49,6 @@ func (s *recordingSink) has(id [32]byte) bool {
 	return ok
 }
 
-func (s *recordingSink) count() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.got)
-}
-
 func (s *recordingSink) receivedAt(id [32]byte) (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -365,7 +365,7 @@ func (p *pex) acceptFrom(from peer.ID, raws [][]byte) int {
 		// New addresses (a relay address, say) are a new chance to reach
 		// a peer that failed before.
 		p.m.disc.forgetFailure(info.ID)
-		p.m.h.Peerstore().AddAddrs(info.ID, info.Addrs, info.Expires.Sub(time.Now()))
+		p.m.h.Peerstore().AddAddrs(info.ID, info.Addrs, time.Until(info.Expires))
 		if p.m.book != nil {
 			// Not seen by us yet: a zero last-seen time ranks the peer
 			// below every peer we have actually reached.

@@ -443,7 +443,7 @@ const maxLookupLimit = 500
 func (s *Service) serveReq(ctx context.Context, p peer.ID, w msgio.Writer, parts []json.RawMessage) error {
 	var sub string
 	var f nostr.Filter
-	if len(parts) != 3 || json.Unmarshal(parts[1], &sub) != nil || json.Unmarshal(parts[2], &f) != nil || (f.IDs != nil && len(f.IDs) > maxIDsPerReq) {
+	if len(parts) != 3 || json.Unmarshal(parts[1], &sub) != nil || json.Unmarshal(parts[2], &f) != nil || len(f.IDs) > maxIDsPerReq {
 		return writeFrame(w, "CLOSED", sub, fmt.Sprintf("invalid: a sync REQ has one filter and at most %d ids", maxIDsPerReq))
 	}
 	if s.cfg.Allow != nil {

@@ -61,6 +61,10 @@ if [ -n "$unformatted" ]; then
 fi
 echo "== go vet"
 go vet ./...
+echo "== staticcheck"
+go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+echo "== gobind (leaf binds for Android and iOS; installs gobind with go install)"
+bash scripts/gobind-check.sh
 echo "== go test -race"
 go test -race -count=1 -timeout 25m ./...
 echo "== go test -tags libsecp256k1 (the cgo signature backend)"

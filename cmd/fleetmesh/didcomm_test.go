@@ -339,7 +339,7 @@ func TestDIDCommMediationAcrossRestart(t *testing.T) {
 	}
 
 	anchor.stop(t)
-	anchor = startAnchor(t, bin, anchorHome, anchor.addr) // same address after the restart
+	startAnchor(t, bin, anchorHome, anchor.addr) // same address after the restart
 
 	out := runBin(t, bin, "", "didcomm", "pickup", "--home", leafHome, "--mediator", url, "--limit", "2")
 	got := pickedUp(t, out, senderKey.DID())

@@ -102,6 +102,7 @@ func Features() []discoverfeatures.Disclosure {
 		p(mediator.PIURIMediation, "mediator"),
 		p(mediator.PIURIPickup, "mediator"),
 		p(oob.PIURI, "sender"),
+		p(mediator.PIURIPush, "mediator"),
 		p("https://didcomm.org/empty/1.0"),
 		{FeatureType: discoverfeatures.FeatureHeader, ID: "return_route"},
 	}

@@ -54,6 +54,9 @@ type Config struct {
 	// didcomm.DefaultMaxMessageBytes.
 	MaxForwardedBytes int
 	MaxDeliveryBytes  int
+	// PushInterval is the least time between two push wakes of one leaf
+	// (push.go).
+	PushInterval time.Duration
 }
 
 // DefaultConfig returns the default bounds.
@@ -66,6 +69,7 @@ func DefaultConfig() Config {
 		MaxDeliveryBatch:           100,
 		MaxForwardedBytes:          256 << 10,
 		MaxDeliveryBytes:           512 << 10,
+		PushInterval:               PushInterval,
 	}
 }
 
@@ -75,6 +79,7 @@ type Mediator struct {
 	self  string
 	cfg   Config
 	store *store
+	push  *pusher
 	now   func() time.Time
 }
 
@@ -84,17 +89,24 @@ func Open(dir, self string, cfg Config) (*Mediator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Mediator{self: self, cfg: cfg, store: s, now: time.Now}, nil
+	if cfg.PushInterval <= 0 {
+		cfg.PushInterval = PushInterval
+	}
+	return &Mediator{self: self, cfg: cfg, store: s, push: newPusher(s, cfg.PushInterval), now: time.Now}, nil
 }
 
-// Close closes the database.
-func (m *Mediator) Close() error { return m.store.close() }
+// Close stops the push wakes and closes the database.
+func (m *Mediator) Close() error {
+	m.push.close()
+	return m.store.close()
+}
 
 // Handles reports whether the mediator handles messages of this type.
 func Handles(typ string) bool {
 	switch typ {
 	case routing.TypeForward, TypeMediateRequest, TypeRecipientUpdate, TypeRecipientQuery,
-		TypeStatusRequest, TypeDeliveryRequest, TypeMessagesReceived, TypeLiveDeliveryChange:
+		TypeStatusRequest, TypeDeliveryRequest, TypeMessagesReceived, TypeLiveDeliveryChange,
+		TypePushRegister:
 		return true
 	}
 	return false
@@ -152,6 +164,8 @@ func (m *Mediator) Handle(u *didcomm.Unpacked) (*didcomm.Message, error) {
 			return nil, internal(err)
 		}
 		return m.statusReply(msg, leaf)
+	case TypePushRegister:
+		return m.pushRegister(msg, leaf)
 	case TypeLiveDeliveryChange:
 		return nil, &didcomm.Problem{Code: CodeLiveModeNotSupported, Err: errors.New("live delivery is not offered: poll with delivery-request")}
 	}
@@ -181,6 +195,7 @@ func (m *Mediator) forward(msg *didcomm.Message) error {
 		}
 		return internal(err)
 	}
+	m.push.wake(owner)
 	return nil
 }
 

@@ -1,0 +1,414 @@
+package leaf
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"fleetmesh.org/fleetmesh/negentropy"
+	"fleetmesh.org/fleetmesh/nostr"
+)
+
+// Bounds of a catch-up.
+const (
+	// negFrameLimit keeps a NEG-MSG, hex-encoded, under the 131,072-byte
+	// messages relays accept (as the relay does).
+	negFrameLimit = 60000
+	// maxSyncRecords bounds the local items of one reconciliation and the
+	// differences it may find.
+	maxSyncRecords = 500_000
+	// fetchChunk is the ids one REQ asks for, and fetchParallel how many
+	// such REQs run at once.
+	fetchChunk, fetchParallel = 100, 4
+	// pageSize is the limit of one since-window REQ.
+	pageSize = 500
+	// sinceOverlap is how far a since window reaches back before the
+	// last catch-up, for events whose created_at lags their arrival.
+	sinceOverlap = 10 * time.Minute
+	// publishWindow is how many EVENTs wait for their OK at once.
+	publishWindow = 16
+)
+
+// nostrPart catches up every subscription and flushes the outbox events
+// against the first home relay that answers, redialling (every home in
+// parallel) when the connection fails.
+func (w *wake) nostrPart() {
+	done := make([]bool, len(w.st.Subs))
+	flushed := false
+	err := w.retry(func() error {
+		rc, err := w.dialFirstRelay()
+		if err != nil {
+			return err
+		}
+		defer rc.close()
+		w.l.progress.report("dial", 1, 1)
+		// The outbox first: it is small, and what the user wrote offline
+		// should leave before the wake can be cut short.
+		if !flushed {
+			if err := w.flushEvents(rc); err != nil {
+				return err
+			}
+			flushed = true
+		}
+		for i := range w.st.Subs {
+			if done[i] {
+				continue
+			}
+			if err := w.catchUp(rc, i); err != nil {
+				return err
+			}
+			done[i] = true
+			w.l.progress.report("catchup", int64(i+1), int64(len(w.st.Subs)))
+		}
+		return nil
+	})
+	if err != nil {
+		w.fail(fmt.Errorf("leaf: catch-up: %w", err))
+		return
+	}
+	w.mu.Lock()
+	w.caught = true
+	w.mu.Unlock()
+}
+
+// dialFirstRelay dials every home's relay at once and keeps the first
+// that connects.
+func (w *wake) dialFirstRelay() (*relayConn, error) {
+	type result struct {
+		rc  *relayConn
+		err error
+	}
+	results := make(chan result, len(w.st.Homes))
+	for _, h := range w.st.Homes {
+		w.bg.Add(1)
+		go func() {
+			defer w.bg.Done()
+			rc, err := w.dialRelay(h.Relay)
+			results <- result{rc, err}
+		}()
+	}
+	var first *relayConn
+	var errs []error
+	for range w.st.Homes {
+		r := <-results
+		switch {
+		case r.err != nil:
+			errs = append(errs, r.err)
+		case first == nil:
+			first = r.rc
+		default:
+			r.rc.close()
+		}
+		if first != nil {
+			// The others are closed as they connect, off this path.
+			w.bg.Add(1)
+			go func(n int) {
+				defer w.bg.Done()
+				for ; n > 0; n-- {
+					if r := <-results; r.rc != nil {
+						r.rc.close()
+					}
+				}
+			}(len(w.st.Homes) - 1 - len(errs))
+			return first, nil
+		}
+	}
+	return nil, errors.Join(errs...)
+}
+
+// catchUp brings subscription i up to date: NIP-77 first, since windows
+// when the relay cannot.
+func (w *wake) catchUp(rc *relayConn, i int) error {
+	sub := &w.st.Subs[i]
+	f, err := parseFilter(sub.Filter)
+	if err != nil {
+		return permanent(err)
+	}
+	started := time.Now().Unix()
+	need, err := w.reconcile(rc, &f)
+	if err == nil {
+		if err := w.fetch(rc, &f, need); err != nil {
+			return err
+		}
+		w.setMethod("negentropy")
+		return w.saveSub(sub, func(s *subState) {
+			s.Covered, s.Pending = started, nil
+		})
+	}
+	if !errors.Is(err, errNoNegentropy) {
+		return err
+	}
+	w.setMethod("since")
+	return w.sinceWalk(rc, sub, &f, started)
+}
+
+func (w *wake) setMethod(m string) {
+	w.add(func(s *Summary) {
+		if s.Method == "" || m == "since" {
+			s.Method = m
+		}
+	})
+}
+
+func (w *wake) saveSub(sub *subState, fn func(*subState)) error {
+	fn(sub)
+	return w.l.db.updateState(func(s *state) error {
+		for i := range s.Subs {
+			if sameFilter(s.Subs[i].Filter, sub.Filter) {
+				fn(&s.Subs[i])
+			}
+		}
+		return nil
+	})
+}
+
+// reconcile runs NIP-77 for f with the local events (and the ids evicted
+// from them) as our set, and returns the ids only the relay has.
+func (w *wake) reconcile(rc *relayConn, f *nostr.Filter) ([]negentropy.ID, error) {
+	items := make([]negentropy.Item, 0, 256)
+	err := w.l.db.eachItem(f, func(id [32]byte, createdAt int64) bool {
+		items = append(items, negentropy.Item{Timestamp: uint64(max(createdAt, 0)), ID: id})
+		return len(items) <= maxSyncRecords
+	})
+	if err != nil {
+		return nil, permanent(err)
+	}
+	if err := w.l.db.eachTombstone(func(id [32]byte, createdAt int64) {
+		if createdAt >= f.Since && (!f.HasUntil || createdAt <= f.Until) {
+			items = append(items, negentropy.Item{Timestamp: uint64(createdAt), ID: id})
+		}
+	}); err != nil {
+		return nil, permanent(err)
+	}
+	if len(items) > maxSyncRecords {
+		return nil, fmt.Errorf("%w: more than %d local events", errNoNegentropy, maxSyncRecords)
+	}
+	vec, err := negentropy.NewVector(items)
+	if err != nil {
+		return nil, permanent(err)
+	}
+	in, err := negentropy.NewInitiator(vec, negentropy.Config{FrameSizeLimit: negFrameLimit, MaxRecords: maxSyncRecords, MaxDifferences: maxSyncRecords})
+	if err != nil {
+		return nil, permanent(err)
+	}
+	msg, err := in.Initiate()
+	if err != nil {
+		return nil, permanent(err)
+	}
+	id, ch, unsub := rc.subscribe("neg")
+	defer unsub()
+	notices, unwatch := rc.watchNotices()
+	defer unwatch()
+	rc.w.counter.rtts.Add(1)
+	if err := rc.send("NEG-OPEN", id, f, hex.EncodeToString(msg)); err != nil {
+		return nil, err
+	}
+	var need []negentropy.ID
+	for {
+		m, err := rc.await(ch, notices)
+		if err != nil {
+			return nil, err
+		}
+		switch m.typ {
+		case "NOTICE", "NEG-ERR", "CLOSED":
+			return nil, fmt.Errorf("%w (%s %q)", errNoNegentropy, m.typ, m.text)
+		case "NEG-MSG":
+		default:
+			continue
+		}
+		raw, err := hex.DecodeString(m.text)
+		if err != nil {
+			return nil, fmt.Errorf("NEG-MSG from %s is not hex", rc.url)
+		}
+		step, err := in.Reconcile(raw)
+		if err != nil {
+			if errors.Is(err, negentropy.ErrTooManyDifferences) || errors.Is(err, negentropy.ErrTooManyRecords) {
+				return nil, fmt.Errorf("%w: %v", errNoNegentropy, err)
+			}
+			return nil, fmt.Errorf("negentropy with %s: %w", rc.url, err)
+		}
+		need = append(need, step.Need...)
+		if step.Done() {
+			_ = rc.send("NEG-CLOSE", id)
+			return need, nil
+		}
+		rc.w.counter.rtts.Add(1)
+		if err := rc.send("NEG-MSG", id, hex.EncodeToString(step.Next)); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// fetch gets events by id, fetchParallel REQs at a time.
+func (w *wake) fetch(rc *relayConn, f *nostr.Filter, ids []negentropy.ID) error {
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, fetchParallel)
+	)
+	for start := 0; start < len(ids); start += fetchChunk {
+		part := ids[start:min(start+fetchChunk, len(ids))]
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			q := nostr.Filter{IDs: make([][32]byte, len(part)), Limit: len(part), HasLimit: true}
+			for i, id := range part {
+				q.IDs[i] = id
+			}
+			if _, err := w.requestAndStore(rc, q, f); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// requestAndStore runs one REQ, keeps the events that are valid and match
+// sub, stores them in one transaction and returns the oldest created_at
+// and how many came.
+func (w *wake) requestAndStore(rc *relayConn, q nostr.Filter, sub *nostr.Filter) (page, error) {
+	var p page
+	var evs []*nostr.Event
+	err := rc.request(q, func(raw json.RawMessage) error {
+		ev, err := w.l.checkEvent(raw)
+		if err != nil || !sub.Matches(ev) {
+			return nil // a home that sends a bad event gets it ignored
+		}
+		p.add(ev.CreatedAt)
+		evs = append(evs, ev)
+		return nil
+	})
+	if len(evs) > 0 {
+		n, serr := w.l.db.putEvents(evs, w.rank, w.l.cfg.MaxStoreBytes)
+		if serr != nil {
+			return p, permanent(serr)
+		}
+		var total int64
+		w.add(func(s *Summary) {
+			s.EventsFetched += int64(n)
+			total = s.EventsFetched
+		})
+		w.l.progress.report("catchup", total, -1)
+	}
+	return p, err
+}
+
+// page is what one REQ returned.
+type page struct {
+	n      int
+	oldest int64
+}
+
+func (p *page) add(createdAt int64) {
+	if p.n == 0 || createdAt < p.oldest {
+		p.oldest = createdAt
+	}
+	p.n++
+}
+
+// sinceWalk covers, newest first in pages, the ranges of created_at not
+// caught up yet: the one since the last catch-up, and any a cut-short wake
+// left. Progress is saved after every page, so the next wake goes on
+// where this one stopped.
+func (w *wake) sinceWalk(rc *relayConn, sub *subState, f *nostr.Filter, now int64) error {
+	if err := w.saveSub(sub, func(s *subState) {
+		lo := int64(0)
+		if s.Covered > 0 {
+			lo = max(0, s.Covered-int64(sinceOverlap/time.Second))
+		}
+		if now >= lo {
+			s.Pending = append(s.Pending, timeRange{Lo: max(lo, f.Since), Hi: now})
+		}
+		s.Covered = max(s.Covered, now)
+	}); err != nil {
+		return permanent(err)
+	}
+	for len(sub.Pending) > 0 {
+		r := sub.Pending[0]
+		q := *f
+		q.Since, q.Until, q.HasUntil = r.Lo, r.Hi, true
+		if f.HasUntil {
+			q.Until = min(q.Until, f.Until)
+		}
+		q.Limit, q.HasLimit = pageSize, true
+		p, err := w.requestAndStore(rc, q, f)
+		if err != nil {
+			return err
+		}
+		if err := w.saveSub(sub, func(s *subState) {
+			if len(s.Pending) == 0 {
+				return
+			}
+			switch {
+			case p.n == 0:
+				s.Pending = s.Pending[1:]
+			case p.oldest < r.Hi:
+				s.Pending[0].Hi = p.oldest // that second again: its other events may not have fit
+			default:
+				// A whole page of one second: the relay's limit may hide
+				// some of that second's events, which only NIP-77 finds.
+				s.Pending[0].Hi = p.oldest - 1
+			}
+			if len(s.Pending) > 0 && s.Pending[0].Hi < s.Pending[0].Lo {
+				s.Pending = s.Pending[1:]
+			}
+		}); err != nil {
+			return permanent(err)
+		}
+	}
+	return nil
+}
+
+// flushEvents publishes the outbox events and settles each by its OK.
+func (w *wake) flushEvents(rc *relayConn) error {
+	es, err := w.l.db.outbox(outEvent)
+	if err != nil || len(es) == 0 {
+		return err
+	}
+	raws := make([]json.RawMessage, len(es))
+	ids := make([]string, len(es))
+	for i, e := range es {
+		raws[i], ids[i] = e.Data, e.ID
+	}
+	sent := 0
+	return rc.publish(raws, ids, publishWindow, func(i int, ok bool, reason string) error {
+		var err error
+		switch {
+		case ok || strings.HasPrefix(reason, "duplicate:"):
+			err = w.l.db.settleOutbox(es[i], "", false)
+			w.add(func(s *Summary) { s.OutboxSent++ })
+		case permanentRefusal(reason):
+			err = w.l.db.settleOutbox(es[i], reason, false)
+		default:
+			err = w.l.db.settleOutbox(es[i], reason, true)
+		}
+		sent++
+		w.l.progress.report("outbox", int64(sent), int64(len(es)))
+		if err != nil {
+			return permanent(err)
+		}
+		return nil
+	})
+}
+
+// permanentRefusal: an OK false that sending again cannot change.
+func permanentRefusal(reason string) bool {
+	for _, p := range []string{"invalid:", "blocked:", "pow:", "restricted:"} {
+		if strings.HasPrefix(reason, p) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,324 @@
+package leaf
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"fleetmesh.org/fleetmesh/nostr"
+)
+
+// Bounds of a relay connection.
+const (
+	// maxRelayMessage bounds one message read from a home relay.
+	maxRelayMessage = 1 << 20
+	// subQueue is the per-subscription queue between the reader and the
+	// task that asked; the reader waits when it is full.
+	subQueue = 256
+)
+
+// errNoNegentropy means the relay does not do NIP-77 (or refused this
+// filter with NEG-ERR): the catch-up falls back to since windows.
+var errNoNegentropy = errors.New("relay does not do NIP-77 for this filter")
+
+// relayMsg is one relay message of a subscription, or an OK.
+type relayMsg struct {
+	typ   string
+	event json.RawMessage
+	text  string
+	ok    bool
+	id    string // OK: the event id
+}
+
+// relayConn is one WebSocket to a home relay, owned by the wake that
+// dialed it, with one reader goroutine that close stops.
+type relayConn struct {
+	w   *wake
+	url string
+	ws  *websocket.Conn
+	wmu sync.Mutex
+
+	mu      sync.Mutex
+	subs    map[string]chan relayMsg
+	oks     map[string]chan relayMsg
+	notices []chan relayMsg
+
+	done    chan struct{}
+	quit    chan struct{} // closed by close: the reader stops waiting on queues
+	readErr error
+	stop    func() bool
+	nextSub int
+}
+
+// dialRelay opens a WebSocket on a fresh counted connection.
+func (w *wake) dialRelay(url string) (*relayConn, error) {
+	dctx, cancel := context.WithTimeout(w.ctx, dialTimeout)
+	defer cancel()
+	// gorilla's handshake heeds only the context's deadline, not its
+	// cancellation: closing the socket on cancel ends it at once.
+	var unwatch func() bool
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := w.dial(ctx, network, addr)
+		if err == nil {
+			unwatch = context.AfterFunc(dctx, func() { c.Close() })
+		}
+		return c, err
+	}
+	d := websocket.Dialer{
+		NetDialContext:   dial,
+		HandshakeTimeout: dialTimeout,
+		ReadBufferSize:   4096,
+		WriteBufferSize:  4096,
+	}
+	w.counter.rtts.Add(1)
+	ws, resp, err := d.DialContext(dctx, url, http.Header{})
+	if resp != nil && resp.Body != nil {
+		resp.Body.Close()
+	}
+	if unwatch != nil && !unwatch() && err == nil {
+		ws.Close() // cancelled as the handshake ended
+		err = dctx.Err()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", url, err)
+	}
+	ws.SetReadLimit(maxRelayMessage)
+	rc := &relayConn{w: w, url: url, ws: ws, subs: map[string]chan relayMsg{}, oks: map[string]chan relayMsg{}, done: make(chan struct{}), quit: make(chan struct{})}
+	// Cancelling the wake closes the socket, which ends the reader and
+	// every wait at once.
+	rc.stop = context.AfterFunc(w.ctx, func() { ws.NetConn().Close() })
+	go rc.read()
+	return rc, nil
+}
+
+func (rc *relayConn) close() {
+	rc.stop()
+	close(rc.quit)
+	rc.wmu.Lock()
+	_ = rc.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(100*time.Millisecond))
+	rc.wmu.Unlock()
+	rc.ws.Close()
+	<-rc.done
+}
+
+func (rc *relayConn) read() {
+	defer close(rc.done)
+	for {
+		_, data, err := rc.ws.ReadMessage()
+		if err != nil {
+			rc.readErr = err
+			return
+		}
+		var arr []json.RawMessage
+		if json.Unmarshal(data, &arr) != nil || len(arr) < 2 {
+			continue
+		}
+		var typ, first string
+		if json.Unmarshal(arr[0], &typ) != nil {
+			continue
+		}
+		_ = json.Unmarshal(arr[1], &first)
+		m := relayMsg{typ: typ}
+		if len(arr) > 2 {
+			_ = json.Unmarshal(arr[2], &m.text)
+		}
+		switch typ {
+		case "EVENT":
+			if len(arr) < 3 {
+				continue
+			}
+			m.event, m.text = arr[2], ""
+			rc.deliver(rc.subs, first, m)
+		case "EOSE":
+			rc.deliver(rc.subs, first, m)
+		case "CLOSED", "NEG-MSG", "NEG-ERR":
+			rc.deliver(rc.subs, first, m)
+		case "OK":
+			if len(arr) < 3 {
+				continue
+			}
+			_ = json.Unmarshal(arr[2], &m.ok)
+			m.text, m.id = "", first
+			if len(arr) > 3 {
+				_ = json.Unmarshal(arr[3], &m.text)
+			}
+			rc.deliver(rc.oks, first, m)
+		case "NOTICE":
+			m.text = first
+			rc.mu.Lock()
+			ns := rc.notices
+			rc.mu.Unlock()
+			for _, ch := range ns {
+				select {
+				case ch <- m:
+				default:
+				}
+			}
+		}
+	}
+}
+
+// deliver hands m to the waiter for key, waiting while its queue is full.
+func (rc *relayConn) deliver(waiters map[string]chan relayMsg, key string, m relayMsg) {
+	rc.mu.Lock()
+	ch := waiters[key]
+	rc.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	select {
+	case ch <- m:
+	case <-rc.quit:
+	case <-rc.w.ctx.Done():
+	}
+}
+
+func (rc *relayConn) send(v ...any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	rc.wmu.Lock()
+	defer rc.wmu.Unlock()
+	_ = rc.ws.SetWriteDeadline(time.Now().Add(exchangeTimeout))
+	if err := rc.ws.WriteMessage(websocket.TextMessage, b); err != nil {
+		return fmt.Errorf("write to %s: %w", rc.url, err)
+	}
+	return nil
+}
+
+// subscribe registers a subscription id and returns its queue.
+func (rc *relayConn) subscribe(prefix string) (string, chan relayMsg, func()) {
+	rc.mu.Lock()
+	rc.nextSub++
+	id := prefix + "-" + strconv.Itoa(rc.nextSub)
+	ch := make(chan relayMsg, subQueue)
+	rc.subs[id] = ch
+	rc.mu.Unlock()
+	return id, ch, func() {
+		rc.mu.Lock()
+		delete(rc.subs, id)
+		rc.mu.Unlock()
+	}
+}
+
+// watchNotices returns a queue of NOTICEs, for a NIP-77 session on a
+// relay that may answer NEG-OPEN with a NOTICE.
+func (rc *relayConn) watchNotices() (chan relayMsg, func()) {
+	ch := make(chan relayMsg, 4)
+	rc.mu.Lock()
+	rc.notices = append(rc.notices, ch)
+	rc.mu.Unlock()
+	return ch, func() {
+		rc.mu.Lock()
+		for i, c := range rc.notices {
+			if c == ch {
+				rc.notices = append(rc.notices[:i], rc.notices[i+1:]...)
+				break
+			}
+		}
+		rc.mu.Unlock()
+	}
+}
+
+// await waits for the next message on ch (or a NOTICE on notices, which
+// may be nil) within exchangeTimeout.
+func (rc *relayConn) await(ch, notices chan relayMsg) (relayMsg, error) {
+	t := time.NewTimer(exchangeTimeout)
+	defer t.Stop()
+	select {
+	case m := <-ch:
+		return m, nil
+	case m := <-notices:
+		return m, nil
+	case <-rc.done:
+		return relayMsg{}, fmt.Errorf("connection to %s: %v", rc.url, rc.readErr)
+	case <-rc.w.ctx.Done():
+		return relayMsg{}, rc.w.ctx.Err()
+	case <-t.C:
+		rc.w.counter.stalls.Add(1)
+		rc.ws.NetConn().Close() // a silent path is dead: the next try dials anew
+		return relayMsg{}, fmt.Errorf("%s sent nothing within %s", rc.url, exchangeTimeout)
+	}
+}
+
+// request runs one REQ to EOSE and hands each event to fn.
+func (rc *relayConn) request(f nostr.Filter, fn func(raw json.RawMessage) error) error {
+	id, ch, unsub := rc.subscribe("req")
+	defer unsub()
+	rc.w.counter.rtts.Add(1)
+	if err := rc.send("REQ", id, f); err != nil {
+		return err
+	}
+	for {
+		m, err := rc.await(ch, nil)
+		if err != nil {
+			return err
+		}
+		switch m.typ {
+		case "EVENT":
+			if err := fn(m.event); err != nil {
+				return err
+			}
+		case "EOSE":
+			_ = rc.send("CLOSE", id)
+			return nil
+		case "CLOSED":
+			return fmt.Errorf("%s closed the subscription: %s", rc.url, m.text)
+		}
+	}
+}
+
+// publish sends events and hands each one's OK to settle. At most window
+// EVENTs are outstanding at once.
+func (rc *relayConn) publish(raws []json.RawMessage, ids []string, window int, settle func(i int, ok bool, reason string) error) error {
+	ch := make(chan relayMsg, len(ids))
+	rc.mu.Lock()
+	for _, id := range ids {
+		rc.oks[id] = ch
+	}
+	rc.mu.Unlock()
+	defer func() {
+		rc.mu.Lock()
+		for _, id := range ids {
+			delete(rc.oks, id)
+		}
+		rc.mu.Unlock()
+	}()
+	pos := map[string]int{}
+	for i, id := range ids {
+		pos[id] = i
+	}
+	sent, got := 0, 0
+	for got < len(ids) {
+		for sent < len(ids) && sent-got < window {
+			rc.w.counter.rtts.Add(1)
+			if err := rc.send("EVENT", raws[sent]); err != nil {
+				return err
+			}
+			sent++
+		}
+		m, err := rc.await(ch, nil)
+		if err != nil {
+			return err
+		}
+		i, ok := pos[m.id]
+		if !ok {
+			continue // a second OK for the same event
+		}
+		delete(pos, m.id)
+		got++
+		if err := settle(i, m.ok, m.text); err != nil {
+			return err
+		}
+	}
+	return nil
+}
