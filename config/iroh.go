@@ -28,11 +28,13 @@ type IrohConfig struct {
 	HelperDir string `toml:"helper_dir"`
 	// Node is the Node.js executable that runs the helper.
 	Node string `toml:"node"`
+	// The relay an anchor serves (config/irohrelay.go).
+	IrohRelayConfig
 }
 
 // DefaultIroh is the [iroh] section's defaults.
 func DefaultIroh() IrohConfig {
-	return IrohConfig{Enabled: true, Relays: []string{}, Bind: []string{}, Peers: []string{}, Node: "node"}
+	return IrohConfig{Enabled: true, Relays: []string{}, Bind: []string{}, Peers: []string{}, Node: "node", IrohRelayConfig: DefaultIrohRelay()}
 }
 
 // IrohPeer is one [iroh] peers entry.
@@ -75,6 +77,9 @@ func (c *IrohConfig) validate() error {
 		if _, _, err := net.SplitHostPort(b); err != nil {
 			return fmt.Errorf("iroh.bind[%d] %q: %v (write HOST:PORT, port 0 for any)", i, b, err)
 		}
+	}
+	if err := c.IrohRelayConfig.validate(); err != nil {
+		return err
 	}
 	if c.Node == "" {
 		return fmt.Errorf(`iroh.node is empty: name the Node.js executable (default "node")`)

@@ -81,6 +81,7 @@ type Offers struct {
 	CircuitRelay *CircuitRelayOffer `json:"circuit_relay,omitempty"`
 	Mediation    *MediationOffer    `json:"mediation,omitempty"`
 	Compute      *ComputeOffer      `json:"compute,omitempty"`
+	IrohRelay    *IrohRelayOffer    `json:"iroh_relay,omitempty"`
 }
 
 // StorageOffer bounds the event storage a node offers.
@@ -334,6 +335,12 @@ func (o *Offers) validate() error {
 		if err := check("compute", c.MaxConcurrentJobs, c.MaxFuel, c.MaxMemoryBytes); err != nil {
 			return err
 		}
+	}
+	if r := o.IrohRelay; r != nil {
+		if err := check("iroh_relay", r.MaxClients, r.BytesPerSecond); err != nil {
+			return err
+		}
+		return r.validate()
 	}
 	return nil
 }

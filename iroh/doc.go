@@ -43,8 +43,8 @@
 // hand-written here. The socket's protocol (JSON lines, then raw bytes) is
 // fleetmesh's own and is in spec/iroh.md.
 //
-// It is not a relay server (anchors' /relay is not built yet: see
-// spec/iroh.md), it does not decide which transport reaches a peer (the
+// It is not a relay server (package iroh/relay is, on anchors), it does
+// not decide which transport reaches a peer (the
 // node does, node/iroh.go), and it keeps no address book: addresses come
 // from descriptors and config.
 package iroh

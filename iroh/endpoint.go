@@ -442,7 +442,7 @@ func (e *Endpoint) runOnce() error {
 	slices.Sort(alpns)
 	seed := e.cfg.Key.PrivateKey().Seed()
 	e.mu.Lock()
-	bind := e.cfg.Bind
+	bind, relays := e.cfg.Bind, e.cfg.Relays
 	if e.rebind != nil {
 		bind = e.rebind
 		// Cleared until this helper serves: if the sockets are taken, the
@@ -450,7 +450,7 @@ func (e *Endpoint) runOnce() error {
 		e.rebind = nil
 	}
 	e.mu.Unlock()
-	if err := writeMsg(ctl, msg{T: "config", Key: hex.EncodeToString(seed), ALPNs: alpns, Relays: e.cfg.Relays, Bind: bind}); err != nil {
+	if err := writeMsg(ctl, msg{T: "config", Key: hex.EncodeToString(seed), ALPNs: alpns, Relays: relays, Bind: bind}); err != nil {
 		return fmt.Errorf("configure helper: %w", err)
 	}
 	lines := make(chan msg)

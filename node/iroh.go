@@ -41,6 +41,8 @@ type irohPart struct {
 	peers map[peer.ID]iroh.Addr // from [iroh] peers
 	log   *slog.Logger
 	ready chan struct{} // closed at the helper's first bind
+	// maxLearned bounds the relays taken from anchors' descriptors.
+	maxLearned int
 
 	mu sync.Mutex
 	// byTransport counts the streams the node opened, per transport.
@@ -60,7 +62,7 @@ func openIroh(opts Options, mp *meshPart, dc *agent.Service) *irohPart {
 	}
 	cfgPeers, _ := ic.ParsePeers() // validated with the config
 	ip := &irohPart{
-		mp: mp, log: opts.Log, ready: make(chan struct{}),
+		mp: mp, log: opts.Log, ready: make(chan struct{}), maxLearned: ic.MaxLearnedRelays,
 		peers:       make(map[peer.ID]iroh.Addr),
 		byTransport: make(map[string]uint64),
 	}
@@ -147,6 +149,7 @@ func serveDIDComm(dc *agent.Service, s *iroh.Stream) {
 func (ip *irohPart) start(every time.Duration, filters []nostr.Filter) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ip.cancel = cancel
+	ip.learnRelays(ctx, ip.ep.Relays(), ip.maxLearned)
 	ip.wg.Add(1)
 	go func() {
 		defer ip.wg.Done()

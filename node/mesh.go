@@ -62,6 +62,8 @@ type meshPart struct {
 	irohAddr func() *descriptor.IrohAddr
 	// irohPeers are the peers reached over iroh only, for lookups.
 	irohPeers func() []peer.ID
+	// irohRelay is the iroh relay the descriptor offers (node/irohrelay.go).
+	irohRelay func(class descriptor.Class, relayURL string) *descriptor.IrohRelayOffer
 	// st and reprovide drive the re-announcement of durably held events
 	// (node/reprovide.go); reprovide 0 turns it off.
 	st        *store.Store
@@ -377,6 +379,9 @@ func (mp *meshPart) publishDescriptor(opts Options, relayURL string) {
 	}
 	if mp.irohAddr != nil {
 		d.Addresses.Iroh = mp.irohAddr()
+	}
+	if mp.irohRelay != nil {
+		d.Offers.IrohRelay = mp.irohRelay(class, relayURL)
 	}
 	signed, err := descriptor.Sign(opts.Key, d, descriptor.DefaultLimits())
 	if err != nil {

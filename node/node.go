@@ -36,6 +36,7 @@ import (
 	"fleetmesh.org/fleetmesh/dashboard"
 	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/identity"
+	irohrelay "fleetmesh.org/fleetmesh/iroh/relay"
 	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
@@ -134,12 +135,14 @@ type Node struct {
 	mesh     *meshPart
 	acct     *accountingPart
 	iroh     *irohPart // nil when iroh is off
-	ln       net.Listener
-	srv      *http.Server
-	reg      *prometheus.Registry
-	lock     *homeLock
-	dash     *dashboard.Dashboard // nil when disabled
-	health   *healthChecks
+	// irohRelay is the iroh relay an anchor serves; nil when off.
+	irohRelay *irohrelay.Server
+	ln        net.Listener
+	srv       *http.Server
+	reg       *prometheus.Registry
+	lock      *homeLock
+	dash      *dashboard.Dashboard // nil when disabled
+	health    *healthChecks
 	// errs keeps recent warnings and errors, statusToken reads the
 	// status, started is when Serve began (node/status.go).
 	errs        *errorRing
@@ -255,6 +258,7 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 	mux.HandleFunc(StatusPath, func(w http.ResponseWriter, r *http.Request) { n.serveStatus(w, r) })
 	mux.Handle("/didcomm", dc)
 	acct.mount(mux)
+	irohRelay := openIrohRelay(opts, mp, mux)
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	health := &healthChecks{}
 	mux.Handle("/healthz", health)
@@ -283,6 +287,7 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 		mesh:        mp,
 		acct:        acct,
 		iroh:        ip,
+		irohRelay:   irohRelay,
 		ln:          ln,
 		// An idle keep-alive connection holds a slot in the relay's accept
 		// gate (spec/limits.md): it is closed after a minute.
@@ -372,6 +377,9 @@ func (n *Node) Serve(ctx context.Context) error {
 	}
 	if n.iroh != nil {
 		n.iroh.close()
+	}
+	if n.irohRelay != nil {
+		n.irohRelay.Close()
 	}
 	if err := n.mesh.close(); err != nil {
 		n.opts.Log.Warn("mesh close", "err", err)

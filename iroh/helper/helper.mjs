@@ -30,6 +30,7 @@ const maxLineBytes = 64 * 1024
 const pollMs = 1000
 
 let endpoint = null
+let relays = new Set()
 let alpns = new Set()
 let nextConn = 1
 // Outgoing connections, reused per remote and ALPN: iroh connections are
@@ -55,6 +56,7 @@ lines.on('line', (line) => {
   try { msg = JSON.parse(line) } catch (e) { return fatal('control line is not JSON: ' + e.message) }
   if (msg.t === 'config') return configure(msg).catch((e) => fatal('bind: ' + e.message))
   if (msg.t === 'dial') return dial(msg)
+  if (msg.t === 'relays') return setRelays(msg.relays || []).catch((e) => send({ t: 'error', err: 'relays: ' + e.message }))
   if (msg.t === 'close') return shutdown()
   send({ t: 'error', err: 'unknown control message ' + JSON.stringify(msg.t) })
 })
@@ -67,7 +69,11 @@ async function configure (msg) {
   b.secretKey(Array.from(Buffer.from(msg.key, 'hex')))
   alpns = new Set(msg.alpns)
   b.alpns(msg.alpns.map((a) => Array.from(Buffer.from(a))))
-  b.relayMode(msg.relays && msg.relays.length ? RelayMode.customFromUrls(msg.relays) : RelayMode.disabled())
+  // A custom relay map, empty when the node names none: relays learnt
+  // later are inserted into it (insertRelay does nothing under
+  // RelayMode.disabled()).
+  relays = new Set(msg.relays || [])
+  b.relayMode(RelayMode.customFromUrls([...relays]))
   for (const a of msg.bind || []) b.bindAddr(a)
   endpoint = await b.bind()
   const ready = () => {
@@ -83,6 +89,18 @@ async function configure (msg) {
     if (JSON.stringify(r) !== JSON.stringify(last)) { last = r; send({ ...r, t: 'addr' }) }
   }, pollMs).unref()
   acceptLoop()
+}
+
+// setRelays makes the endpoint's relay map the node's list.
+async function setRelays (urls) {
+  if (!endpoint) return
+  const want = new Set(urls)
+  for (const u of [...relays]) {
+    if (!want.has(u)) { await endpoint.removeRelay(u); relays.delete(u) }
+  }
+  for (const u of want) {
+    if (!relays.has(u)) { await endpoint.insertRelay({ url: u }); relays.add(u) }
+  }
 }
 
 function pathKind (paths) {
@@ -135,7 +153,9 @@ async function connection (msg) {
   const key = msg.id + ' ' + msg.alpn
   let p = outgoing.get(key)
   if (!p) {
-    const addr = new EndpointAddr(EndpointId.fromString(msg.id), msg.relay || null, msg.addrs || [])
+    // A peer whose relay the node does not know is tried at this
+    // endpoint's home relay: fleetmesh nodes share their anchors' relays.
+    const addr = new EndpointAddr(EndpointId.fromString(msg.id), msg.relay || endpoint.addr().relayUrl() || null, msg.addrs || [])
     p = endpoint.connect(addr, Array.from(Buffer.from(msg.alpn))).then((conn) => {
       track(conn, 'out')
       conn.closed().catch(() => {}).then(() => { if (outgoing.get(key) === p) outgoing.delete(key) })

@@ -5,7 +5,8 @@
 //   node peer.mjs dial ID ADDR ALPN MSG dial ID at ADDR, send MSG, print the answer
 //
 // Each message is the stream's whole content (the sender finishes the
-// stream). FLEETMESH_IROH_RELAY, if set, is the only relay the endpoint uses.
+// stream). FLEETMESH_IROH_RELAY, if set, is the only relay the endpoint uses;
+// dial then prints the connection's selected path ("relay" or "direct").
 // With FLEETMESH_PEER_HEX=1 the dialled MSG and the printed answer are hex,
 // for binary protocols.
 import { Endpoint, EndpointAddr, EndpointId, RelayMode } from '@number0/iroh'
@@ -21,6 +22,12 @@ async function bind (alpns) {
   b.relayMode(relay ? RelayMode.customFromUrls([relay]) : RelayMode.disabled())
   b.bindAddr('127.0.0.1:0')
   return b.bind()
+}
+
+function pathKind (paths) {
+  const sel = paths.find((p) => p.isSelected)
+  if (!sel) return 'none'
+  return sel.isRelay ? 'relay' : 'direct'
 }
 
 async function readAll (recv) {
@@ -62,7 +69,16 @@ if (mode === 'serve') {
     await bi.send.finish()
     const raw = Buffer.from(await bi.recv.readToEnd(1 << 20))
     const got = hex ? raw.toString('hex') : raw.toString()
-    console.log(JSON.stringify({ remote: conn.remoteId().toString(), got }))
+    // The selected path when the answer came, and (FLEETMESH_PEER_WAIT_DIRECT
+    // = seconds) whether it became direct within that long.
+    const path = pathKind(conn.paths())
+    let later = path
+    const wait = Number(process.env.FLEETMESH_PEER_WAIT_DIRECT || 0)
+    for (let i = 0; i < wait * 4 && later !== 'direct'; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 250))
+      later = pathKind(conn.paths())
+    }
+    console.log(JSON.stringify({ remote: conn.remoteId().toString(), got, path, path_later: later }))
     conn.close(0n, enc('done'))
     process.exit(0)
   } catch (e) {
