@@ -169,7 +169,7 @@ func TestDashboardNotServedElsewhere(t *testing.T) {
 	}
 	get := func(ns, url string, hdr map[string]string) (int, string) {
 		t.Helper()
-		client := http.Client{Transport: &http.Transport{DialContext: lab.dialer(ns)}, Timeout: 10 * time.Second}
+		client := lab.httpClient(ns)
 		req, _ := http.NewRequest(http.MethodGet, url, nil)
 		for k, v := range hdr {
 			req.Header.Set(k, v)

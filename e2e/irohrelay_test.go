@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -145,7 +144,7 @@ func TestIrohThroughAnchorRelay(t *testing.T) {
 	for name, n := range map[string]*labNode{"home A": a, "home B": b} {
 		paths[name] = irohPaths(t, n)
 	}
-	resp, err := (&http.Client{Transport: &http.Transport{DialContext: lab.dialer(anchorNS)}}).Get(relayURL + "ping")
+	resp, err := lab.httpClient(anchorNS).Get(relayURL + "ping")
 	if err != nil {
 		t.Fatalf("anchor /ping: %v", err)
 	}
@@ -166,7 +165,7 @@ var irohConnLine = regexp.MustCompile(`(?m)^fleetmesh_iroh_connections\{path="[a
 // irohPaths is the fleetmesh_iroh_connections lines of n's /metrics.
 func irohPaths(t *testing.T, n *labNode) string {
 	t.Helper()
-	hc := &http.Client{Transport: &http.Transport{DialContext: n.lab.dialer(n.ns)}, Timeout: 10 * time.Second}
+	hc := n.lab.httpClient(n.ns)
 	resp, err := hc.Get("http://" + labRelayListen + "/metrics")
 	if err != nil {
 		return "metrics: " + err.Error()

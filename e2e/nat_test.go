@@ -110,7 +110,7 @@ func startLabNodeWith(t *testing.T, lab *netLab, ns, config string, bootstrap ..
 
 // debug fetches the node's /debug/mesh from inside its namespace.
 func (n *labNode) debug(ctx context.Context) (meshDebug, error) {
-	client := http.Client{Transport: &http.Transport{DialContext: n.lab.dialer(n.ns)}}
+	client := n.lab.httpClient(n.ns)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+labRelayListen+"/debug/mesh", nil)
 	if err != nil {
 		return meshDebug{}, err

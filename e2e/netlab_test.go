@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
@@ -241,6 +242,17 @@ func (l *netLab) teardown() {
 		if strings.HasPrefix(line, l.prefix) {
 			l.t.Errorf("namespace left behind: %s", line)
 		}
+	}
+}
+
+// httpClient is an HTTP client that dials from inside ns. Keep-alives are
+// off: a client made per request would leave its idle connection open for
+// the node's 60 s idle timeout, and a poll loop would run into the node's
+// per-address connection cap (spec/limits.md) and read 429s.
+func (l *netLab) httpClient(ns string) *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{DialContext: l.dialer(ns), DisableKeepAlives: true},
+		Timeout:   10 * time.Second,
 	}
 }
 
