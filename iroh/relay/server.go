@@ -439,12 +439,20 @@ func (s *Server) forward(from *client, f ClientFrame) {
 		}
 	}
 	s.mu.Unlock()
-	if to == nil || !to.trySend(frame) {
+	if to == nil {
 		s.dropped.Add(1)
 		return
 	}
+	// Counted before the hand-off, so that a receiver that has read the
+	// frame never sees Stats without it; taken back if the queue is full.
+	n := uint64(len(f.Contents))
 	s.frames.Add(1)
-	s.bytes.Add(uint64(len(f.Contents)))
+	s.bytes.Add(n)
+	if !to.trySend(frame) {
+		s.frames.Add(^uint64(0))
+		s.bytes.Add(-n)
+		s.dropped.Add(1)
+	}
 }
 
 func (s *Server) writeLoop(conn *websocket.Conn, c *client) {
