@@ -1,5 +1,5 @@
 // Package accounting keeps a node's accounts with its counterparties
-// (DESIGN §6; spec/receipts.md, spec/grants.md, spec/disputes.md): at the
+// (docs/design.md §6; spec/receipts.md, spec/grants.md, spec/disputes.md): at the
 // close of each UTC-aligned window it exchanges the window's counts from
 // the node's meter with each peer it served or was served by, and either
 // both sign a receipt chained to the pair's previous one or, when the

@@ -1,5 +1,5 @@
 // Package boundary is the policy of what never crosses between the mesh and
-// a private relay backend, and what no node ever replicates (DESIGN §5):
+// a private relay backend, and what no node ever replicates (docs/design.md §5):
 // custody material (NIP-46 remote signing, events carrying nsec1/ncryptsec1
 // keys), billing records, push-notification subscriptions, account
 // credentials (NIP-42 and NIP-98 auth events, Blossom authorizations) and
@@ -20,5 +20,5 @@
 // with its rule. The spec page is spec/boundary.md.
 //
 // It is not a spam filter or a content-moderation policy (that is shared
-// threat intelligence, DESIGN §7), and it does not move events.
+// threat intelligence, docs/design.md §7), and it does not move events.
 package boundary

@@ -15,7 +15,7 @@ import (
 // Class is why an event may not cross.
 type Class string
 
-// The classes of DESIGN §5.
+// The classes of docs/design.md §5.
 const (
 	Custody    Class = "custody"
 	Billing    Class = "billing"

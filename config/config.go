@@ -28,7 +28,7 @@ import (
 // FileName is the config file's name in a node home.
 const FileName = "config.toml"
 
-// Node classes (DESIGN §3), and ClassAuto: the class follows the node's
+// Node classes (docs/design.md §3), and ClassAuto: the class follows the node's
 // observed reachability (spec/mesh-nat.md).
 const (
 	ClassAnchor = "anchor"

@@ -21,7 +21,7 @@ const Version = 1
 // implementation (JavaScript's included) reads the number exactly.
 const MaxSeq = 1<<53 - 1
 
-// Class is a node's declared operating class (DESIGN §3).
+// Class is a node's declared operating class (docs/design.md §3).
 type Class string
 
 // The node classes. Declaring one is a claim, not a privilege.

@@ -5,7 +5,7 @@
 // WebSocket clients for the crash-safety test.
 //
 // It is not for unit tests of any package, and it never edits or reaches
-// into the packages it tests: it sees only the CLI contract (DESIGN §11),
+// into the packages it tests: it sees only the CLI contract (docs/design.md §11),
 // the relay's WebSocket and HTTP endpoints, and the process's stdout.
 //
 // The tests need Node and interop/node_modules (scripts/test.sh installs

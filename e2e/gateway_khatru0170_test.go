@@ -17,7 +17,7 @@ import (
 // The tests in this file run the gateway against khatru v0.17.0
 // (gateway/testdata/khatru-backend-v0170), whose parser answers any filter
 // with limit, since or until, and every NEG-OPEN, with a NOTICE instead of
-// EOSE: a real backend a gateway may meet (REFERENCE.md). Its bug stays.
+// EOSE: a real backend a gateway may meet (spec/gateway.md). Its bug stays.
 
 var gwV0170Build struct {
 	once sync.Once

@@ -1,5 +1,5 @@
 // Package gateway is the meeting point of the mesh and one private relay
-// backend (DESIGN §5, spec/gateway.md): a fleetmesh node on one side and an
+// backend (docs/design.md §5, spec/gateway.md): a fleetmesh node on one side and an
 // ordinary NIP-01 client of the backend on the other. It carries events
 // both ways according to configured filters, through the boundary policy in
 // both directions, deduplicates, never sends an event back where it came

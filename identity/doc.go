@@ -13,7 +13,7 @@
 // each other.
 //
 // It is not for Nostr user keys (secp256k1): a node key is never a user key
-// and neither is derived from the other (DESIGN §1). It is not a DID resolver
+// and neither is derived from the other (docs/design.md §1). It is not a DID resolver
 // for other methods, and it does no DIDComm: package didcomm builds on the
 // keys it exposes.
 //

@@ -66,7 +66,7 @@ func (e *Event) IDHex() string { return hex.EncodeToString(e.ID[:]) }
 func (e *Event) PubKeyHex() string { return hex.EncodeToString(e.PubKey[:]) }
 
 // CID is the event's content identifier: CIDv1, raw codec, sha2-256 of the
-// canonical serialization, so its digest is the Nostr event id (DESIGN §4).
+// canonical serialization, so its digest is the Nostr event id (docs/design.md §4).
 func (e *Event) CID() cid.Cid { return IDToCID(e.ID) }
 
 // IDToCID wraps an event id in its CIDv1.

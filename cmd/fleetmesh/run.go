@@ -18,7 +18,7 @@ func init() {
 	register("run", "run a node: a Nostr relay on the embedded store", runRun)
 }
 
-// nodeFlags are the flags `run` and `gateway` share (DESIGN §11).
+// nodeFlags are the flags `run` and `gateway` share (docs/design.md §11).
 type nodeFlags struct {
 	home       *string
 	listen     *string

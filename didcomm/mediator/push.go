@@ -60,7 +60,7 @@ type PushWakeBody struct {
 
 // bucketPush maps a leaf DID to its push endpoint. It lives only in this
 // mediator's database: a push subscription is never replicated and never
-// crosses the boundary (DESIGN §5).
+// crosses the boundary (docs/design.md §5).
 var bucketPush = []byte("push")
 
 func (s *store) setPush(leaf, endpoint string) error {

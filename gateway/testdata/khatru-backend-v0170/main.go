@@ -1,9 +1,8 @@
 // Command khatru-backend-v0170 is a gateway test backend that cannot parse
 // the gateway's usual REQs: khatru v0.17.0, whose go-nostr v0.50.4 parser
 // answers any filter with limit, since or until (and every NEG-OPEN) with
-// NOTICE "failed to parse envelope ..." instead of EOSE (see
-// /work/shared/REFERENCE.md and spec/gateway.md, "A backend that refuses
-// REQs"). That bug is the point: the gateway must detect it, degrade to
+// NOTICE "failed to parse envelope ..." instead of EOSE (spec/gateway.md,
+// "A backend that refuses REQs"). That bug is the point: the gateway must detect it, degrade to
 // filters it parses and report it. It is a test helper in its own module,
 // beside khatru-backend (the v0.17.4 one), so the fleetmesh module never
 // depends on khatru.
