@@ -477,7 +477,9 @@ func (g *Gateway) publish(ctx context.Context, s *session, ev *nostr.Event) erro
 				return err
 			}
 			continue
-		case p == "rate-limited" || p == "error" && retries < maxErrorRetries:
+		// A rate limit is waited out however long it lasts (spec/gateway.md);
+		// only "error:" is bounded, so one event cannot stall the queue.
+		case p == "rate-limited" || (p == "error" && retries < maxErrorRetries):
 			retries++
 			wait := backoff(g.s.RetryMin, g.s.RetryMax, retries)
 			g.log.Info("gateway: backend asked to retry", "id", ev.IDHex(), "message", m.Text, "in", wait.Round(time.Millisecond))
