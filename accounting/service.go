@@ -15,6 +15,7 @@ import (
 
 	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/identity"
+	"fleetmesh.org/fleetmesh/internal/periodic"
 	"fleetmesh.org/fleetmesh/meter"
 	"fleetmesh.org/fleetmesh/receipt"
 )
@@ -122,16 +123,8 @@ func (s *Service) Start() {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		t := time.NewTicker(s.tick())
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case now := <-t.C:
-				s.Round(ctx, now)
-			}
-		}
+		tick := s.tick()
+		periodic.Run(ctx, tick, tick, nil, func() { s.Round(ctx, time.Now()) })
 	}()
 }
 

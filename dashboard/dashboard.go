@@ -14,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"fleetmesh.org/fleetmesh/internal/periodic"
 )
 
 // Options configure a Dashboard.
@@ -67,17 +69,7 @@ func New(g prometheus.Gatherer, opts Options) *Dashboard {
 
 // Run samples until ctx ends.
 func (d *Dashboard) Run(ctx context.Context) {
-	t := time.NewTicker(d.opts.Interval)
-	defer t.Stop()
-	d.Sample(time.Now())
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			d.Sample(now)
-		}
-	}
+	periodic.Run(ctx, 0, d.opts.Interval, nil, func() { d.Sample(time.Now()) })
 }
 
 // Sample takes one sample now (Run calls it; tests call it directly).

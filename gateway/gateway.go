@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"fleetmesh.org/fleetmesh/boundary"
+	"fleetmesh.org/fleetmesh/internal/periodic"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
 	"fleetmesh.org/fleetmesh/store"
@@ -177,18 +178,11 @@ func backoff(lo, hi time.Duration, failures int) time.Duration {
 }
 
 func (g *Gateway) flushLoop(ctx context.Context) {
-	t := time.NewTicker(cursorFlushInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := g.flush(); err != nil {
-				g.log.Error("gateway: save cursors", "err", err)
-			}
+	periodic.Run(ctx, cursorFlushInterval, cursorFlushInterval, nil, func() {
+		if err := g.flush(); err != nil {
+			g.log.Error("gateway: save cursors", "err", err)
 		}
-	}
+	})
 }
 
 // flush persists the cursors if they moved. Only the flush loop and Run's

@@ -12,6 +12,7 @@ import (
 
 	"fleetmesh.org/fleetmesh/config"
 	"fleetmesh.org/fleetmesh/descriptor"
+	"fleetmesh.org/fleetmesh/internal/periodic"
 	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
@@ -44,7 +45,7 @@ func (mp *meshPart) provideStored(rl *relay.Relay) {
 // durability: a round every sync interval, and one as soon as the
 // placement changes, so that a newly held shard fills without waiting.
 func (mp *meshPart) runDurable(ctx context.Context, log *slog.Logger) {
-	repeat(ctx, firstRound, mp.every, mp.m.PlacementChanges(), func() { mp.syncDurable(ctx, log) })
+	periodic.Run(ctx, firstRound, mp.every, mp.m.PlacementChanges(), func() { mp.syncDurable(ctx, log) })
 }
 
 // syncDurable runs one round: sessions with co-holders chosen so that

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"fleetmesh.org/fleetmesh/internal/periodic"
 	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/nostr"
 )
@@ -111,7 +112,7 @@ func (ci *clientInterest) shards(now time.Time) []int {
 func (ci *clientInterest) run(ctx context.Context) {
 	every := max(ci.linger/4, time.Second)
 	var last []int
-	repeat(ctx, every, every, ci.changed, func() {
+	periodic.Run(ctx, every, every, ci.changed, func() {
 		now := ci.shards(time.Now())
 		if slices.Equal(now, last) {
 			return

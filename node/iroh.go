@@ -21,6 +21,7 @@ import (
 	"fleetmesh.org/fleetmesh/descriptor"
 	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/didcomm/transport"
+	"fleetmesh.org/fleetmesh/internal/periodic"
 	"fleetmesh.org/fleetmesh/iroh"
 	"fleetmesh.org/fleetmesh/meshsync"
 	"fleetmesh.org/fleetmesh/nostr"
@@ -153,7 +154,7 @@ func (ip *irohPart) start(every time.Duration, filters []nostr.Filter) {
 	ip.wg.Add(1)
 	go func() {
 		defer ip.wg.Done()
-		repeat(ctx, firstRound, every, nil, func() {
+		periodic.Run(ctx, firstRound, every, nil, func() {
 			for _, p := range ip.irohOnlyPeers() {
 				for _, f := range filters {
 					st, err := ip.mp.sync.SyncWith(ctx, p, f)

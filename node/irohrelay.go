@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"fleetmesh.org/fleetmesh/descriptor"
+	"fleetmesh.org/fleetmesh/internal/periodic"
 	"fleetmesh.org/fleetmesh/iroh/relay"
 )
 
@@ -81,7 +82,7 @@ func (ip *irohPart) learnRelays(ctx context.Context, configured []string, max in
 	ip.wg.Add(1)
 	go func() {
 		defer ip.wg.Done()
-		repeat(ctx, time.Second, relayLearnEvery, nil, func() {
+		periodic.Run(ctx, time.Second, relayLearnEvery, nil, func() {
 			ip.ep.SetRelays(append(slices.Clone(configured), ip.anchorRelays(max)...))
 		})
 	}()

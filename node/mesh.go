@@ -21,6 +21,7 @@ import (
 	"fleetmesh.org/fleetmesh/boundary"
 	"fleetmesh.org/fleetmesh/config"
 	"fleetmesh.org/fleetmesh/descriptor"
+	"fleetmesh.org/fleetmesh/internal/periodic"
 	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/meshsync"
 	"fleetmesh.org/fleetmesh/meter"
@@ -276,7 +277,7 @@ func (mp *meshPart) start(opts Options, relayURL string) {
 		}()
 	}
 	run(func() {
-		repeat(ctx, mp.every, mp.every, mp.natChanged, func() { mp.publishDescriptor(opts, relayURL) })
+		periodic.Run(ctx, mp.every, mp.every, mp.natChanged, func() { mp.publishDescriptor(opts, relayURL) })
 	})
 	if mp.interest != nil {
 		run(func() { mp.interest.run(ctx) })
@@ -285,7 +286,7 @@ func (mp *meshPart) start(opts Options, relayURL string) {
 	run(func() { mp.runDurable(ctx, opts.Log) })
 	run(func() { mp.push.run(ctx) })
 	run(func() {
-		repeat(ctx, firstRound, mp.every, nil, func() {
+		periodic.Run(ctx, firstRound, mp.every, nil, func() {
 			for _, p := range mp.syncPeers(1) {
 				for _, f := range mp.filters {
 					st, err := mp.sync.SyncWith(ctx, p, f)
@@ -306,26 +307,6 @@ func (mp *meshPart) start(opts Options, relayURL string) {
 // long enough for the first connections, short enough that a restarted
 // node catches up at once.
 const firstRound = 2 * time.Second
-
-// repeat calls round after first, then again interval after each timed
-// round ends, and at once whenever wake delivers (a nil wake never does),
-// until ctx ends. A round that wake starts leaves the timer as it is.
-// Every periodic loop of the mesh part runs on it.
-func repeat(ctx context.Context, first, interval time.Duration, wake <-chan struct{}, round func()) {
-	t := time.NewTimer(first)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			round()
-			t.Reset(interval)
-		case <-wake:
-			round()
-		}
-	}
-}
 
 // class is the class the node declares now (declaredClass).
 func (mp *meshPart) class(st mesh.NATStatus) descriptor.Class {

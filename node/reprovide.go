@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"fleetmesh.org/fleetmesh/internal/periodic"
 	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/store"
@@ -35,7 +36,7 @@ func (mp *meshPart) runReprovide(ctx context.Context, st *store.Store, every tim
 	if st == nil || every <= 0 || !mp.m.ContentRouting() {
 		return
 	}
-	repeat(ctx, min(every, reprovideFirst), every, nil, func() {
+	periodic.Run(ctx, min(every, reprovideFirst), every, nil, func() {
 		start := time.Now()
 		n, err := mp.reprovidePass(ctx, st)
 		switch {
