@@ -8,16 +8,17 @@ import (
 // Version is the relay software version reported in NIP-11.
 const Version = "0.1.0"
 
-// SupportedNIPs lists what this relay implements; the NIP-11 document and
-// the conformance suite read it.
-var SupportedNIPs = []int{1, 9, 11, 40, 42, 45, 70, 77}
+// SupportedNIPs returns the NIPs this relay implements, as its NIP-11
+// document lists them. It returns a new slice each time, so no caller can
+// change what the relay announces.
+func SupportedNIPs() []int { return []int{1, 9, 11, 40, 42, 45, 70, 77} }
 
 func (r *Relay) serveNIP11(w http.ResponseWriter, _ *http.Request) {
 	cfg := &r.cfg
 	doc := map[string]any{
 		"name":           cfg.Name,
 		"description":    cfg.Description,
-		"supported_nips": SupportedNIPs,
+		"supported_nips": SupportedNIPs(),
 		"software":       "fleetmesh",
 		"version":        Version,
 		"limitation": map[string]any{
