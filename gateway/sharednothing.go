@@ -7,11 +7,82 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"fleetmesh.org/fleetmesh/nostr"
 )
 
 // ErrShared is the error of every shared-nothing refusal; its message says
 // what is shared and what to change.
 var ErrShared = errors.New("gateway: the mesh side and the backend side share")
+
+// MeshSide is what the gateway's node has before it opens: the files and
+// the secret the shared-nothing checks compare with the backend side.
+// Paths should be absolute.
+type MeshSide struct {
+	Home       string // the gateway's node home
+	KeyFile    string // the node key file
+	Seed       []byte // the node key's 32-byte Ed25519 seed
+	ConfigFile string // the node's config.toml
+	StoreDir   string // the node's event store
+}
+
+// SettingsError is an invalid gateway.toml setting (or backend flag): its
+// message says what to fix, and a command reports it as a usage error.
+type SettingsError struct{ Err error }
+
+func (e *SettingsError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *SettingsError) Unwrap() error { return e.Err }
+
+// Prepare makes every check a gateway runs before its node opens, in an
+// order that keeps a refused gateway from touching anything: gateway.toml
+// and the node's config are different files, gateway.toml loads (backend,
+// when not empty, overrides its backend) and its settings are valid, the
+// two sides share no path, and only then is the backend AUTH key read or
+// created and compared with the mesh seed. It returns the settings and
+// the backend key. Its errors wrap ErrShared for a shared file or secret,
+// and are a *SettingsError for a bad setting.
+func Prepare(mesh MeshSide, backend string) (Settings, nostr.SecretKey, error) {
+	gatewayConfig := filepath.Join(mesh.Home, ConfigFile)
+	// One file read as both configs would be refused by CheckPaths too, but
+	// parsing it first would fail with a less useful message.
+	if err := CheckConfigFiles(gatewayConfig, mesh.ConfigFile); err != nil {
+		return Settings{}, nostr.SecretKey{}, err
+	}
+	cfg, err := LoadConfig(mesh.Home)
+	if err != nil {
+		return Settings{}, nostr.SecretKey{}, err
+	}
+	if backend != "" {
+		cfg.Backend = backend
+	}
+	settings, err := cfg.Settings(mesh.Home)
+	if err != nil {
+		return Settings{}, nostr.SecretKey{}, &SettingsError{err}
+	}
+	err = CheckPaths(Sides{
+		Home:           mesh.Home,
+		MeshKeyFile:    mesh.KeyFile,
+		MeshSeed:       mesh.Seed,
+		NodeConfigFile: mesh.ConfigFile,
+		StoreDir:       mesh.StoreDir,
+		GatewayConfig:  gatewayConfig,
+		BackendKeyFile: settings.BackendKeyFile,
+		BackendDataDir: settings.BackendDataDir,
+	})
+	if err != nil {
+		return Settings{}, nostr.SecretKey{}, err
+	}
+	key, secret, err := LoadOrCreateBackendKey(settings.BackendKeyFile)
+	if err != nil {
+		return Settings{}, nostr.SecretKey{}, err
+	}
+	if err := CheckSecrets(mesh.Seed, secret); err != nil {
+		return Settings{}, nostr.SecretKey{}, err
+	}
+	return settings, key, nil
+}
 
 // Sides names the files and secrets of both sides that the shared-nothing
 // check compares. Paths should be absolute.

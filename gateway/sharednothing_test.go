@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -117,5 +118,55 @@ func TestBackendKeyRace(t *testing.T) {
 		if errs[i] != nil || !bytes.Equal(keys[i], keys[0]) {
 			t.Fatalf("caller %d: %x %v; caller 0 got %x", i, keys[i], errs[i], keys[0])
 		}
+	}
+}
+
+// TestPrepare runs the whole pre-start sequence: a home that shares nothing
+// gets its settings and a fresh backend key; one whose backend key would
+// be the node key is refused before any key file is written; a bad
+// setting is a *SettingsError.
+func TestPrepare(t *testing.T) {
+	newHome := func(t *testing.T, gatewayToml string) MeshSide {
+		t.Helper()
+		home := t.TempDir()
+		m := MeshSide{
+			Home:       home,
+			KeyFile:    filepath.Join(home, "node.key"),
+			Seed:       bytes.Repeat([]byte{7}, 32),
+			ConfigFile: filepath.Join(home, "config.toml"),
+			StoreDir:   filepath.Join(home, "data"),
+		}
+		for path, text := range map[string]string{m.KeyFile: "node key", m.ConfigFile: "", filepath.Join(home, ConfigFile): gatewayToml} {
+			if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return m
+	}
+
+	m := newHome(t, "")
+	s, key, err := Prepare(m, "ws://127.0.0.1:1")
+	if err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	if s.Backend != "ws://127.0.0.1:1" || key.PubKey() == ([32]byte{}) {
+		t.Fatalf("settings %+v, key %x", s, key.PubKey())
+	}
+	if _, err := os.Stat(s.BackendKeyFile); err != nil {
+		t.Fatalf("backend key file: %v", err)
+	}
+
+	m = newHome(t, "backend_data_dir = \"khatru\"\n")
+	if _, _, err := Prepare(m, "ws://127.0.0.1:1"); !errors.Is(err, ErrShared) {
+		t.Fatalf("backend data inside the home: %v, want ErrShared", err)
+	}
+	if _, err := os.Stat(filepath.Join(m.Home, DefaultBackendKeyFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused gateway wrote its backend key: %v", err)
+	}
+
+	m = newHome(t, "retry_min = \"soon\"\n")
+	var se *SettingsError
+	if _, _, err := Prepare(m, "ws://127.0.0.1:1"); !errors.As(err, &se) || !strings.Contains(err.Error(), "retry_min") {
+		t.Fatalf("bad retry_min: %v, want a *SettingsError naming it", err)
 	}
 }

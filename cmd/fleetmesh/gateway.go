@@ -34,7 +34,7 @@ func runGateway(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 	*nf.home = dir
 	h := home(dir)
 
-	// Everything the shared-nothing check needs is read before the node
+	// Everything the shared-nothing checks need is read before the node
 	// opens, so a refused gateway never touches the store or a port.
 	if _, created, err := node.Init(h, ""); err != nil {
 		return err
@@ -49,41 +49,16 @@ func runGateway(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 	if err != nil {
 		return err
 	}
-	// One file read as both configs would be refused below, but parsing it
-	// first would fail with a less useful message.
-	if err := gateway.CheckConfigFiles(filepath.Join(dir, gateway.ConfigFile), h.ConfigPath()); err != nil {
-		return err
-	}
-	gcfg, err := gateway.LoadConfig(dir)
-	if err != nil {
-		return err
-	}
-	if *backend != "" {
-		gcfg.Backend = *backend
-	}
-	settings, err := gcfg.Settings(dir)
-	if err != nil {
+	settings, backendKey, err := gateway.Prepare(gateway.MeshSide{
+		Home:       dir,
+		KeyFile:    h.KeyPath(),
+		Seed:       meshKey.PrivateKey().Seed(),
+		ConfigFile: h.ConfigPath(),
+		StoreDir:   h.Path(ncfg.Store.Dir),
+	}, *backend)
+	if se := (*gateway.SettingsError)(nil); errors.As(err, &se) {
 		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	meshSeed := meshKey.PrivateKey().Seed()
-	sides := gateway.Sides{
-		Home:           dir,
-		MeshKeyFile:    h.KeyPath(),
-		MeshSeed:       meshSeed,
-		NodeConfigFile: h.ConfigPath(),
-		StoreDir:       h.Path(ncfg.Store.Dir),
-		GatewayConfig:  filepath.Join(dir, gateway.ConfigFile),
-		BackendKeyFile: settings.BackendKeyFile,
-		BackendDataDir: settings.BackendDataDir,
-	}
-	if err := gateway.CheckPaths(sides); err != nil {
-		return err
-	}
-	backendKey, secret, err := gateway.LoadOrCreateBackendKey(settings.BackendKeyFile)
-	if err != nil {
-		return err
-	}
-	if err := gateway.CheckSecrets(meshSeed, secret); err != nil {
+	} else if err != nil {
 		return err
 	}
 
