@@ -23,11 +23,12 @@
 // Built with the libsecp256k1 tag (and cgo), verification calls
 // libsecp256k1 instead, Bitcoin Core's library and the reference
 // implementation of BIP-340, linked from the system (Debian's
-// libsecp256k1-dev, 0.2 or later, with its schnorrsig module). It verifies
-// about 3.5 times as fast as btcec here (2.3 times as fast as the table), and signature checks are most of a
-// relay's ingest work; the pure-Go path stays the default so that a plain
-// `go build` needs no C library. Backend says which one a binary has; the
-// tests hold both to BIP-340's vectors and to each other.
+// libsecp256k1-dev, 0.2 or later, with its schnorrsig module). It is the
+// faster of the two (docs/benchmarks/relay.md has the figures), and
+// signature checks are most of a relay's ingest work; the pure-Go path
+// stays the default so that a plain `go build` needs no C library. Backend
+// says which one a binary has; the tests hold both to BIP-340's vectors and
+// to each other.
 //
 // Client messages are decoded with encoding/json, except that the usual
 // shape of an EVENT message, most of what a relay reads, takes a one-pass

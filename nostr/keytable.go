@@ -32,8 +32,8 @@ import (
 // inversion shared by all sixteen points), so the Verifier builds one only
 // for a key it is asked about a second time. It takes 16 points of 80
 // bytes; the generator's table 1,024 points, 80 KiB, which stays in a
-// core's L2 cache (width 12, 320 KiB, saved more additions but measured
-// no faster).
+// core's L2 cache (a wider table saved more additions but was no faster:
+// docs/benchmarks/relay.md, "After per-key tables").
 //
 // Nothing here depends on a secret: keys, signatures and scalars are
 // public, so non-constant time is fine, as it is in btcec's NonConst
