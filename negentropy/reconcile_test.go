@@ -117,7 +117,7 @@ func checkSync(t testing.TB, a, b []Item, ca, cb Config) syncStats {
 	return st
 }
 
-// randomItem draws an item whose timestamp comes from tsOf.
+// randomItem draws an item with timestamp ts and a random id.
 func randomItem(r *rand.Rand, ts uint64) Item {
 	it := Item{Timestamp: ts}
 	for i := 0; i < IDSize; i += 8 {

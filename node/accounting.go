@@ -43,7 +43,7 @@ type accountingPart struct {
 }
 
 // newMeter makes the node's meter; the mesh and the agent count into it
-// from the start, and openAccounting adds the rest once they exist.
+// from the start, and open adds the rest once they exist.
 func newMeter(opts Options) *accountingPart {
 	return &accountingPart{meter: meter.New(opts.Key.PeerID(), opts.Config.Accounting.WindowDuration(), time.Now())}
 }

@@ -21,7 +21,7 @@ type ForkProof struct {
 	Second []byte `cbor:"second"`
 }
 
-// ErrNotFork is wrapped by VerifyFork when the two receipts are not a fork.
+// ErrNotFork is wrapped by ForkProof.Verify when the two receipts are not a fork.
 var ErrNotFork = errors.New("not a fork")
 
 // NewForkProof builds the proof from two receipts, checking it.

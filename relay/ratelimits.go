@@ -14,7 +14,7 @@ import (
 const maxTrackedAddrs = 65536
 
 // addrLimits holds, per address (an IPv4 address or an IPv6 /64, see
-// keyOf), an event token bucket, the open WebSocket connections and sync
+// clientaddr.Key), an event token bucket, the open WebSocket connections and sync
 // sessions, and the address's REQ work budget; and per IPv6 /56 the open
 // connections.
 type addrLimits struct {

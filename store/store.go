@@ -135,7 +135,8 @@ type Store struct {
 	failed  error
 	retryAt time.Time
 	backoff time.Duration
-	// boundAt and boundErr are the writer's last bound check (bound.go).
+	// boundAt is when the writer next measures its disk use, used what it
+	// measured last (bound.go).
 	boundAt time.Time
 	used    uint64
 
