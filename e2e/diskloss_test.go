@@ -50,13 +50,15 @@ func metrics(ctx context.Context, n *node) (map[string]*dto.MetricFamily, error)
 	return p.TextToMetricFamilies(resp.Body)
 }
 
-// sample is the value of the gauge or counter name in fams: its only
-// sample when label is empty, else the sample whose label has value.
+// sample is the value of the gauge or counter name in fams: the sum of its
+// samples when label is empty, else of the samples whose label has value.
 func sample(fams map[string]*dto.MetricFamily, name, label, value string) (float64, bool) {
 	f, ok := fams[name]
 	if !ok {
 		return 0, false
 	}
+	var sum float64
+	var found bool
 	for _, m := range f.GetMetric() {
 		match := label == ""
 		for _, l := range m.GetLabel() {
@@ -67,12 +69,12 @@ func sample(fams map[string]*dto.MetricFamily, name, label, value string) (float
 		}
 		switch {
 		case m.Gauge != nil:
-			return m.GetGauge().GetValue(), true
+			sum, found = sum+m.GetGauge().GetValue(), true
 		case m.Counter != nil:
-			return m.GetCounter().GetValue(), true
+			sum, found = sum+m.GetCounter().GetValue(), true
 		}
 	}
-	return 0, false
+	return sum, found
 }
 
 // waitMetric polls n's /metrics until ok holds.

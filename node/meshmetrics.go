@@ -4,6 +4,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"fleetmesh.org/fleetmesh/descriptor"
 	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/meshsync"
 )
@@ -62,7 +63,19 @@ func (o *meshObserver) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
-	for k, n := range m.PeerCounts() {
+	counts := m.PeerCounts()
+	// The usual kinds are always exported, at zero when none is connected,
+	// so that a lone node still shows fleetmesh_mesh_peers and a query for
+	// a kind that comes and goes sees 0 rather than no series.
+	for _, class := range []string{string(descriptor.ClassAnchor), string(descriptor.ClassHome), string(descriptor.ClassLeaf), "unknown"} {
+		for _, transport := range []string{"tcp", "quic", "relay"} {
+			k := mesh.PeerKind{Class: class, Transport: transport}
+			if _, ok := counts[k]; !ok {
+				counts[k] = 0
+			}
+		}
+	}
+	for k, n := range counts {
 		gauge(o.peers, float64(n), k.Class, k.Transport)
 	}
 	s := m.Stats()
