@@ -46,6 +46,7 @@
 //	D id                             → pubkey that deleted it (NIP-09 tombstone)
 //	F pubkey kind hash(d)            → created_at up to which an address is deleted (NIP-09 "a" tags)
 //	X expiration serial              → (NIP-40 sweep)
+//	0x00 "format"                    → the store's Format (uvarint; format.go)
 //
 // Every index key ends in created_at and serial, so a filter is answered by
 // walking one or more key ranges backwards (newest first) and merging them,

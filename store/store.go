@@ -190,11 +190,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	// L0 → Lbase compaction rewrites most of Lbase. A threshold of 8, not
 	// Pebble's 4, lets 4 flushed memtables gather in L0 before that
 	// compaction instead of 2 (Pebble compacts L0 once 2 × sublevels
-	// reaches the threshold), so Lbase is rewritten half as often: a
-	// store-only ingest of 1M bench events wrote 2.6 instead of 2.8 GB
-	// (write amplification 3.8 instead of 4.2) for about 13 % less CPU per
-	// save. Reads pay little: saves skip their point reads through the id
-	// filter, and a query merges at most 2 more L0 sublevels.
+	// reaches the threshold), so Lbase is rewritten half as often
+	// (docs/benchmarks/profile.md, "L0 compaction threshold"). Reads pay
+	// little: saves skip their point reads through the id filter, and a
+	// query merges at most 2 more L0 sublevels.
 	po.L0CompactionThreshold = 8
 	po.L0StopWritesThreshold = 24
 	db, err := pebble.Open(dir, po)
@@ -215,6 +214,11 @@ func Open(dir string, opts Options) (*Store, error) {
 		loaded:      make(chan *knownIDs, 1),
 		loaderDone:  make(chan struct{}),
 		knownLoaded: make(chan struct{}),
+	}
+	if err := migrate(dir, db, opts.Logger.Info); err != nil {
+		db.Close()
+		po.Cache.Unref()
+		return nil, err
 	}
 	next, err := s.lastSerial()
 	if err != nil {

@@ -1,0 +1,210 @@
+package store
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"fleetmesh.org/fleetmesh/nostr"
+)
+
+var writeFixture = flag.Bool("write-format0-fixture", false, "rewrite testdata/format0 (a store as builds before the format key wrote it)")
+
+// format0Dir is a store written before stores recorded their format, with
+// the events saved into it in events.jsonl. It is committed, so that a
+// change to the key layout or the record encoding that forgets to raise
+// Format and add a migration fails TestOpensFormat0.
+const format0Dir = "testdata/format0"
+
+// TestWriteFormat0Fixture rewrites the fixture when asked to with
+// -write-format0-fixture: events of every kind class, a replaced
+// replaceable event and a NIP-09 deletion, saved, then the format key
+// removed, which is what a store of format 0 is.
+func TestWriteFormat0Fixture(t *testing.T) {
+	if !*writeFixture {
+		t.Skip("only with -write-format0-fixture")
+	}
+	dir := filepath.Join(format0Dir, "store")
+	if err := os.RemoveAll(format0Dir); err != nil {
+		t.Fatal(err)
+	}
+	fx := newFixtureWith(t, 3, Options{}, dir)
+	var saved []*nostr.Event
+	add := func(e *nostr.Event) {
+		if r := fx.save(e); r == Stored {
+			saved = append(saved, e)
+		}
+	}
+	for i := range 20 {
+		add(fx.event(i%3, 1, fx.now-int64(100*i), nostr.Tags{{"t", "fixture"}}, "note"))
+	}
+	old := fx.event(0, 0, fx.now-50, nil, `{"name":"old"}`)
+	add(old)
+	add(fx.event(0, 0, fx.now-10, nil, `{"name":"new"}`))
+	add(fx.event(1, 30023, fx.now, nostr.Tags{{"d", "post"}}, "article"))
+	doomed := fx.event(2, 1, fx.now-5, nil, "to be deleted")
+	add(doomed)
+	add(fx.event(2, 5, fx.now, nostr.Tags{{"e", doomed.IDHex()}}, ""))
+	if err := fx.s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := pebble.Open(dir, &pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Delete(formatKey, pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(format0Dir, "events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, e := range saved {
+		b, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Write(append(b, '\n'))
+	}
+	t.Log("rewrote", format0Dir)
+}
+
+// TestOpensFormat0 opens a copy of a format-0 store: it migrates to
+// Format, and every event in it reads as it was saved, by id and by
+// filter, with the replaced and the deleted events still gone.
+func TestOpensFormat0(t *testing.T) {
+	if *writeFixture {
+		t.Skip("the fixture is being rewritten")
+	}
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join(format0Dir, "store"))); err != nil {
+		t.Fatal(err)
+	}
+	want := readEvents(t, filepath.Join(format0Dir, "events.jsonl"))
+	fx := newFixtureWith(t, 0, Options{}, dir)
+	if got := fx.format(); got != Format {
+		t.Fatalf("format after opening a format-0 store: %d, want %d", got, Format)
+	}
+	got := fx.query(nostr.Filter{}, 1000)
+	var wantIDs, gotIDs []string
+	for _, e := range want {
+		wantIDs = append(wantIDs, e.IDHex())
+	}
+	for _, e := range got {
+		gotIDs = append(gotIDs, e.IDHex())
+	}
+	slices.Sort(wantIDs)
+	slices.Sort(gotIDs)
+	// The saved list holds the replaced profile and the deleted note; the
+	// store must not: they were superseded and deleted before it closed.
+	if len(gotIDs) != len(wantIDs)-2 {
+		t.Fatalf("the migrated store holds %d events, want %d (the %d saved less the replaced and the deleted one)", len(gotIDs), len(wantIDs)-2, len(wantIDs))
+	}
+	for _, id := range gotIDs {
+		if _, found := slices.BinarySearch(wantIDs, id); !found {
+			t.Fatalf("the migrated store holds %s, which was never saved", id)
+		}
+	}
+	if n := len(fx.query(nostr.Filter{Kinds: []int{0}}, 10)); n != 1 {
+		t.Fatalf("%d kind-0 events for one author, want the one current", n)
+	}
+	if got := fx.query(nostr.Filter{Tags: map[string][]string{"t": {"fixture"}}}, 100); len(got) != 20 {
+		t.Fatalf("the tag index finds %d of 20 notes", len(got))
+	}
+	// A re-open finds the format recorded and runs no migration.
+	fx.restart()
+	if got := fx.format(); got != Format {
+		t.Fatalf("format after a re-open: %d", got)
+	}
+	// Saving into the migrated store works, and the new event reads back.
+	k, err := nostr.GenerateSecretKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx.keys = append(fx.keys, k)
+	e := fx.event(0, 1, fx.now, nil, "after the migration")
+	if r := fx.save(e); r != Stored {
+		t.Fatalf("save after the migration: %v", r)
+	}
+}
+
+// TestRefusesNewerFormat: a store stamped with a format this build does
+// not know is refused with ErrNewerFormat and a message that says what to
+// do, and nothing in it is changed.
+func TestRefusesNewerFormat(t *testing.T) {
+	dir := t.TempDir()
+	fx := newFixtureWith(t, 1, Options{}, dir)
+	fx.save(fx.event(0, 1, fx.now, nil, "kept"))
+	if err := fx.s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := pebble.Open(dir, &pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFormat(db, db.NewBatch(), Format+1); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	_, err = Open(dir, Options{})
+	if !errors.Is(err, ErrNewerFormat) {
+		t.Fatalf("Open of a newer store: %v, want ErrNewerFormat", err)
+	}
+	t.Log(err)
+	db, err = pebble.Open(dir, &pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if v, _, err := readFormat(db); err != nil || v != Format+1 {
+		t.Fatalf("the refused store's format is now %d (%v)", v, err)
+	}
+}
+
+// TestNewStoreIsStamped: a new store records Format at once.
+func TestNewStoreIsStamped(t *testing.T) {
+	fx := newFixture(t, 0)
+	if got := fx.format(); got != Format {
+		t.Fatalf("a new store's format: %d, want %d", got, Format)
+	}
+}
+
+// format reads the open store's format key.
+func (fx *fixture) format() uint64 {
+	fx.t.Helper()
+	v, found, err := readFormat(fx.s.db)
+	if err != nil || !found {
+		fx.t.Fatalf("format key: found %v, %v", found, err)
+	}
+	return v
+}
+
+func readEvents(t *testing.T, path string) []*nostr.Event {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []*nostr.Event
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var e nostr.Event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, &e)
+	}
+	return out
+}
