@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# anchor-vps.sh: docs/operators.md's "An anchor on a VPS", as commands, so
+# the page is tested (e2e/operators_test.go) and an operator can run it.
+#
+#   sudo bash scripts/anchor-vps.sh ./fleetmesh wss://relay.example.org
+#
+# On a real machine it creates the `fleetmesh` system user, installs the
+# binary in /usr/local/bin, makes the home /var/lib/fleetmesh, sets the
+# page's config keys and starts deploy/fleetmesh.service. It is meant to
+# be run once; a second run stops at useradd.
+#
+# With FLEETMESH_LAB=1 (the test), it must run in a private mount namespace
+# (`unshare -m`): it first puts /etc, /usr/local/bin and /var/lib on tmpfs
+# copies, so the user, the binary and the home vanish with the namespace,
+# and instead of systemd (which a network namespace does not have) it runs
+# the unit's ExecStart as the unit's User in the foreground.
+set -euo pipefail
+bin=${1:?usage: anchor-vps.sh FLEETMESH_BINARY [RELAY_URL]}
+url=${2:-wss://relay.example.org}
+here=$(cd "$(dirname "$0")/.." && pwd)
+bin=$(realpath "$bin")
+
+if [[ ${FLEETMESH_LAB:-} == 1 ]]; then
+	if [[ $(readlink /proc/self/ns/mnt) == $(readlink /proc/1/ns/mnt) ]]; then
+		echo "anchor-vps.sh: FLEETMESH_LAB=1 needs a private mount namespace (run it under unshare -m)" >&2
+		exit 2
+	fi
+	mount --make-rprivate /
+	mount -t tmpfs tmpfs /mnt
+	cp -a /etc /mnt/etc
+	mount --bind /mnt/etc /etc
+	mount -t tmpfs tmpfs /usr/local/bin
+	mount -t tmpfs tmpfs /var/lib
+fi
+
+# --- the page: user, binary, home -------------------------------------
+useradd --system --home-dir /var/lib/fleetmesh fleetmesh
+install -m 0755 "$bin" /usr/local/bin/
+FLEETMESH_HOME=/var/lib/fleetmesh fleetmesh init --class anchor
+chown -R fleetmesh: /var/lib/fleetmesh
+
+# --- the page: the keys it sets in config.toml --------------------------
+cfg=/var/lib/fleetmesh/config.toml
+sed -i \
+	-e "s|^class = .*|class = 'anchor'|" \
+	-e "/^\[relay\]/,/^\[/ s|^listen = .*|listen = '127.0.0.1:7447'|" \
+	-e "/^\[relay\]/,/^\[/ s|^url = .*|url = '$url'|" \
+	-e "/^\[mesh\]/,/^\[/ s|^listen = .*|listen = ['/ip4/0.0.0.0/tcp/4001', '/ip4/0.0.0.0/udp/4001/quic-v1', '/ip6/::/tcp/4001', '/ip6/::/udp/4001/quic-v1']|" \
+	"$cfg"
+for want in "class = 'anchor'" "listen = '127.0.0.1:7447'" "url = '$url'" "/ip4/0.0.0.0/tcp/4001"; do
+	grep -qF "$want" "$cfg" || { echo "anchor-vps.sh: config.toml lacks $want after editing; the page's keys moved" >&2; exit 1; }
+done
+
+# --- the page: systemd ----------------------------------------------------
+unit=$here/deploy/fleetmesh.service
+if [[ ${FLEETMESH_LAB:-} == 1 ]]; then
+	user=$(sed -n 's/^User=//p' "$unit")
+	home=$(sed -n 's/^Environment=FLEETMESH_HOME=//p' "$unit")
+	start=$(sed -n 's/^ExecStart=//p' "$unit")
+	# shellcheck disable=SC2086 # ExecStart is a command line
+	exec setpriv --reuid="$user" --regid="$user" --init-groups --no-new-privs \
+		env -i PATH=/usr/local/bin:/usr/bin:/bin FLEETMESH_HOME="$home" $start
+fi
+cp "$unit" /etc/systemd/system/
+systemctl daemon-reload
+systemctl enable --now fleetmesh
+echo "anchor-vps.sh: started; follow it with journalctl -u fleetmesh -f"
