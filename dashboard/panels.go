@@ -22,6 +22,12 @@ var DefaultPanels = []Panel{
 		{Metric: "fleetmesh_mesh_sync_bytes_total", Rate: true, By: "direction", Name: "sync"},
 		{Metric: "fleetmesh_mesh_gossipsub_bytes_total", Rate: true, By: "direction", Name: "gossip"},
 	}},
+	{Title: "Catch-up", Unit: "events", Series: []Series{
+		{Metric: "fleetmesh_mesh_sync_pending_events", Name: "still to move"},
+	}},
+	{Title: "Sync events", Unit: "events/s", Series: []Series{
+		{Metric: "fleetmesh_mesh_sync_events_total", Rate: true, By: "direction"},
+	}},
 	{Title: "Storage", Unit: "bytes", Series: []Series{
 		{Metric: "fleetmesh_store_bytes", Name: "used"},
 		{Metric: "fleetmesh_store_max_bytes", Name: "bound"},

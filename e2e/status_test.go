@@ -40,6 +40,15 @@ func TestStatusAndMeshMetrics(t *testing.T) {
 	}
 	dead := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/%s", ln.Addr().(*net.TCPAddr).Port, ghost.PeerID)
 	ln.Close()
+	// Events a holds before b exists reach b by a catch-up, which its
+	// status reports.
+	u, err := newUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		publishAt(t, a, u, randomContent(fmt.Sprint("before b ", i)))
+	}
 	b := startMeshNode(t, newHome(t, cfg), a.mesh, dead)
 
 	var st struct {
@@ -47,7 +56,12 @@ func TestStatusAndMeshMetrics(t *testing.T) {
 		Class        string `json:"class"`
 		Reachability string `json:"reachability"`
 		Peers        int    `json:"peers"`
-		Errors       []struct {
+		Sync         struct {
+			Active bool  `json:"active"`
+			Moved  int64 `json:"moved"`
+			Total  int64 `json:"estimated_total"`
+		} `json:"sync"`
+		Errors []struct {
 			Message string            `json:"message"`
 			Attrs   map[string]string `json:"attrs"`
 		} `json:"errors"`
@@ -75,6 +89,45 @@ func TestStatusAndMeshMetrics(t *testing.T) {
 	}
 	if st.DID != b.did || st.Class != "home" || st.Reachability == "" {
 		t.Fatalf("status: did %q class %q reachability %q; want did %q, class home and a reachability", st.DID, st.Class, st.Reachability, b.did)
+	}
+
+	// The 3 events went from a to b in a catch-up that a's sessions
+	// (pushing) or b's (fetching) ran: one of them reports it, finished.
+	for {
+		var moved int64
+		var lines []string
+		for _, n := range []*meshNode{a, b} {
+			out, _, err := cli(t, "status", "--home", n.home, "--json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var s struct {
+				Sync struct {
+					Active bool  `json:"active"`
+					Moved  int64 `json:"moved"`
+				} `json:"sync"`
+			}
+			if err := json.Unmarshal([]byte(out), &s); err != nil {
+				t.Fatal(err)
+			}
+			if !s.Sync.Active {
+				moved += s.Sync.Moved
+			}
+			text, _, _ := cli(t, "status", "--home", n.home)
+			for _, l := range strings.Split(text, "\n") {
+				if strings.HasPrefix(l, "sync ") {
+					lines = append(lines, l)
+				}
+			}
+		}
+		if moved >= 3 && len(lines) == 2 {
+			t.Logf("catch-up as status reports it: %q", lines)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no finished catch-up of the 3 events in either node's status (moved %d): %q", moved, lines)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 
 	text, _, err := cli(t, "status", "--home", b.home)

@@ -145,6 +145,10 @@ func TestDeletionsAndReplacementsConverge(t *testing.T) {
 			t.Fatalf("node %s after sync (%+v): note=%v v1=%v v2=%v del=%v total=%d", name, st, ids[note.ID], ids[v1.ID], ids[v2.ID], ids[del.ID], len(ids))
 		}
 	}
+	// a fetched the two it lacked: its catch-up is over and counted them (and what it pushed).
+	if p := a.svc.Progress(); p.Active || p.Pending != 0 || p.Moved != int64(st.Need+st.Have) || st.Need != 2 {
+		t.Fatalf("a's progress after the sync: %+v (session %+v)", p, st)
+	}
 }
 
 // TestBoundaryOnReplication checks that nothing the boundary forbids is

@@ -82,6 +82,8 @@ type Service struct {
 	log    *slog.Logger
 	dial   Dialer
 	stats  counters
+	// progress is the current catch-up, over every session's fetches.
+	progress progress
 }
 
 // New registers the sync protocol on h.
@@ -91,6 +93,7 @@ func New(h host.Host, local Local, policy *boundary.Policy, cfg Config, log *slo
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Service{h: h, local: local, policy: policy, cfg: cfg, log: log}
+	s.progress.now = time.Now
 	h.SetStreamHandler(protocol.ID(ProtocolID), s.serve)
 	return s
 }
@@ -212,18 +215,26 @@ func (s *Service) sync(ctx context.Context, p peer.ID, f nostr.Filter, set shard
 		return st, err
 	}
 	st.Have, st.Need = len(have), len(need)
+	// Whatever the session does not move is given up when it ends, so that
+	// a failed session leaves nothing pending in the catch-up.
+	left := len(need) + len(have)
+	s.progress.found(left)
+	defer func() { s.progress.resolved(left, s.log) }()
+	moved := func(n int) { s.progress.resolved(n, s.log); left -= n }
 	// Fetch first: a deletion the peer has removes events we would
 	// otherwise push to it.
-	if err := s.fetch(ctx, p, r, w, need, &st); err != nil {
+	if err := s.fetch(ctx, p, r, w, need, &st, moved); err != nil {
 		return st, err
 	}
-	if err := s.push(ctx, p, r, w, have, &st); err != nil {
+	if err := s.push(ctx, p, r, w, have, &st, moved); err != nil {
 		return st, err
 	}
 	return st, nil
 }
 
-func (s *Service) fetch(ctx context.Context, p peer.ID, r msgio.Reader, w msgio.Writer, need []negentropy.ID, st *Stats) error {
+// fetch asks p for the events need names, in chunks, and stores them; it
+// reports each chunk done to moved.
+func (s *Service) fetch(ctx context.Context, p peer.ID, r msgio.Reader, w msgio.Writer, need []negentropy.ID, st *Stats, moved func(int)) error {
 	for len(need) > 0 {
 		chunk := need[:min(len(need), maxIDsPerReq)]
 		need = need[len(chunk):]
@@ -255,6 +266,7 @@ func (s *Service) fetch(ctx context.Context, p peer.ID, r msgio.Reader, w msgio.
 			got = append(got, ev)
 		}
 		s.store(ctx, got, st)
+		moved(len(chunk))
 	}
 	return nil
 }
@@ -288,7 +300,9 @@ func (s *Service) store(ctx context.Context, evs []*nostr.Event, st *Stats) {
 	wg.Wait()
 }
 
-func (s *Service) push(ctx context.Context, p peer.ID, r msgio.Reader, w msgio.Writer, have []negentropy.ID, st *Stats) error {
+// push sends p the events have names, in chunks; it reports each chunk
+// done to moved.
+func (s *Service) push(ctx context.Context, p peer.ID, r msgio.Reader, w msgio.Writer, have []negentropy.ID, st *Stats, moved func(int)) error {
 	for len(have) > 0 {
 		chunk := have[:min(len(have), maxIDsPerReq)]
 		have = have[len(chunk):]
@@ -341,6 +355,7 @@ func (s *Service) push(ctx context.Context, p peer.ID, r msgio.Reader, w msgio.W
 		if err := <-wrote; err != nil {
 			return err
 		}
+		moved(len(chunk))
 	}
 	return nil
 }

@@ -20,7 +20,7 @@ type meshObserver struct {
 	peers, gossipBytes, gossipMessages                *prometheus.Desc
 	syncSessions, syncRounds, syncEvents, syncBytes   *prometheus.Desc
 	lookups, lookupDials, belowR, addrBook, replicate *prometheus.Desc
-	relayPushed                                       *prometheus.Desc
+	relayPushed, syncPending                          *prometheus.Desc
 }
 
 func newMeshObserver(mp *meshPart) *meshObserver {
@@ -42,11 +42,12 @@ func newMeshObserver(mp *meshPart) *meshObserver {
 		replicate:      d("replication", "R, the storage nodes each author shard should be held by."),
 		addrBook:       d("address_book_peers", "Peers remembered in the address book."),
 		relayPushed:    d("relay_push_events_total", "New events peers reached only through a relay accepted from this node's pushes."),
+		syncPending:    d("sync_pending_events", "Events this node's sync sessions found missing here or at a peer and have not moved yet (an estimate: see fleetmesh status's sync line)."),
 	}
 }
 
 func (o *meshObserver) descs() []*prometheus.Desc {
-	return []*prometheus.Desc{o.peers, o.gossipBytes, o.gossipMessages, o.syncSessions, o.syncRounds, o.syncEvents, o.syncBytes, o.lookups, o.lookupDials, o.belowR, o.replicate, o.addrBook, o.relayPushed}
+	return []*prometheus.Desc{o.peers, o.gossipBytes, o.gossipMessages, o.syncSessions, o.syncRounds, o.syncEvents, o.syncBytes, o.lookups, o.lookupDials, o.belowR, o.replicate, o.addrBook, o.relayPushed, o.syncPending}
 }
 
 func (o *meshObserver) Describe(ch chan<- *prometheus.Desc) {
@@ -106,6 +107,7 @@ func (o *meshObserver) Collect(ch chan<- prometheus.Metric) {
 	gauge(o.replicate, float64(r))
 	gauge(o.addrBook, float64(m.AddrBookLen()))
 	counter(o.relayPushed, o.mp.relayPushed.Load())
+	gauge(o.syncPending, float64(o.mp.sync.Progress().Pending))
 }
 
 // shardsBelowR counts the shards that fewer than R storage nodes hold in

@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -60,6 +61,9 @@ type Status struct {
 	AddressBookPeers int              `json:"address_book_peers"`
 	Shards           StatusShards     `json:"shards"`
 	Storage          StatusStorage    `json:"storage"`
+	// Sync is the current catch-up of events other nodes have and this
+	// one lacks, or the last one when none runs.
+	Sync StatusSync `json:"sync"`
 	// Errors are the most recent warnings and errors the node logged,
 	// oldest first.
 	Errors        []StatusError `json:"errors"`
@@ -86,6 +90,20 @@ type StatusShards struct {
 	Replication      int `json:"replication"`
 	BelowReplication int `json:"below_replication"`
 	StorageNodes     int `json:"storage_nodes"`
+}
+
+// StatusSync is how far a catch-up is (meshsync.Progress): events the
+// node's sync sessions found missing here or at a peer, moved so far of an
+// estimated total, at a rate, with an estimate of the time left.
+type StatusSync struct {
+	Active         bool      `json:"active"`
+	Moved          int64     `json:"moved"`
+	Pending        int64     `json:"pending"`
+	Total          int64     `json:"estimated_total"`
+	PerSecond      float64   `json:"per_second"`
+	LeftSeconds    int64     `json:"left_seconds"`
+	ElapsedSeconds int64     `json:"elapsed_seconds"`
+	Started        time.Time `json:"started,omitzero"`
 }
 
 // StatusStorage is the event store's use of the disk.
@@ -206,6 +224,10 @@ func (n *Node) status() Status {
 	st.Shards.BelowReplication, st.Shards.Replication = shardsBelowR(m.Placement())
 	dir := n.opts.Home.Path(n.opts.Config.Store.Dir)
 	st.Storage = StatusStorage{Dir: dir, Bytes: dirBytes(dir)}
+	p := mp.sync.Progress()
+	st.Sync = StatusSync{Active: p.Active, Moved: p.Moved, Pending: p.Pending, Total: p.Total,
+		PerSecond: math.Round(p.Rate*10) / 10, LeftSeconds: int64(p.Left / time.Second),
+		ElapsedSeconds: int64(p.Elapsed / time.Second), Started: p.Started}
 	return st
 }
 

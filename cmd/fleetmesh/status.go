@@ -70,6 +70,16 @@ func printStatus(w io.Writer, st node.Status) {
 	fmt.Fprintf(w, "shards        %d subscribed, %d held for durability; %d of all below R=%d over %d storage nodes\n",
 		sh.Subscribed, len(sh.Durable), sh.BelowReplication, sh.Replication, sh.StorageNodes)
 	fmt.Fprintf(w, "storage       %d bytes in %s\n", st.Storage.Bytes, st.Storage.Dir)
+	switch sy := st.Sync; {
+	case sy.Active:
+		fmt.Fprintf(w, "sync          catching up: %d of about %d events moved, %.0f a second, about %s left\n",
+			sy.Moved, sy.Total, sy.PerSecond, time.Duration(sy.LeftSeconds)*time.Second)
+	case sy.Total > 0:
+		fmt.Fprintf(w, "sync          caught up: the last catch-up moved %d events in %s\n",
+			sy.Moved, time.Duration(sy.ElapsedSeconds)*time.Second)
+	default:
+		fmt.Fprintln(w, "sync          nothing to move yet")
+	}
 	fmt.Fprintf(w, "uptime        %s\n", time.Duration(st.UptimeSeconds)*time.Second)
 	if len(st.Errors) == 0 {
 		fmt.Fprintln(w, "errors        none")
