@@ -76,13 +76,24 @@ func TestInitIdempotentNeverOverwritesKey(t *testing.T) {
 	key1, _ := os.ReadFile(filepath.Join(home, "node.key"))
 	cfg1, _ := os.ReadFile(filepath.Join(home, "config.toml"))
 	id1 := runID(t, home)
-	for _, args := range [][]string{
-		{"init", "--home", home},
-		{"init", "--home", home, "--class", "anchor"},
-		{"init", "--home", home, "--class", "leaf"},
+	for _, tc := range []struct {
+		args []string
+		fail string // what stderr must say; "" for success
+	}{
+		{args: []string{"init", "--home", home}},
+		{args: []string{"init", "--home", home, "--class", "anchor"}},
+		// A different class is not applied, and init says so.
+		{args: []string{"init", "--home", home, "--class", "leaf"}, fail: "--class leaf not applied"},
 	} {
-		if _, errOut, err := cli(t, args...); err != nil {
+		args := tc.args
+		out, errOut, err := cli(t, args...)
+		switch {
+		case tc.fail == "" && err != nil:
 			t.Fatalf("%v: %v\n%s", args, err, errOut)
+		case tc.fail != "" && (err == nil || !strings.Contains(errOut, tc.fail) || !strings.Contains(errOut, "class = 'leaf'")):
+			t.Fatalf("%v: err %v, stderr %q; want a non-zero exit saying %q and what to set", args, err, errOut, tc.fail)
+		case tc.fail == "" && len(args) > 3 && !strings.Contains(out, "class anchor, as config.toml already says"):
+			t.Fatalf("%v printed %q; want it to say the class is already anchor", args, out)
 		}
 		key2, _ := os.ReadFile(filepath.Join(home, "node.key"))
 		if !bytes.Equal(key1, key2) {

@@ -149,11 +149,11 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 		},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("node: mesh: %w", err)
+		return nil, fmt.Errorf("node: %w", err)
 	}
 	if err := m.Subscribe(mesh.ShardsFor(filters)...); err != nil {
 		m.Close()
-		return nil, fmt.Errorf("node: mesh: %w", err)
+		return nil, fmt.Errorf("node: %w", err)
 	}
 	mp := &meshPart{
 		m:          m,

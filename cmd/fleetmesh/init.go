@@ -35,11 +35,28 @@ func runInit(_ context.Context, args []string, _ io.Reader, stdout, stderr io.Wr
 	}
 	if created {
 		fmt.Fprintf(stdout, "created node home %s\n", *dir)
-	} else {
-		fmt.Fprintf(stdout, "node home %s already exists; key kept\n", *dir)
+		fmt.Fprintf(stdout, "did %s\n", key.DID())
+		return nil
 	}
+	fmt.Fprintf(stdout, "node home %s already exists; key kept\n", *dir)
 	fmt.Fprintf(stdout, "did %s\n", key.DID())
-	return nil
+	if *class == "" {
+		return nil
+	}
+	// init never rewrites an existing config.toml (an operator may have
+	// edited it), so a --class that differs from it is not applied: say so
+	// rather than let a script believe it made, say, an anchor.
+	h := home(*dir)
+	cfg, err := config.Load(h.ConfigPath())
+	if err != nil {
+		return err
+	}
+	if cfg.Class == *class {
+		fmt.Fprintf(stdout, "class %s, as config.toml already says\n", cfg.Class)
+		return nil
+	}
+	return fmt.Errorf("%w: --class %s not applied: %s says class = '%s', and init does not rewrite an existing config; set class = '%s' there to change it",
+		errUsage, *class, h.ConfigPath(), cfg.Class, *class)
 }
 
 // IDInfo is what `fleetmesh id` prints.
