@@ -62,11 +62,7 @@ func Prepare(mesh MeshSide, backend string) (Settings, nostr.SecretKey, error) {
 		return Settings{}, nostr.SecretKey{}, &SettingsError{err}
 	}
 	err = CheckPaths(Sides{
-		Home:           mesh.Home,
-		MeshKeyFile:    mesh.KeyFile,
-		MeshSeed:       mesh.Seed,
-		NodeConfigFile: mesh.ConfigFile,
-		StoreDir:       mesh.StoreDir,
+		MeshSide:       mesh,
 		GatewayConfig:  gatewayConfig,
 		BackendKeyFile: settings.BackendKeyFile,
 		BackendDataDir: settings.BackendDataDir,
@@ -85,13 +81,10 @@ func Prepare(mesh MeshSide, backend string) (Settings, nostr.SecretKey, error) {
 }
 
 // Sides names the files and secrets of both sides that the shared-nothing
-// check compares. Paths should be absolute.
+// check compares: the mesh side's, and the backend side's. Paths should be
+// absolute.
 type Sides struct {
-	Home           string // the gateway's node home
-	MeshKeyFile    string // the node key file
-	MeshSeed       []byte // the node key's 32-byte Ed25519 seed
-	NodeConfigFile string // the node's config.toml
-	StoreDir       string // the node's event store
+	MeshSide
 	GatewayConfig  string // gateway.toml
 	BackendKeyFile string
 	BackendDataDir string // empty when the backend is elsewhere
@@ -116,9 +109,9 @@ func CheckPaths(s Sides) error {
 		}
 		for _, p := range []struct{ name, path string }{
 			{"backend key file", s.BackendKeyFile},
-			{"mesh key file", s.MeshKeyFile},
+			{"mesh key file", s.KeyFile},
 			{"gateway config", s.GatewayConfig},
-			{"node config", s.NodeConfigFile},
+			{"node config", s.ConfigFile},
 		} {
 			if nested(p.path, s.BackendDataDir) {
 				return fmt.Errorf("%w a file: the gateway's %s %s lies inside the backend's data directory %s; keep the gateway's keys and config in its own home (backend_key_file in gateway.toml)",
@@ -126,11 +119,11 @@ func CheckPaths(s Sides) error {
 			}
 		}
 	}
-	if samePath(s.BackendKeyFile, s.MeshKeyFile) {
+	if samePath(s.BackendKeyFile, s.KeyFile) {
 		return fmt.Errorf("%w a key file: backend_key_file %s is the node's mesh key file %s; point backend_key_file in gateway.toml at a file of its own (the default %q is created for you)",
-			ErrShared, s.BackendKeyFile, s.MeshKeyFile, DefaultBackendKeyFile)
+			ErrShared, s.BackendKeyFile, s.KeyFile, DefaultBackendKeyFile)
 	}
-	return CheckConfigFiles(s.GatewayConfig, s.NodeConfigFile)
+	return CheckConfigFiles(s.GatewayConfig, s.ConfigFile)
 }
 
 // CheckConfigFiles refuses a gateway.toml that is the node's config file

@@ -21,10 +21,12 @@ func TestCheckPaths(t *testing.T) {
 	os.Symlink(data, filepath.Join(root, "backend-link"))
 	os.Symlink(filepath.Join(home, "node.key"), filepath.Join(root, "key-link"))
 	base := Sides{
-		Home:           home,
-		MeshKeyFile:    filepath.Join(home, "node.key"),
-		NodeConfigFile: filepath.Join(home, "config.toml"),
-		StoreDir:       filepath.Join(home, "data"),
+		MeshSide: MeshSide{
+			Home:       home,
+			KeyFile:    filepath.Join(home, "node.key"),
+			ConfigFile: filepath.Join(home, "config.toml"),
+			StoreDir:   filepath.Join(home, "data"),
+		},
 		GatewayConfig:  filepath.Join(home, "gateway.toml"),
 		BackendKeyFile: filepath.Join(home, "backend.key"),
 		BackendDataDir: data,
@@ -44,9 +46,9 @@ func TestCheckPaths(t *testing.T) {
 		{"data dir through a symlink", func(s *Sides) { s.Home = filepath.Join(root, "backend-link", "gw") }, true},
 		{"store inside data", func(s *Sides) { s.StoreDir = filepath.Join(data, "events") }, true},
 		{"backend key in data", func(s *Sides) { s.BackendKeyFile = filepath.Join(data, "k") }, true},
-		{"backend key is mesh key", func(s *Sides) { s.BackendKeyFile = s.MeshKeyFile }, true},
+		{"backend key is mesh key", func(s *Sides) { s.BackendKeyFile = s.KeyFile }, true},
 		{"backend key symlinks to mesh key", func(s *Sides) { s.BackendKeyFile = filepath.Join(root, "key-link") }, true},
-		{"config files one path", func(s *Sides) { s.GatewayConfig = s.NodeConfigFile }, true},
+		{"config files one path", func(s *Sides) { s.GatewayConfig = s.ConfigFile }, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
