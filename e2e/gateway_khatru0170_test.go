@@ -5,11 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -19,37 +16,11 @@ import (
 // with limit, since or until, and every NEG-OPEN, with a NOTICE instead of
 // EOSE: a real backend a gateway may meet (spec/gateway.md). Its bug stays.
 
-var gwV0170Build struct {
-	once sync.Once
-	bin  string
-	err  error
-}
+var gwV0170Build = &testdataBuild{dir: "khatru-backend-v0170"}
 
 func needBackendV0170(t *testing.T) string {
 	t.Helper()
-	needBinary(t)
-	gwV0170Build.once.Do(func() {
-		dir, err := os.MkdirTemp("", "fleetmesh-khatru0170-")
-		if err != nil {
-			gwV0170Build.err = err
-			return
-		}
-		bin := filepath.Join(dir, "khatru-backend-v0170")
-		ctx, cancel := context.WithTimeout(context.Background(), gwBuildTimeout)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
-		cmd.Dir = filepath.Join(moduleRoot, "gateway", "testdata", "khatru-backend-v0170")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			gwV0170Build.err = fmt.Errorf("go build gateway/testdata/khatru-backend-v0170: %w\n%s", err, out)
-			return
-		}
-		gwV0170Build.bin = bin
-	})
-	if gwV0170Build.err != nil {
-		t.Fatal(gwV0170Build.err)
-	}
-	return gwV0170Build.bin
+	return gwV0170Build.need(t)
 }
 
 func startBackendV0170(t *testing.T, flags ...string) *gwBackend {

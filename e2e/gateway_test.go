@@ -31,38 +31,50 @@ const (
 	gwFetchChunk   = 100
 )
 
-// gwBackendBuild builds the khatru backend once per test binary.
-var gwBackendBuild struct {
+// testdataBuild builds one test helper program, a module of its own under
+// gateway/testdata, once per test binary.
+type testdataBuild struct {
+	dir  string // under gateway/testdata
 	once sync.Once
 	bin  string
 	err  error
 }
 
-func needBackend(t *testing.T) string {
+// need builds the program the first time and returns its path; it fails
+// t if the build failed.
+func (b *testdataBuild) need(t *testing.T) string {
 	t.Helper()
 	needBinary(t)
-	gwBackendBuild.once.Do(func() {
-		dir, err := os.MkdirTemp("", "fleetmesh-khatru-")
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", "fleetmesh-"+b.dir+"-")
 		if err != nil {
-			gwBackendBuild.err = err
+			b.err = err
 			return
 		}
-		bin := filepath.Join(dir, "khatru-backend")
+		bin := filepath.Join(dir, b.dir)
 		ctx, cancel := context.WithTimeout(context.Background(), gwBuildTimeout)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
-		cmd.Dir = filepath.Join(moduleRoot, "gateway", "testdata", "khatru-backend")
+		cmd.Dir = filepath.Join(moduleRoot, "gateway", "testdata", b.dir)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			gwBackendBuild.err = fmt.Errorf("go build gateway/testdata/khatru-backend: %w\n%s", err, out)
+			b.err = fmt.Errorf("go build gateway/testdata/%s: %w\n%s", b.dir, err, out)
 			return
 		}
-		gwBackendBuild.bin = bin
+		b.bin = bin
 	})
-	if gwBackendBuild.err != nil {
-		t.Fatal(gwBackendBuild.err)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return gwBackendBuild.bin
+	return b.bin
+}
+
+// gwBackendBuild is the khatru (v0.17.4) backend.
+var gwBackendBuild = &testdataBuild{dir: "khatru-backend"}
+
+func needBackend(t *testing.T) string {
+	t.Helper()
+	return gwBackendBuild.need(t)
 }
 
 // gwProc is a running process that prints "relay ws://…" when it serves:
