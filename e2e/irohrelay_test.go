@@ -47,27 +47,7 @@ peers = [%q]
 // address of each other, only the relay.
 func TestIrohThroughAnchorRelay(t *testing.T) {
 	needNode(t)
-	lab := newNetLab(t)
-	inet := lab.addNS("inet")
-	plug := lab.bridge(inet, "br0")
-	anchorNS, rtrA, rtrB := lab.addNS("anchor"), lab.addNS("rtra"), lab.addNS("rtrb")
-	homeA, homeB := lab.addNS("homea"), lab.addNS("homeb")
-	lab.veth(inet, "p-anchor", anchorNS, "eth0")
-	plug("p-anchor")
-	lab.addr(anchorNS, "eth0", labAnchorIP+labPrefix)
-	for _, r := range []struct{ ns, port, wan, lan, home string }{
-		{rtrA, "p-rtra", labRouterA, labLANA, homeA},
-		{rtrB, "p-rtrb", labRouterB, labLANB, homeB},
-	} {
-		lab.veth(inet, r.port, r.ns, "wan0")
-		plug(r.port)
-		lab.addr(r.ns, "wan0", r.wan+labPrefix)
-		lab.veth(r.ns, "lan0", r.home, "eth0")
-		lab.addr(r.ns, "lan0", r.lan+"1/24")
-		lab.addr(r.home, "eth0", r.lan+"2/24")
-		lab.must("ip", "-n", r.home, "route", "add", "default", "via", r.lan+"1")
-		lab.natRouter(r.ns, "wan0")
-	}
+	lab, anchorNS, _, _, homeA, homeB := newNATTopology(t)
 	helper := filepath.Join(moduleRoot, "iroh", "helper")
 	relayURL := "http://" + labAnchorIP + ":7447/"
 

@@ -328,11 +328,23 @@ func holePunchLog(log string) string {
 // delay is in place.
 func newNATLab(t *testing.T) (lab *netLab, anchorNS, homeA, homeB string, netem bool) {
 	t.Helper()
+	lab, anchorNS, rtrA, rtrB, homeA, homeB := newNATTopology(t)
+	netem = lab.delay(anchorNS, "eth0", labDelay)
+	netem = lab.delay(rtrA, "wan0", labDelay) && netem
+	netem = lab.delay(rtrB, "wan0", labDelay) && netem
+	return lab, anchorNS, homeA, homeB, netem
+}
+
+// newNATTopology builds the NAT lab's namespaces and links (newNATLab
+// without the delays): the anchor on the lab internet, and two homes each
+// behind its own masquerading router.
+func newNATTopology(t *testing.T) (lab *netLab, anchorNS, rtrA, rtrB, homeA, homeB string) {
+	t.Helper()
 	lab = newNetLab(t)
 	inet := lab.addNS("inet")
 	plug := lab.bridge(inet, "br0")
 	anchorNS = lab.addNS("anchor")
-	rtrA, rtrB := lab.addNS("rtra"), lab.addNS("rtrb")
+	rtrA, rtrB = lab.addNS("rtra"), lab.addNS("rtrb")
 	homeA, homeB = lab.addNS("homea"), lab.addNS("homeb")
 
 	lab.veth(inet, "p-anchor", anchorNS, "eth0")
@@ -351,9 +363,5 @@ func newNATLab(t *testing.T) (lab *netLab, anchorNS, homeA, homeB string, netem 
 		lab.must("ip", "-n", r.home, "route", "add", "default", "via", r.lan+"1")
 		lab.natRouter(r.ns, "wan0")
 	}
-	netem = lab.delay(anchorNS, "eth0", labDelay)
-	netem = lab.delay(rtrA, "wan0", labDelay) && netem
-	netem = lab.delay(rtrB, "wan0", labDelay) && netem
-	return lab, anchorNS, homeA, homeB, netem
-
+	return lab, anchorNS, rtrA, rtrB, homeA, homeB
 }
