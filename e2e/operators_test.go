@@ -30,17 +30,18 @@ func TestAnchorPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The relay line comes first; the peer_id and mesh lines may follow it.
 	var peerID string
-	for _, line := range strings.Split(n.stdout.String(), "\n") {
-		if p, ok := strings.CutPrefix(line, "peer_id "); ok {
-			peerID = strings.TrimSpace(p)
+	for deadline := time.Now().Add(startTimeout); peerID == "" || !strings.Contains(n.stdout.String(), "/tcp/4001/p2p/"); {
+		for _, line := range strings.Split(n.stdout.String(), "\n") {
+			if p, ok := strings.CutPrefix(line, "peer_id "); ok {
+				peerID = strings.TrimSpace(p)
+			}
 		}
-	}
-	if peerID == "" {
-		t.Fatalf("the anchor printed no peer_id line\n%s", n.output())
-	}
-	if !strings.Contains(n.stdout.String(), "/tcp/4001") {
-		t.Fatalf("the anchor printed no mesh line on port 4001\n%s", n.output())
+		if time.Now().After(deadline) {
+			t.Fatalf("the anchor printed no peer_id line or no mesh line on port 4001\n%s", n.output())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	anchor := &labNode{node: n, ns: vps, peerID: peerID, lab: lab}
 	home := startLabNode(t, lab, homeNS, fmt.Sprintf("/ip4/%s/tcp/4001/p2p/%s", labAnchorIP, peerID))
