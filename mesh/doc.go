@@ -30,10 +30,10 @@
 //
 // Durability (spec/mesh-placement.md): from the verified descriptors of
 // storage nodes, the mesh places every shard on R of them by rendezvous
-// hashing (Placement), subscribes to the shards it holds besides those the
-// node asked for, and announces in the DHT the CIDs of the events the
-// node stores in them (ProvideEvent, through a bounded, rate-limited
-// queue); FindProviders finds the holders of an event by its id. The
+// hashing (the rule is package mesh/placement), subscribes to the shards
+// it holds besides those the node asked for, and announces in the DHT
+// the CIDs of the events the node stores in them (ProvideEvent, through a
+// bounded, rate-limited queue); FindProviders finds the holders of an event by its id. The
 // placement rule is fleetmesh's own; provider records are the DHT's.
 //
 // What is hand-written here and why: the topic scheme, the validator and the

@@ -5,6 +5,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"fleetmesh.org/fleetmesh/mesh"
+	"fleetmesh.org/fleetmesh/mesh/placement"
 	"fleetmesh.org/fleetmesh/meshsync"
 )
 
@@ -97,7 +98,7 @@ func (o *meshObserver) Collect(ch chan<- prometheus.Metric) {
 
 // shardsBelowR counts the shards that fewer than R storage nodes hold in
 // pl, and returns R.
-func shardsBelowR(pl mesh.Placement) (below, r int) {
+func shardsBelowR(pl placement.Placement) (below, r int) {
 	r = pl.Replication()
 	for s := range mesh.ShardCount {
 		if len(pl.Holders(s)) < r {
