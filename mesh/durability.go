@@ -272,29 +272,3 @@ func (m *Mesh) RecomputePlacement() error {
 	}
 	return m.placer.recompute()
 }
-
-// setDurable makes shards the set held for durability: it subscribes to
-// the new ones and leaves those no longer held that the node's own
-// subscriptions do not need. Their events stay in the store.
-func (m *Mesh) setDurable(shards []int) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	want := make(map[int]bool, len(shards))
-	for _, s := range shards {
-		want[s] = true
-	}
-	for s := range m.durable {
-		if !want[s] {
-			delete(m.durable, s)
-			if !m.neededLocked(s) {
-				m.unsubscribeLocked(s)
-			}
-		}
-	}
-	var errs []error
-	for s := range want {
-		m.durable[s] = true
-		errs = append(errs, m.subscribeLocked(s))
-	}
-	return errors.Join(errs...)
-}
