@@ -175,7 +175,7 @@ func (p *placer) run(ctx context.Context) {
 			}
 		case <-debounce.C:
 			d := p.m.cfg.Durability.PlacementDebounce
-			if !p.m.pex.hasMet() && time.Since(started) < placementMaxWait*d {
+			if !p.m.pex.Met() && time.Since(started) < placementMaxWait*d {
 				debounce.Reset(d)
 				continue
 			}
@@ -190,7 +190,7 @@ func (p *placer) run(ctx context.Context) {
 // recompute places the shards over the storage nodes known now and, if
 // that changed what this node holds, moves its durability subscriptions.
 func (p *placer) recompute() error {
-	nodes := slices.DeleteFunc(p.m.pex.storageNodes(time.Now()), p.m.live.isDown)
+	nodes := slices.DeleteFunc(p.m.pex.StorageNodes(time.Now()), p.m.live.isDown)
 	slices.Sort(nodes)
 	p.mu.Lock()
 	same := slices.Equal(nodes, p.cur.Nodes())
@@ -228,7 +228,7 @@ func (p *placer) placement() placement.Placement {
 
 // errNoPlacement is returned by calls that need placement when the mesh
 // has no peer exchange (and so knows no storage node).
-var errNoPlacement = errors.New("mesh: placement is off (no DescriptorVerifier)")
+var errNoPlacement = errors.New("mesh: placement is off (no Hooks.VerifyDescriptor)")
 
 // Placement returns this node's current view of the placement. Without
 // peer exchange it is the zero Placement.

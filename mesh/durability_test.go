@@ -10,6 +10,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"fleetmesh.org/fleetmesh/descriptor"
+	"fleetmesh.org/fleetmesh/mesh/peerexchange"
 	"fleetmesh.org/fleetmesh/nostr"
 )
 
@@ -72,7 +73,7 @@ func TestDurabilityPlacement(t *testing.T) {
 		}
 		return cfg
 	}, func(int) Hooks {
-		return Hooks{VerifyDescriptor: VerifyWith(descriptor.NewVerifier(descriptor.VerifierConfig{}))}
+		return Hooks{VerifyDescriptor: peerexchange.VerifyWith(descriptor.NewVerifier(descriptor.VerifierConfig{}))}
 	})
 	var storage []peer.ID
 	for i, n := range nodes {

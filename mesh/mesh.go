@@ -19,6 +19,7 @@ import (
 
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/mesh/addrbook"
+	"fleetmesh.org/fleetmesh/mesh/peerexchange"
 	"fleetmesh.org/fleetmesh/nostr"
 )
 
@@ -35,7 +36,7 @@ type Hooks struct {
 	Policy Policy
 	// VerifyDescriptor verifies signed node descriptors for peer exchange;
 	// nil turns peer exchange off.
-	VerifyDescriptor DescriptorVerifier
+	VerifyDescriptor peerexchange.Verifier
 	// Logger receives debug and warning logs; nil discards them.
 	Logger *slog.Logger
 	// OnNATChange, if set, is called whenever the node's NATStatus or its
@@ -61,7 +62,7 @@ type Mesh struct {
 	ps   *pubsub.PubSub
 	dht  *dht.IpfsDHT
 	book *addrbook.Book
-	pex  *pex
+	pex  *peerexchange.Service
 	disc *discovery
 	nat  *nat
 	misb *misbehavior
@@ -216,11 +217,11 @@ func (m *Mesh) start(hooks Hooks) error {
 	}
 	m.disc = newDiscovery(m)
 	if hooks.VerifyDescriptor != nil {
-		m.pex = newPEX(m, hooks.VerifyDescriptor)
 		m.placer = newPlacer(m)
-		m.h.SetStreamHandler(PEXProtocol, m.pex.handle)
+		m.pex = peerexchange.New(m.h, m.cfg.peerExchange(), hooks.VerifyDescriptor, m.pexHooks())
+		m.h.SetStreamHandler(peerexchange.Protocol, m.pex.Handle)
 		m.goroutine(m.placer.run)
-		m.goroutine(m.pex.spreadNews)
+		m.goroutine(m.pex.Run)
 		m.live = newLiveness(m)
 		if err := m.live.start(); err != nil {
 			return err
@@ -283,7 +284,14 @@ func (m *Mesh) Reachability() network.Reachability { return m.nat.snapshot().Rea
 func (m *Mesh) RelayLimits() RelayLimits { return m.cfg.RelayLimits }
 
 // Stats returns a snapshot of the mesh's counters.
-func (m *Mesh) Stats() Stats { return m.stats.snapshot() }
+func (m *Mesh) Stats() Stats {
+	s := m.stats.snapshot()
+	if m.pex != nil {
+		c := m.pex.Counts()
+		s.DescriptorsAccepted, s.DescriptorsRejected, s.DescriptorsSent = c.Accepted, c.Rejected, c.Sent
+	}
+	return s
+}
 
 // Publish replicates ev to the mesh on its author's shard. The caller must
 // have verified ev, its id and its signature (the node publishes only events
@@ -355,34 +363,6 @@ func (m *Mesh) topicLocked(shard int) (*pubsub.Topic, error) {
 	return t, nil
 }
 
-// SetLocalDescriptor sets the signed descriptor this node hands out in peer
-// exchange. It must verify with Hooks.VerifyDescriptor and name this node.
-// The node calls it again whenever it re-signs its descriptor.
-func (m *Mesh) SetLocalDescriptor(raw []byte) error {
-	if m.pex == nil {
-		return errNoPEX
-	}
-	return m.pex.setSelf(raw)
-}
-
-// Descriptor returns the newest verified, unexpired descriptor the mesh
-// holds for id (this node's own included).
-func (m *Mesh) Descriptor(id peer.ID) ([]byte, bool) {
-	if m.pex == nil {
-		return nil, false
-	}
-	return m.pex.descriptor(id)
-}
-
-// ExchangeDescriptors runs one peer exchange with a connected peer and
-// returns how many new or newer descriptors it learnt.
-func (m *Mesh) ExchangeDescriptors(ctx context.Context, id peer.ID) (int, error) {
-	if m.pex == nil {
-		return 0, errNoPEX
-	}
-	return m.pex.exchange(ctx, id)
-}
-
 // Close stops the mesh: subscriptions, discovery, peer exchange and the
 // DHT, and saves the address book. If the mesh was made by Open it closes
 // the host too.
@@ -401,7 +381,7 @@ func (m *Mesh) Close() error {
 	m.cancel()
 	var errs []error
 	if m.pex != nil {
-		m.h.RemoveStreamHandler(PEXProtocol)
+		m.h.RemoveStreamHandler(peerexchange.Protocol)
 	}
 	if m.disc != nil {
 		errs = append(errs, m.disc.close())

@@ -8,6 +8,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 
 	"fleetmesh.org/fleetmesh/descriptor"
+	"fleetmesh.org/fleetmesh/mesh/peerexchange"
 )
 
 // signDescriptor signs n's descriptor listing its mock address.
@@ -40,7 +41,7 @@ func TestPeerExchange(t *testing.T) {
 		}
 		return cfg
 	}, func(int) Hooks {
-		return Hooks{VerifyDescriptor: VerifyWith(descriptor.NewVerifier(descriptor.VerifierConfig{}))}
+		return Hooks{VerifyDescriptor: peerexchange.VerifyWith(descriptor.NewVerifier(descriptor.VerifierConfig{}))}
 	})
 	for _, n := range nodes {
 		if err := n.m.SetLocalDescriptor(signDescriptor(t, n, 1)); err != nil {
@@ -99,7 +100,7 @@ func TestPeerExchange(t *testing.T) {
 	}
 	forged := []byte(string(newer[:len(newer)-4]) + "AAAA")
 	rejected := nodes[2].m.Stats().DescriptorsRejected
-	if kept := nodes[2].m.pex.accept([][]byte{forged}); kept != 0 {
+	if kept := nodes[2].m.pex.Accept([][]byte{forged}); kept != 0 {
 		t.Fatalf("a forged descriptor was kept")
 	}
 	if nodes[2].m.Stats().DescriptorsRejected != rejected+1 {

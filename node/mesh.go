@@ -22,6 +22,7 @@ import (
 	"fleetmesh.org/fleetmesh/config"
 	"fleetmesh.org/fleetmesh/descriptor"
 	"fleetmesh.org/fleetmesh/mesh"
+	"fleetmesh.org/fleetmesh/mesh/peerexchange"
 	"fleetmesh.org/fleetmesh/meshsync"
 	"fleetmesh.org/fleetmesh/meter"
 	"fleetmesh.org/fleetmesh/nostr"
@@ -138,7 +139,7 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 			}
 			return true, ""
 		},
-		VerifyDescriptor: mesh.VerifyWith(descriptor.NewVerifier(descriptor.VerifierConfig{})),
+		VerifyDescriptor: peerexchange.VerifyWith(descriptor.NewVerifier(descriptor.VerifierConfig{})),
 		Logger:           opts.Log,
 		OnNATChange: func(mesh.NATStatus) {
 			select {
