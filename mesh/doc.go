@@ -14,7 +14,7 @@
 //
 // NAT traversal (spec/mesh-nat.md): go-libp2p's AutoNAT v1 and v2, circuit
 // relay v2, AutoRelay and DCUtR, with fleetmesh's rules on top: one
-// reachability from both AutoNATs (Mesh.Reachability, Hooks.OnNATChange),
+// reachability from both AutoNATs (Mesh.NATStatus, Hooks.OnNATChange),
 // a relay service with limits that follows it (Config.RelayService,
 // Config.RelayLimits), and relay candidates taken from configured static
 // relays and from verified descriptors of anchors and relay offers, never a

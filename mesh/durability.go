@@ -2,7 +2,6 @@ package mesh
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -226,10 +225,6 @@ func (p *placer) placement() placement.Placement {
 	return p.cur
 }
 
-// errNoPlacement is returned by calls that need placement when the mesh
-// has no peer exchange (and so knows no storage node).
-var errNoPlacement = errors.New("mesh: placement is off (no Hooks.VerifyDescriptor)")
-
 // Placement returns this node's current view of the placement. Without
 // peer exchange it is the zero Placement.
 func (m *Mesh) Placement() placement.Placement {
@@ -262,13 +257,4 @@ func (m *Mesh) PlacementChanges() <-chan struct{} {
 		return nil
 	}
 	return m.placer.changed
-}
-
-// RecomputePlacement recomputes the placement now, without waiting for
-// the debounce interval.
-func (m *Mesh) RecomputePlacement() error {
-	if m.placer == nil {
-		return errNoPlacement
-	}
-	return m.placer.recompute()
 }

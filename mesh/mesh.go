@@ -12,7 +12,6 @@ import (
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/metrics"
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	drouting "github.com/libp2p/go-libp2p/p2p/discovery/routing"
@@ -261,23 +260,11 @@ func (m *Mesh) goroutine(f func(ctx context.Context)) {
 	}()
 }
 
-// MeshPeers returns the peers in this node's GossipSub mesh for shard:
-// the peers it forwards the shard's events to in full (others get only
-// gossip about them). A subscribed shard with no mesh peers receives
-// nothing live.
-func (m *Mesh) MeshPeers(shard int) []peer.ID {
-	return m.mesh.list(Topic(shard))
-}
-
 // Host returns the libp2p host.
 func (m *Mesh) Host() host.Host { return m.h }
 
 // NATStatus returns the node's reachability and relaying now.
 func (m *Mesh) NATStatus() NATStatus { return m.nat.snapshot() }
-
-// Reachability is what AutoNAT observed of this node: public, private or
-// unknown (NATStatus.Reachability).
-func (m *Mesh) Reachability() network.Reachability { return m.nat.snapshot().Reachability }
 
 // RelayLimits are the limits the node's relay service applies when it
 // runs, after defaults.

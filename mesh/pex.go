@@ -1,7 +1,6 @@
 package mesh
 
 import (
-	"context"
 	"errors"
 	"time"
 
@@ -74,13 +73,4 @@ func (m *Mesh) Descriptor(id peer.ID) ([]byte, bool) {
 		return nil, false
 	}
 	return m.pex.Descriptor(id)
-}
-
-// ExchangeDescriptors runs one peer exchange with a connected peer and
-// returns how many new or newer descriptors it learnt.
-func (m *Mesh) ExchangeDescriptors(ctx context.Context, id peer.ID) (int, error) {
-	if m.pex == nil {
-		return 0, errNoPEX
-	}
-	return m.pex.Exchange(ctx, id)
 }

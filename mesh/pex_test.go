@@ -68,7 +68,7 @@ func TestPeerExchange(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A background round may bring it over first; then this learns 0.
-	if n, err := nodes[1].m.ExchangeDescriptors(context.Background(), nodes[5].h.ID()); err != nil || n > 1 {
+	if n, err := nodes[1].m.pex.Exchange(context.Background(), nodes[5].h.ID()); err != nil || n > 1 {
 		t.Fatalf("exchange with the re-signed node learnt %d descriptors (err %v), want at most 1", n, err)
 	}
 	if got, _ := nodes[1].m.Descriptor(nodes[5].h.ID()); string(got) != string(newer) {
@@ -91,7 +91,7 @@ func TestPeerExchange(t *testing.T) {
 		return total
 	}
 	before := sent()
-	if n, err := nodes[1].m.ExchangeDescriptors(context.Background(), nodes[5].h.ID()); err != nil || n != 0 {
+	if n, err := nodes[1].m.pex.Exchange(context.Background(), nodes[5].h.ID()); err != nil || n != 0 {
 		t.Fatalf("a repeated exchange learnt %d descriptors (err %v), want 0", n, err)
 	}
 	time.Sleep(3 * testConfig().MaintainInterval)

@@ -500,7 +500,7 @@ func (mp *meshPart) registerMetrics(reg prometheus.Registerer) {
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "fleetmesh", Subsystem: "mesh", Name: "reachability",
 			Help: "Observed reachability: 0 unknown, 1 public, 2 private."},
-			func() float64 { return float64(m.Reachability()) }),
+			func() float64 { return float64(m.NATStatus().Reachability) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "fleetmesh", Subsystem: "mesh", Name: "relay_service",
 			Help: "1 while this node relays circuits for others."},
 			func() float64 {
