@@ -18,6 +18,7 @@ import (
 
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/mesh"
+	"fleetmesh.org/fleetmesh/mesh/placement"
 )
 
 // durableConfig is a node that keeps nothing but its durability share
@@ -175,12 +176,12 @@ func TestDiskLoss(t *testing.T) {
 		ids = append(ids, p)
 	}
 	// The rule of spec/mesh-placement.md, computed here as any node does.
-	placement, err := mesh.NewPlacement(3, ids)
+	pl, err := placement.New(3, mesh.ShardCount, ids)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const victim = 1
-	holds := func(shard int) bool { return slices.Contains(placement.Holders(shard), ids[victim]) }
+	holds := func(shard int) bool { return slices.Contains(pl.Holders(shard), ids[victim]) }
 	share := authorWhere(t, holds)
 	other := authorWhere(t, func(s int) bool { return !holds(s) })
 	shareShard := shardOfHex(t, share.pubHex)

@@ -12,6 +12,7 @@ import (
 
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/mesh"
+	"fleetmesh.org/fleetmesh/mesh/placement"
 )
 
 // TestHolderLossRestoresR kills (kill -9) one of a shard's R = 3 holders
@@ -38,13 +39,13 @@ func TestHolderLossRestoresR(t *testing.T) {
 		}
 		ids = append(ids, p)
 	}
-	before, err := mesh.NewPlacement(3, ids)
+	before, err := placement.New(3, mesh.ShardCount, ids)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const victim = 2
 	survivors := slices.Delete(slices.Clone(ids), victim, victim+1)
-	after, err := mesh.NewPlacement(3, survivors)
+	after, err := placement.New(3, mesh.ShardCount, survivors)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,7 @@ import (
 	"fleetmesh.org/fleetmesh/didcomm/transport"
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/mesh"
+	"fleetmesh.org/fleetmesh/mesh/peerexchange"
 	"fleetmesh.org/fleetmesh/nostr"
 )
 
@@ -843,7 +844,7 @@ func attackPEX(ctx context.Context, env *hostileEnv) (string, string) {
 	workers(ctx, 4, func(ctx context.Context, _ int) {
 		for ctx.Err() == nil {
 			sctx, cancel := context.WithTimeout(ctx, time.Second)
-			s, err := h.NewStream(sctx, id, mesh.PEXProtocol)
+			s, err := h.NewStream(sctx, id, peerexchange.Protocol)
 			cancel()
 			if err != nil {
 				refused.Add(1)

@@ -109,7 +109,7 @@ type Config struct {
 	// PEXNewsFanout is how many connected peers a node runs an exchange
 	// with as soon as it learns of a node it did not know, so that news of
 	// a newcomer reaches the whole mesh in a few hops rather than at the
-	// next maintenance round (mesh/pexnews.go).
+	// next maintenance round (package mesh/peerexchange).
 	PEXNewsFanout int
 	// PEXNewsInterval is the least time between two such spreads: news
 	// that arrives meanwhile goes out together in the next.

@@ -48,7 +48,7 @@ func TestDHTDiscovery(t *testing.T) {
 		}
 	}
 	eventually(t, 30*time.Second, "the two subscribers find each other through the DHT and graft", func() bool {
-		return slices.Contains(x.m.MeshPeers(au.shard), y.h.ID()) && slices.Contains(y.m.MeshPeers(au.shard), x.h.ID())
+		return slices.Contains(x.m.mesh.list(Topic(au.shard)), y.h.ID()) && slices.Contains(y.m.mesh.list(Topic(au.shard)), x.h.ID())
 	})
 	ev := au.event(t, 1, "found through the DHT")
 	if err := x.m.Publish(context.Background(), ev); err != nil {

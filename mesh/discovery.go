@@ -13,6 +13,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
+
+	"fleetmesh.org/fleetmesh/mesh/peerexchange"
 )
 
 // MDNSServiceName is the DNS-SD service name fleetmesh nodes announce on a
@@ -90,8 +92,8 @@ func (d *discovery) identified(ctx context.Context) {
 			ev := e.(event.EvtPeerIdentificationCompleted)
 			d.m.book.Observe(ev.Peer, ev.ListenAddrs, time.Now())
 			d.forgetFailure(ev.Peer)
-			if d.m.pex != nil && slices.Contains(ev.Protocols, PEXProtocol) && d.m.pex.joining() {
-				d.m.pex.tryExchange(ev.Peer)
+			if d.m.pex != nil && slices.Contains(ev.Protocols, peerexchange.Protocol) && d.m.pex.Joining() {
+				d.m.pex.TryExchange(ev.Peer)
 			}
 		}
 	}
@@ -140,8 +142,8 @@ func (d *discovery) round(ctx context.Context) {
 		d.dial(ctx, d.candidates(min(need, d.m.cfg.ReconnectPeers)))
 	}
 	if d.m.pex != nil {
-		if speakers := d.m.pexSpeakers(); len(speakers) > 0 {
-			d.m.pex.tryExchange(speakers[rand.IntN(len(speakers))])
+		if speakers := d.m.pex.Speakers(); len(speakers) > 0 {
+			d.m.pex.TryExchange(speakers[rand.IntN(len(speakers))])
 		}
 	}
 }

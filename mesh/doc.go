@@ -6,14 +6,15 @@
 // Discovery: bootstrap peers come only from Config (this code names none);
 // mDNS on a LAN when enabled; a Kademlia DHT under the protocol prefix
 // /fleetmesh, which is also how GossipSub finds the other subscribers of a
-// shard; peer exchange of signed node descriptors over PEXProtocol; and an
-// address book (package mesh/addrbook) persisted in the node home, so that a
-// restarted node reconnects with no bootstrap at all. spec/mesh-discovery.md
+// shard; peer exchange of signed node descriptors (package
+// mesh/peerexchange); and an address book (package mesh/addrbook)
+// persisted in the node home, so that a restarted node reconnects with no
+// bootstrap at all. spec/mesh-discovery.md
 // specifies peer exchange and the address book.
 //
 // NAT traversal (spec/mesh-nat.md): go-libp2p's AutoNAT v1 and v2, circuit
 // relay v2, AutoRelay and DCUtR, with fleetmesh's rules on top: one
-// reachability from both AutoNATs (Mesh.Reachability, Hooks.OnNATChange),
+// reachability from both AutoNATs (Mesh.NATStatus, Hooks.OnNATChange),
 // a relay service with limits that follows it (Config.RelayService,
 // Config.RelayLimits), and relay candidates taken from configured static
 // relays and from verified descriptors of anchors and relay offers, never a
@@ -30,20 +31,20 @@
 //
 // Durability (spec/mesh-placement.md): from the verified descriptors of
 // storage nodes, the mesh places every shard on R of them by rendezvous
-// hashing (Placement), subscribes to the shards it holds besides those the
-// node asked for, and announces in the DHT the CIDs of the events the
-// node stores in them (ProvideEvent, through a bounded, rate-limited
-// queue); FindProviders finds the holders of an event by its id. The
-// placement rule is fleetmesh's own; provider records are the DHT's.
+// hashing (the rule is package mesh/placement), subscribes to the shards
+// it holds besides those the node asked for, and announces in the DHT
+// the CIDs of the events the node stores in them (ProvideEvent, through a
+// bounded, rate-limited queue); FindProviders finds the holders of an
+// event by its id. The placement rule is fleetmesh's own; provider
+// records are the DHT's.
 //
 // What is hand-written here and why: the topic scheme, the validator and the
 // score parameters are fleetmesh's own rules on top of go-libp2p-pubsub; the
-// peer exchange protocol is new because libp2p has no standard one that
-// carries signed application descriptors (GossipSub's PX carries only
-// signed peer records, and only on PRUNE); the address book because
-// go-libp2p's peerstore is not persisted; the NAT rules because go-libp2p
-// decides reachability, relaying and relay candidates only for a whole
-// host, without knowing fleetmesh's descriptors. Transport, security,
+// peer exchange protocol is new (package mesh/peerexchange says why); the
+// address book because go-libp2p's peerstore is not persisted; the NAT
+// rules because go-libp2p decides reachability, relaying and relay
+// candidates only for a whole host, without knowing fleetmesh's
+// descriptors. Transport, security,
 // muxing, resource limits, the DHT, mDNS, GossipSub, AutoNAT, the relay and
 // hole punching themselves are go-libp2p's.
 //

@@ -169,7 +169,7 @@ func (m *Mesh) reject(from peer.ID, reason string) pubsub.ValidationResult {
 }
 
 // rpcTracer counts GossipSub traffic and drops for Stats, and follows
-// which peers are in this node's mesh of each topic (MeshPeers).
+// which peers are in this node's mesh of each topic (meshPeers).
 type rpcTracer struct {
 	c    *counters
 	mesh *meshPeers

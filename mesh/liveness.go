@@ -188,13 +188,7 @@ func (l *liveness) probe(id peer.ID) bool {
 
 // isStorageNode reports whether id's descriptor makes it a storage node.
 func (l *liveness) isStorageNode(id peer.ID) bool {
-	if l.m.pex == nil {
-		return false
-	}
-	l.m.pex.mu.Lock()
-	defer l.m.pex.mu.Unlock()
-	k, ok := l.m.pex.known[id]
-	return ok && k.info.Storage
+	return l.m.pex != nil && l.m.pex.IsStorageNode(id)
 }
 
 // ReportUnreachable tells the mesh that a sync or lookup with id failed: a

@@ -6,20 +6,19 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"slices"
 	"sync"
 
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/metrics"
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	drouting "github.com/libp2p/go-libp2p/p2p/discovery/routing"
 
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/mesh/addrbook"
+	"fleetmesh.org/fleetmesh/mesh/peerexchange"
 	"fleetmesh.org/fleetmesh/nostr"
 )
 
@@ -36,7 +35,7 @@ type Hooks struct {
 	Policy Policy
 	// VerifyDescriptor verifies signed node descriptors for peer exchange;
 	// nil turns peer exchange off.
-	VerifyDescriptor DescriptorVerifier
+	VerifyDescriptor peerexchange.Verifier
 	// Logger receives debug and warning logs; nil discards them.
 	Logger *slog.Logger
 	// OnNATChange, if set, is called whenever the node's NATStatus or its
@@ -62,7 +61,7 @@ type Mesh struct {
 	ps   *pubsub.PubSub
 	dht  *dht.IpfsDHT
 	book *addrbook.Book
-	pex  *pex
+	pex  *peerexchange.Service
 	disc *discovery
 	nat  *nat
 	misb *misbehavior
@@ -217,11 +216,11 @@ func (m *Mesh) start(hooks Hooks) error {
 	}
 	m.disc = newDiscovery(m)
 	if hooks.VerifyDescriptor != nil {
-		m.pex = newPEX(m, hooks.VerifyDescriptor)
 		m.placer = newPlacer(m)
-		m.h.SetStreamHandler(PEXProtocol, m.pex.handle)
+		m.pex = peerexchange.New(m.h, m.cfg.peerExchange(), hooks.VerifyDescriptor, m.pexHooks())
+		m.h.SetStreamHandler(peerexchange.Protocol, m.pex.Handle)
 		m.goroutine(m.placer.run)
-		m.goroutine(m.pex.spreadNews)
+		m.goroutine(m.pex.Run)
 		m.live = newLiveness(m)
 		if err := m.live.start(); err != nil {
 			return err
@@ -261,30 +260,25 @@ func (m *Mesh) goroutine(f func(ctx context.Context)) {
 	}()
 }
 
-// MeshPeers returns the peers in this node's GossipSub mesh for shard:
-// the peers it forwards the shard's events to in full (others get only
-// gossip about them). A subscribed shard with no mesh peers receives
-// nothing live.
-func (m *Mesh) MeshPeers(shard int) []peer.ID {
-	return m.mesh.list(Topic(shard))
-}
-
 // Host returns the libp2p host.
 func (m *Mesh) Host() host.Host { return m.h }
 
 // NATStatus returns the node's reachability and relaying now.
 func (m *Mesh) NATStatus() NATStatus { return m.nat.snapshot() }
 
-// Reachability is what AutoNAT observed of this node: public, private or
-// unknown (NATStatus.Reachability).
-func (m *Mesh) Reachability() network.Reachability { return m.nat.snapshot().Reachability }
-
 // RelayLimits are the limits the node's relay service applies when it
 // runs, after defaults.
 func (m *Mesh) RelayLimits() RelayLimits { return m.cfg.RelayLimits }
 
 // Stats returns a snapshot of the mesh's counters.
-func (m *Mesh) Stats() Stats { return m.stats.snapshot() }
+func (m *Mesh) Stats() Stats {
+	s := m.stats.snapshot()
+	if m.pex != nil {
+		c := m.pex.Counts()
+		s.DescriptorsAccepted, s.DescriptorsRejected, s.DescriptorsSent = c.Accepted, c.Rejected, c.Sent
+	}
+	return s
+}
 
 // Publish replicates ev to the mesh on its author's shard. The caller must
 // have verified ev, its id and its signature (the node publishes only events
@@ -356,165 +350,6 @@ func (m *Mesh) topicLocked(shard int) (*pubsub.Topic, error) {
 	return t, nil
 }
 
-// Subscribe makes the node receive the events of shards (see ShardsFor),
-// handing each to the Sink. Subscribing to a shard twice is a no-op.
-func (m *Mesh) Subscribe(shards ...int) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, s := range shards {
-		if err := m.subscribeLocked(s); err != nil {
-			return err
-		}
-		m.own[s] = true
-	}
-	return nil
-}
-
-func (m *Mesh) subscribeLocked(s int) error {
-	if _, ok := m.subs[s]; ok {
-		return nil
-	}
-	t, err := m.topicLocked(s)
-	if err != nil {
-		return err
-	}
-	sub, err := t.Subscribe(pubsub.WithBufferSize(m.cfg.SubscriptionBuffer))
-	if err != nil {
-		return fmt.Errorf("mesh: subscribe %s: %w", Topic(s), err)
-	}
-	ctx, cancel := context.WithCancel(m.ctx)
-	m.subs[s] = cancel
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		defer sub.Cancel()
-		m.deliver(ctx, sub)
-	}()
-	return nil
-}
-
-// Unsubscribe stops receiving the events of shards, except those the node
-// holds for durability.
-func (m *Mesh) Unsubscribe(shards ...int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, s := range shards {
-		delete(m.own, s)
-		if !m.neededLocked(s) {
-			m.unsubscribeLocked(s)
-		}
-	}
-}
-
-// neededLocked says whether anything still needs shard s: the node's own
-// filters, durability or its clients' subscriptions.
-func (m *Mesh) neededLocked(s int) bool {
-	return m.own[s] || m.durable[s] || m.interest[s]
-}
-
-// SetInterest makes shards the set of shards the node's clients want live
-// events of, on top of its own filters and durability: it joins the new
-// ones and leaves those nothing else needs any more.
-func (m *Mesh) SetInterest(shards []int) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return nil
-	}
-	want := make(map[int]bool, len(shards))
-	for _, s := range shards {
-		if s < 0 || s >= ShardCount {
-			return fmt.Errorf("mesh: interest in shard %d: out of range 0 to %d", s, ShardCount-1)
-		}
-		want[s] = true
-	}
-	for s := range m.interest {
-		if !want[s] {
-			delete(m.interest, s)
-			if !m.neededLocked(s) {
-				m.unsubscribeLocked(s)
-			}
-		}
-	}
-	var errs []error
-	for s := range want {
-		m.interest[s] = true
-		errs = append(errs, m.subscribeLocked(s))
-	}
-	return errors.Join(errs...)
-}
-
-func (m *Mesh) unsubscribeLocked(s int) {
-	if cancel, ok := m.subs[s]; ok {
-		cancel()
-		delete(m.subs, s)
-	}
-}
-
-// Subscribed returns the subscribed shards in increasing order, for the
-// node's own filters and for durability.
-func (m *Mesh) Subscribed() []int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]int, 0, len(m.subs))
-	for s := range m.subs {
-		out = append(out, s)
-	}
-	slices.Sort(out)
-	return out
-}
-
-// deliver hands the events of one subscription to the Sink until ctx ends.
-func (m *Mesh) deliver(ctx context.Context, sub *pubsub.Subscription) {
-	for {
-		msg, err := sub.Next(ctx)
-		if err != nil {
-			return
-		}
-		if msg.Local || msg.ReceivedFrom == m.h.ID() {
-			continue // our own publication: the node already holds it
-		}
-		ev, ok := msg.ValidatorData.(*nostr.Event)
-		if !ok {
-			continue
-		}
-		if err := m.sink.Ingest(ctx, ev, msg.ReceivedFrom); err != nil {
-			m.stats.add(func(s *Stats) { s.SinkErrors++ })
-			m.log.Warn("sink refused a replicated event", "id", ev.IDHex(), "from", msg.ReceivedFrom, "err", err)
-			continue
-		}
-		m.stats.add(func(s *Stats) { s.Delivered++ })
-	}
-}
-
-// SetLocalDescriptor sets the signed descriptor this node hands out in peer
-// exchange. It must verify with Hooks.VerifyDescriptor and name this node.
-// The node calls it again whenever it re-signs its descriptor.
-func (m *Mesh) SetLocalDescriptor(raw []byte) error {
-	if m.pex == nil {
-		return errNoPEX
-	}
-	return m.pex.setSelf(raw)
-}
-
-// Descriptor returns the newest verified, unexpired descriptor the mesh
-// holds for id (this node's own included).
-func (m *Mesh) Descriptor(id peer.ID) ([]byte, bool) {
-	if m.pex == nil {
-		return nil, false
-	}
-	return m.pex.descriptor(id)
-}
-
-// ExchangeDescriptors runs one peer exchange with a connected peer and
-// returns how many new or newer descriptors it learnt.
-func (m *Mesh) ExchangeDescriptors(ctx context.Context, id peer.ID) (int, error) {
-	if m.pex == nil {
-		return 0, errNoPEX
-	}
-	return m.pex.exchange(ctx, id)
-}
-
 // Close stops the mesh: subscriptions, discovery, peer exchange and the
 // DHT, and saves the address book. If the mesh was made by Open it closes
 // the host too.
@@ -533,7 +368,7 @@ func (m *Mesh) Close() error {
 	m.cancel()
 	var errs []error
 	if m.pex != nil {
-		m.h.RemoveStreamHandler(PEXProtocol)
+		m.h.RemoveStreamHandler(peerexchange.Protocol)
 	}
 	if m.disc != nil {
 		errs = append(errs, m.disc.close())

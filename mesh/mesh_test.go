@@ -32,7 +32,7 @@ func shardGraphConnected(t testing.TB, nodes []*testNode, subscribers []int, pub
 	for len(queue) > 0 {
 		i := queue[0]
 		queue = queue[1:]
-		for _, p := range nodes[i].m.MeshPeers(shard) {
+		for _, p := range nodes[i].m.mesh.list(Topic(shard)) {
 			if j, ok := index[string(p)]; ok && !seen[j] {
 				seen[j] = true
 				queue = append(queue, j)

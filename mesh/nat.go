@@ -104,7 +104,7 @@ func (n *nat) start(m *Mesh, onChange func(NATStatus)) error {
 	n.mu.Lock()
 	n.onChange = onChange
 	if m.pex != nil {
-		n.known = m.pex.relays
+		n.known = m.pex.Relays
 	}
 	n.mu.Unlock()
 	if n.cfg.RelayService == RelayOn {

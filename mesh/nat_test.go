@@ -20,6 +20,7 @@ import (
 
 	"fleetmesh.org/fleetmesh/descriptor"
 	"fleetmesh.org/fleetmesh/identity"
+	"fleetmesh.org/fleetmesh/mesh/peerexchange"
 )
 
 func TestConfigNATValidation(t *testing.T) {
@@ -101,7 +102,7 @@ func TestRelayCandidates(t *testing.T) {
 		cfg.StaticRelays = []string{staticAddr}
 		return cfg
 	}, func(int) Hooks {
-		return Hooks{VerifyDescriptor: VerifyWith(descriptor.NewVerifier(descriptor.VerifierConfig{}))}
+		return Hooks{VerifyDescriptor: peerexchange.VerifyWith(descriptor.NewVerifier(descriptor.VerifierConfig{}))}
 	})
 	m := nodes[0].m
 	anchor, offering, plain := newKey(t), newKey(t), newKey(t)
@@ -118,7 +119,7 @@ func TestRelayCandidates(t *testing.T) {
 		return s.JWS
 	}
 	circuit := "/ip4/192.0.2.9/tcp/4001/p2p/" + anchor.PeerID().String() + "/p2p-circuit"
-	got := m.pex.accept([][]byte{
+	got := m.pex.Accept([][]byte{
 		sign(anchor, descriptor.ClassAnchor, nil, "/ip4/192.0.2.1/tcp/4001"),
 		sign(offering, descriptor.ClassHome, &descriptor.CircuitRelayOffer{MaxReservations: 8, MaxCircuitSeconds: 120, MaxCircuitBytes: 1 << 17},
 			"/ip4/192.0.2.2/udp/4001/quic-v1", circuit),

@@ -30,7 +30,7 @@ func (m *Mesh) PeerCounts() map[PeerKind]int {
 		}
 		class := ""
 		if m.pex != nil {
-			class = m.pex.class(id)
+			class = m.pex.Class(id)
 		}
 		if class == "" {
 			class = "unknown"

@@ -7,6 +7,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
+
+	"fleetmesh.org/fleetmesh/mesh/peerexchange"
 )
 
 // Per-peer resource limits (spec/limits.md). go-libp2p's defaults scale
@@ -64,10 +66,10 @@ func resourceLimits(cfg Config) rcmgr.ConcreteLimitConfig {
 		},
 		ProtocolPeerDefault: perProtoPeer,
 		ProtocolPeer: map[protocol.ID]rcmgr.ResourceLimits{
-			PEXProtocol: {Streams: pexPeerStreams, StreamsInbound: pexPeerStreams / 2, StreamsOutbound: pexPeerStreams / 2},
+			peerexchange.Protocol: {Streams: pexPeerStreams, StreamsInbound: pexPeerStreams / 2, StreamsOutbound: pexPeerStreams / 2},
 		},
 		Protocol: map[protocol.ID]rcmgr.ResourceLimits{
-			PEXProtocol: {StreamsInbound: pexStreamsIn},
+			peerexchange.Protocol: {StreamsInbound: pexStreamsIn},
 		},
 	}
 	out := partial.Build(base)

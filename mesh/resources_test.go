@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
+
+	"fleetmesh.org/fleetmesh/mesh/peerexchange"
 )
 
 // TestResourceLimitsExplicit checks that the per-peer and per-protocol
@@ -17,7 +19,7 @@ func TestResourceLimitsExplicit(t *testing.T) {
 	if l.ProtocolPeerDefault.StreamsInbound != protoPeerStreamsIn {
 		t.Errorf("per-protocol-peer limits %+v", l.ProtocolPeerDefault)
 	}
-	if got := l.ProtocolPeer[PEXProtocol].StreamsInbound; got != pexPeerStreams/2 {
+	if got := l.ProtocolPeer[peerexchange.Protocol].StreamsInbound; got != pexPeerStreams/2 {
 		t.Errorf("PEX streams per peer %d", got)
 	}
 	if l.System.FD != 100 {

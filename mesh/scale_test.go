@@ -28,6 +28,7 @@ import (
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 
 	"fleetmesh.org/fleetmesh/descriptor"
+	"fleetmesh.org/fleetmesh/mesh/peerexchange"
 	"fleetmesh.org/fleetmesh/nostr"
 )
 
@@ -158,7 +159,7 @@ func (c *streamBytes) add(p protocol.ID, n int) {
 		c.gossip.Add(uint64(n))
 	case strings.HasPrefix(s, string(DHTProtocolPrefix)+"/kad/"):
 		c.dht.Add(uint64(n))
-	case p == PEXProtocol:
+	case p == peerexchange.Protocol:
 		c.pex.Add(uint64(n))
 	default:
 		c.other.Add(uint64(n))
@@ -463,7 +464,7 @@ func runScale(t testing.TB, count int, w scaleWorkload, logf func(string, ...any
 		}
 		// A verifier per node, as each node has one: it remembers
 		// sequence numbers to refuse replays.
-		n.start(t, cfg, Hooks{Sink: sinks[i], VerifyDescriptor: VerifyWith(descriptor.NewVerifier(descriptor.VerifierConfig{}))})
+		n.start(t, cfg, Hooks{Sink: sinks[i], VerifyDescriptor: peerexchange.VerifyWith(descriptor.NewVerifier(descriptor.VerifierConfig{}))})
 		if err := n.m.SetLocalDescriptor(signDescriptor(t, n, 1)); err != nil {
 			t.Fatal(err)
 		}
@@ -653,9 +654,7 @@ func runScale(t testing.TB, count int, w scaleWorkload, logf func(string, ...any
 		res.connsMax = max(res.connsMax, c)
 		peers += len(n.h.Peerstore().Peers())
 		rt += n.m.dht.RoutingTable().Size()
-		n.m.pex.mu.Lock()
-		pexKnown += len(n.m.pex.known)
-		n.m.pex.mu.Unlock()
+		pexKnown += n.m.pex.Known()
 	}
 	perNode := func(v float64) float64 { return v / float64(count) }
 	res.conns, res.peersKnown, res.routingTable, res.pexKnown = perNode(float64(conns)), perNode(float64(peers)), perNode(float64(rt)), perNode(float64(pexKnown))

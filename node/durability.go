@@ -14,6 +14,7 @@ import (
 	"fleetmesh.org/fleetmesh/descriptor"
 	"fleetmesh.org/fleetmesh/internal/periodic"
 	"fleetmesh.org/fleetmesh/mesh"
+	"fleetmesh.org/fleetmesh/mesh/placement"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
 )
@@ -95,7 +96,7 @@ type durableSession struct {
 // random so that rounds spread over all co-holders. A session covers every
 // shard the two share, not only the uncovered ones: it costs one store
 // scan either way.
-func planDurableSync(pl mesh.Placement, self peer.ID, held []int, max int) []durableSession {
+func planDurableSync(pl placement.Placement, self peer.ID, held []int, max int) []durableSession {
 	shared := map[peer.ID][]int{}
 	for _, s := range held {
 		for _, p := range pl.Holders(s) {

@@ -12,6 +12,7 @@ import (
 	"fleetmesh.org/fleetmesh/config"
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/mesh"
+	"fleetmesh.org/fleetmesh/mesh/placement"
 	"fleetmesh.org/fleetmesh/nostr"
 )
 
@@ -110,7 +111,7 @@ func TestPlanDurableSync(t *testing.T) {
 	for range 9 {
 		nodes = append(nodes, peerID(t))
 	}
-	pl, err := mesh.NewPlacement(3, nodes)
+	pl, err := placement.New(3, mesh.ShardCount, nodes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +141,7 @@ func TestPlanDurableSync(t *testing.T) {
 	if plan := planDurableSync(pl, nodes[0], nil, 8); len(plan) != 0 {
 		t.Fatalf("a node holding nothing plans %d sessions", len(plan))
 	}
-	alone, err := mesh.NewPlacement(3, []peer.ID{self})
+	alone, err := placement.New(3, mesh.ShardCount, []peer.ID{self})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"fleetmesh.org/fleetmesh/descriptor"
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/mesh"
+	"fleetmesh.org/fleetmesh/mesh/peerexchange"
 	"fleetmesh.org/fleetmesh/meshsync"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
@@ -116,7 +117,7 @@ func (p *testPart) start(t *testing.T, spec partSpec) {
 	local := meshLocal{Store: st, r: rl}
 	m, err := mesh.New(p.h, spec.mesh, mesh.Hooks{
 		Sink:             local,
-		VerifyDescriptor: mesh.VerifyWith(descriptor.NewVerifier(descriptor.VerifierConfig{})),
+		VerifyDescriptor: peerexchange.VerifyWith(descriptor.NewVerifier(descriptor.VerifierConfig{})),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"fleetmesh.org/fleetmesh/descriptor"
 	"fleetmesh.org/fleetmesh/internal/periodic"
 	"fleetmesh.org/fleetmesh/mesh"
+	"fleetmesh.org/fleetmesh/mesh/peerexchange"
 	"fleetmesh.org/fleetmesh/meshsync"
 	"fleetmesh.org/fleetmesh/meter"
 	"fleetmesh.org/fleetmesh/nostr"
@@ -139,7 +140,7 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 			}
 			return true, ""
 		},
-		VerifyDescriptor: mesh.VerifyWith(descriptor.NewVerifier(descriptor.VerifierConfig{})),
+		VerifyDescriptor: peerexchange.VerifyWith(descriptor.NewVerifier(descriptor.VerifierConfig{})),
 		Logger:           opts.Log,
 		OnNATChange: func(mesh.NATStatus) {
 			select {
@@ -480,7 +481,7 @@ func (mp *meshPart) registerMetrics(reg prometheus.Registerer) {
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "fleetmesh", Subsystem: "mesh", Name: "reachability",
 			Help: "Observed reachability: 0 unknown, 1 public, 2 private."},
-			func() float64 { return float64(m.Reachability()) }),
+			func() float64 { return float64(m.NATStatus().Reachability) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "fleetmesh", Subsystem: "mesh", Name: "relay_service",
 			Help: "1 while this node relays circuits for others."},
 			func() float64 {

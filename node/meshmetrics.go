@@ -6,6 +6,7 @@ import (
 
 	"fleetmesh.org/fleetmesh/descriptor"
 	"fleetmesh.org/fleetmesh/mesh"
+	"fleetmesh.org/fleetmesh/mesh/placement"
 	"fleetmesh.org/fleetmesh/meshsync"
 )
 
@@ -112,7 +113,7 @@ func (o *meshObserver) Collect(ch chan<- prometheus.Metric) {
 
 // shardsBelowR counts the shards that fewer than R storage nodes hold in
 // pl, and returns R.
-func shardsBelowR(pl mesh.Placement) (below, r int) {
+func shardsBelowR(pl placement.Placement) (below, r int) {
 	r = pl.Replication()
 	for s := range mesh.ShardCount {
 		if len(pl.Holders(s)) < r {

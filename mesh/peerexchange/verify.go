@@ -1,4 +1,4 @@
-package mesh
+package peerexchange
 
 import (
 	"fmt"
@@ -11,24 +11,24 @@ import (
 	"fleetmesh.org/fleetmesh/identity"
 )
 
-// VerifyWith returns the DescriptorVerifier the node uses: v checks the
+// VerifyWith returns the Verifier the node uses: v checks the
 // JWS, the validity window and refuses replays (spec/descriptor.md); this
 // reads the node's PeerID from its DID and its libp2p multiaddrs.
-func VerifyWith(v *descriptor.Verifier) DescriptorVerifier {
-	return func(raw []byte) (DescriptorInfo, error) {
+func VerifyWith(v *descriptor.Verifier) Verifier {
+	return func(raw []byte) (Info, error) {
 		s, err := v.Accept(raw)
 		if err != nil {
-			return DescriptorInfo{}, err
+			return Info{}, err
 		}
 		d := &s.Descriptor
 		id, err := identity.PeerIDFromDID(d.DID)
 		if err != nil {
-			return DescriptorInfo{}, fmt.Errorf("mesh: descriptor of %s: %w", d.DID, err)
+			return Info{}, fmt.Errorf("peerexchange: descriptor of %s: %w", d.DID, err)
 		}
 		// A leaf sleeps and wakes: it never counts as a storage node,
 		// whatever it offers (spec/mesh-placement.md).
 		storage := d.Offers.Storage != nil && d.Class != descriptor.ClassLeaf
-		info := DescriptorInfo{
+		info := Info{
 			ID:      id,
 			Seq:     d.Seq,
 			Expires: time.Unix(d.Expires, 0),
@@ -39,11 +39,11 @@ func VerifyWith(v *descriptor.Verifier) DescriptorVerifier {
 		for _, s := range d.Addresses.Libp2p {
 			a, err := ma.NewMultiaddr(s)
 			if err != nil {
-				return DescriptorInfo{}, fmt.Errorf("mesh: descriptor of %s: address %q: %w", d.DID, s, err)
+				return Info{}, fmt.Errorf("peerexchange: descriptor of %s: address %q: %w", d.DID, s, err)
 			}
 			if transport, last := ma.SplitLast(a); last != nil && last.Protocol().Code == ma.P_P2P {
 				if peer.ID(last.RawValue()) != id {
-					return DescriptorInfo{}, fmt.Errorf("mesh: descriptor of %s lists an address of another peer: %s", d.DID, s)
+					return Info{}, fmt.Errorf("peerexchange: descriptor of %s lists an address of another peer: %s", d.DID, s)
 				}
 				a = transport
 			}

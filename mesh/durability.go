@@ -1,27 +1,15 @@
 package mesh
 
 import (
-	"bytes"
-	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/peer"
-
-	"fleetmesh.org/fleetmesh/identity"
+	"fleetmesh.org/fleetmesh/mesh/placement"
 )
-
-// PlacementDomain separates placement hashes from every other SHA-256 in
-// fleetmesh (spec/mesh-placement.md). The version in it is the rule's
-// version: a different rule is a different domain.
-const PlacementDomain = "fleetmesh/placement/1"
 
 // DurabilityConfig is how the mesh places and announces the share of the
 // mesh's data a node holds for durability (spec/mesh-placement.md). Zero
@@ -112,130 +100,6 @@ func (c DurabilityConfig) validate() error {
 	return nil
 }
 
-// Placement is one node's view of who holds which shard for durability:
-// for each shard, the R storage nodes with the highest rendezvous weight
-// (spec/mesh-placement.md). Two nodes that know the same storage nodes
-// compute the same Placement. The zero Placement places nothing.
-type Placement struct {
-	r       int
-	nodes   []peer.ID
-	holders [ShardCount][]peer.ID
-}
-
-// placed is a storage node with the key its weights are computed from.
-type placed struct {
-	id  peer.ID
-	key []byte
-}
-
-// NewPlacement places every shard on the r of nodes with the highest
-// weight. Every node must be named by an Ed25519 PeerID (as every
-// fleetmesh node is), since the weight hashes the node's public key;
-// repeated nodes count once.
-func NewPlacement(r int, nodes []peer.ID) (Placement, error) {
-	if r <= 0 {
-		return Placement{}, fmt.Errorf("mesh: replication factor %d, want at least 1", r)
-	}
-	ps := make([]placed, 0, len(nodes))
-	seen := make(map[peer.ID]bool, len(nodes))
-	for _, id := range nodes {
-		if seen[id] {
-			continue
-		}
-		seen[id] = true
-		key, err := placementKey(id)
-		if err != nil {
-			return Placement{}, err
-		}
-		ps = append(ps, placed{id: id, key: key})
-	}
-	p := Placement{r: r, nodes: make([]peer.ID, len(ps))}
-	for i, n := range ps {
-		p.nodes[i] = n.id
-	}
-	slices.Sort(p.nodes)
-	type weighted struct {
-		w uint64
-		n *placed
-	}
-	ws := make([]weighted, len(ps))
-	for s := range ShardCount {
-		for i := range ps {
-			ws[i] = weighted{placementWeight(s, ps[i].key), &ps[i]}
-		}
-		// Highest weight first; equal weights (never seen in practice)
-		// are ordered by key so that every node breaks the tie the same way.
-		slices.SortFunc(ws, func(a, b weighted) int {
-			if c := cmp.Compare(b.w, a.w); c != 0 {
-				return c
-			}
-			return bytes.Compare(a.n.key, b.n.key)
-		})
-		k := min(r, len(ws))
-		p.holders[s] = make([]peer.ID, k)
-		for i := range k {
-			p.holders[s][i] = ws[i].n.id
-		}
-	}
-	return p, nil
-}
-
-// placementKey is the 32-byte Ed25519 public key a PeerID names.
-func placementKey(id peer.ID) ([]byte, error) {
-	pub, err := identity.PublicKeyFromPeerID(id)
-	if err != nil {
-		return nil, fmt.Errorf("mesh: placement: %w", err)
-	}
-	return pub, nil
-}
-
-// placementWeight is the rendezvous weight of a node's key for shard: the
-// first 8 bytes, big-endian, of SHA-256(PlacementDomain ‖ uint16_be(shard)
-// ‖ key).
-func placementWeight(shard int, key []byte) uint64 {
-	h := sha256.New()
-	h.Write([]byte(PlacementDomain))
-	h.Write(binary.BigEndian.AppendUint16(nil, uint16(shard)))
-	h.Write(key)
-	return binary.BigEndian.Uint64(h.Sum(nil)[:8])
-}
-
-// PlacementWeight is placementWeight for a node named by its PeerID, for
-// other implementations' test vectors and for tools.
-func PlacementWeight(shard int, id peer.ID) (uint64, error) {
-	key, err := placementKey(id)
-	if err != nil {
-		return 0, err
-	}
-	return placementWeight(shard, key), nil
-}
-
-// Replication is the placement's R.
-func (p Placement) Replication() int { return p.r }
-
-// Nodes are the storage nodes placed over, in PeerID order.
-func (p Placement) Nodes() []peer.ID { return slices.Clone(p.nodes) }
-
-// Holders returns the nodes that hold shard, highest weight first: min(R,
-// number of storage nodes) of them.
-func (p Placement) Holders(shard int) []peer.ID {
-	if shard < 0 || shard >= ShardCount {
-		return nil
-	}
-	return slices.Clone(p.holders[shard])
-}
-
-// Shards returns the shards id holds, in increasing order.
-func (p Placement) Shards(id peer.ID) []int {
-	var out []int
-	for s := range ShardCount {
-		if slices.Contains(p.holders[s], id) {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 // placer keeps this node's placement current: it recomputes it when the
 // set of known storage nodes changes (debounced), and subscribes to the
 // shards this node holds and leaves those it no longer holds.
@@ -245,7 +109,7 @@ type placer struct {
 	changed chan struct{}
 
 	mu  sync.Mutex
-	cur Placement
+	cur placement.Placement
 }
 
 func newPlacer(m *Mesh) *placer {
@@ -310,7 +174,7 @@ func (p *placer) run(ctx context.Context) {
 			}
 		case <-debounce.C:
 			d := p.m.cfg.Durability.PlacementDebounce
-			if !p.m.pex.hasMet() && time.Since(started) < placementMaxWait*d {
+			if !p.m.pex.Met() && time.Since(started) < placementMaxWait*d {
 				debounce.Reset(d)
 				continue
 			}
@@ -325,15 +189,15 @@ func (p *placer) run(ctx context.Context) {
 // recompute places the shards over the storage nodes known now and, if
 // that changed what this node holds, moves its durability subscriptions.
 func (p *placer) recompute() error {
-	nodes := slices.DeleteFunc(p.m.pex.storageNodes(time.Now()), p.m.live.isDown)
+	nodes := slices.DeleteFunc(p.m.pex.StorageNodes(time.Now()), p.m.live.isDown)
 	slices.Sort(nodes)
 	p.mu.Lock()
-	same := slices.Equal(nodes, p.cur.nodes)
+	same := slices.Equal(nodes, p.cur.Nodes())
 	p.mu.Unlock()
 	if same {
 		return nil
 	}
-	pl, err := NewPlacement(p.m.cfg.Durability.Replication, nodes)
+	pl, err := placement.New(p.m.cfg.Durability.Replication, ShardCount, nodes)
 	if err != nil {
 		return err
 	}
@@ -355,21 +219,17 @@ func (p *placer) recompute() error {
 	return err
 }
 
-func (p *placer) placement() Placement {
+func (p *placer) placement() placement.Placement {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.cur
 }
 
-// errNoPlacement is returned by calls that need placement when the mesh
-// has no peer exchange (and so knows no storage node).
-var errNoPlacement = errors.New("mesh: placement is off (no DescriptorVerifier)")
-
 // Placement returns this node's current view of the placement. Without
 // peer exchange it is the zero Placement.
-func (m *Mesh) Placement() Placement {
+func (m *Mesh) Placement() placement.Placement {
 	if m.placer == nil {
-		return Placement{}
+		return placement.Placement{}
 	}
 	return m.placer.placement()
 }
@@ -397,39 +257,4 @@ func (m *Mesh) PlacementChanges() <-chan struct{} {
 		return nil
 	}
 	return m.placer.changed
-}
-
-// RecomputePlacement recomputes the placement now, without waiting for
-// the debounce interval.
-func (m *Mesh) RecomputePlacement() error {
-	if m.placer == nil {
-		return errNoPlacement
-	}
-	return m.placer.recompute()
-}
-
-// setDurable makes shards the set held for durability: it subscribes to
-// the new ones and leaves those no longer held that the node's own
-// subscriptions do not need. Their events stay in the store.
-func (m *Mesh) setDurable(shards []int) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	want := make(map[int]bool, len(shards))
-	for _, s := range shards {
-		want[s] = true
-	}
-	for s := range m.durable {
-		if !want[s] {
-			delete(m.durable, s)
-			if !m.neededLocked(s) {
-				m.unsubscribeLocked(s)
-			}
-		}
-	}
-	var errs []error
-	for s := range want {
-		m.durable[s] = true
-		errs = append(errs, m.subscribeLocked(s))
-	}
-	return errors.Join(errs...)
 }

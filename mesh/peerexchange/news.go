@@ -1,4 +1,4 @@
-package mesh
+package peerexchange
 
 import (
 	"context"
@@ -16,18 +16,18 @@ import (
 // to spread it carries it even when the offer cannot hold everything.
 const newsFresh = 30 * time.Second
 
-// pexNews spreads word of newcomers at once. Peer exchange alone is pull:
+// news spreads word of newcomers at once. Peer exchange alone is pull:
 // a node that joined before a newcomer would hear of it only at its next
 // maintenance round's one exchange, so a small mesh formed around one
 // bootstrap node stays a star until then, and falls apart if that node
 // leaves first (issue 12). Instead, when an exchange (either side of it)
 // brings the descriptor of a node this node did not know, it runs an
-// exchange with up to Config.PEXNewsFanout connected peers other than the
+// exchange with up to Config.NewsFanout connected peers other than the
 // one that told it, and dials the newcomer (the maintainer wakes). Those
 // peers do the same for what is news to them, so the word floods the mesh
 // in a few hops and stops where everyone knows. Only new nodes are news, not
 // a known node's re-signed descriptor, so the cost follows joins, not time.
-type pexNews struct {
+type news struct {
 	wake chan struct{}
 
 	mu sync.Mutex
@@ -36,13 +36,13 @@ type pexNews struct {
 	told map[peer.ID]bool
 }
 
-func newPEXNews() pexNews {
-	return pexNews{wake: make(chan struct{}, 1), told: make(map[peer.ID]bool)}
+func newNews() news {
+	return news{wake: make(chan struct{}, 1), told: make(map[peer.ID]bool)}
 }
 
 // noteNewcomer records that from (empty if unknown) brought the descriptor
 // of a node we did not know, and asks for a spread and a dial round.
-func (p *pex) noteNewcomer(from peer.ID) {
+func (p *Service) noteNewcomer(from peer.ID) {
 	p.news.mu.Lock()
 	if from != "" {
 		p.news.told[from] = true
@@ -52,13 +52,13 @@ func (p *pex) noteNewcomer(from peer.ID) {
 	case p.news.wake <- struct{}{}:
 	default:
 	}
-	p.m.wakeMaintainer()
+	p.hooks.Dial()
 }
 
-// spreadNews runs until ctx ends: on news, one exchange with each of up to
-// Config.PEXNewsFanout connected peers that did not bring it, then a pause
-// of Config.PEXNewsInterval that gathers the news arriving meanwhile.
-func (p *pex) spreadNews(ctx context.Context) {
+// Run spreads news until ctx ends: on news, one exchange with each of up
+// to Config.NewsFanout connected peers that did not bring it, then a pause
+// of Config.NewsInterval that gathers the news arriving meanwhile.
+func (p *Service) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -70,17 +70,17 @@ func (p *pex) spreadNews(ctx context.Context) {
 		p.news.told = make(map[peer.ID]bool)
 		p.news.mu.Unlock()
 		var to []peer.ID
-		for _, id := range p.m.pexSpeakers() {
+		for _, id := range p.Speakers() {
 			if !told[id] {
 				to = append(to, id)
 			}
 		}
 		rand.Shuffle(len(to), func(i, j int) { to[i], to[j] = to[j], to[i] })
 		var wg sync.WaitGroup
-		for _, id := range to[:min(len(to), p.m.cfg.PEXNewsFanout)] {
+		for _, id := range to[:min(len(to), p.cfg.NewsFanout)] {
 			wg.Go(func() {
-				if _, err := p.exchange(ctx, id); err != nil {
-					p.m.log.Debug("peer exchange to spread news failed", "peer", id, "err", err)
+				if _, err := p.Exchange(ctx, id); err != nil {
+					p.hooks.Logger.Debug("peer exchange to spread news failed", "peer", id, "err", err)
 				}
 			})
 		}
@@ -88,20 +88,20 @@ func (p *pex) spreadNews(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(p.m.cfg.PEXNewsInterval):
+		case <-time.After(p.cfg.NewsInterval):
 		}
 	}
 }
 
-// pexSpeakers are the directly connected peers that speak peer exchange.
-func (m *Mesh) pexSpeakers() []peer.ID {
-	h := m.h
+// Speakers are the directly connected peers that speak peer exchange.
+func (p *Service) Speakers() []peer.ID {
+	h := p.h
 	var out []peer.ID
 	for _, id := range h.Network().Peers() {
 		if h.Network().Connectedness(id) != network.Connected {
 			continue
 		}
-		if ok, _ := h.Peerstore().SupportsProtocols(id, PEXProtocol); len(ok) > 0 {
+		if ok, _ := h.Peerstore().SupportsProtocols(id, Protocol); len(ok) > 0 {
 			out = append(out, id)
 		}
 	}
