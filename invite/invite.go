@@ -6,12 +6,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/btcsuite/btcd/btcutil/bech32"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
 
 	"fleetmesh.org/fleetmesh/identity"
 )
@@ -272,4 +274,27 @@ func decode(raw []byte, now time.Time) (*Invite, error) {
 		return nil, fmt.Errorf("invite: expires %s, more than %s from now: %w", inv.Expires.UTC().Format(time.RFC3339), MaxLifetime, ErrExpired)
 	}
 	return inv, nil
+}
+
+// Select orders addrs for a code, most widely dialable first (public,
+// then private, then loopback), and keeps at most MaxAddrs, so that a
+// node with many interfaces still gets a code and the addresses a
+// stranger can dial are never the ones left out.
+func Select(addrs []string) []string {
+	rank := func(s string) int {
+		a, err := multiaddr.NewMultiaddr(s)
+		if err != nil {
+			return 3 // New reports it
+		}
+		switch {
+		case manet.IsIPLoopback(a):
+			return 2
+		case manet.IsPrivateAddr(a):
+			return 1
+		}
+		return 0
+	}
+	out := slices.Clone(addrs)
+	slices.SortStableFunc(out, func(x, y string) int { return rank(x) - rank(y) })
+	return out[:min(len(out), MaxAddrs)]
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -171,7 +172,7 @@ func TestNewRefuses(t *testing.T) {
 	exp := time.Now().Add(time.Hour)
 	many := make([]string, MaxAddrs+1)
 	for i := range many {
-		many[i] = "/ip4/10.0.0." + string(rune('0'+i%10)) + "/tcp/" + string(rune('1'+i/10)) + "000"
+		many[i] = fmt.Sprintf("/ip4/10.0.0.1/tcp/%d", 4000+i)
 	}
 	cases := []struct {
 		name  string
@@ -225,4 +226,22 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted %q with addresses %v", s, inv.Addrs)
 		}
 	})
+}
+
+func TestSelect(t *testing.T) {
+	in := []string{"/ip4/127.0.0.1/tcp/4001", "/ip4/192.168.1.5/tcp/4001", "/ip4/198.51.100.7/tcp/4001", "/ip6/::1/tcp/4001"}
+	got := Select(in)
+	want := []string{"/ip4/198.51.100.7/tcp/4001", "/ip4/192.168.1.5/tcp/4001", "/ip4/127.0.0.1/tcp/4001", "/ip6/::1/tcp/4001"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("Select = %v, want %v", got, want)
+	}
+	many := make([]string, 0, MaxAddrs+4)
+	for i := range MaxAddrs + 3 {
+		many = append(many, fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", 4000+i))
+	}
+	many = append(many, "/ip4/198.51.100.7/tcp/4001")
+	got = Select(many)
+	if len(got) != MaxAddrs || got[0] != "/ip4/198.51.100.7/tcp/4001" {
+		t.Fatalf("Select of %d kept %d, first %s: the public address must stay", len(many), len(got), got[0])
+	}
 }
