@@ -9,6 +9,7 @@ import (
 
 	"fleetmesh.org/fleetmesh/descriptor"
 	"fleetmesh.org/fleetmesh/internal/nostrkey"
+	"fleetmesh.org/fleetmesh/internal/periodic"
 	"fleetmesh.org/fleetmesh/nostr"
 )
 
@@ -38,7 +39,7 @@ const (
 
 // Announcer keeps the node's latest descriptor announced on its relays:
 // at once when what a peer dials (addresses, class) changes, every Every
-// otherwise, and again after Retry when a relay failed.
+// otherwise, and again within Retry when a relay failed.
 type Announcer struct {
 	key    nostr.SecretKey
 	relays []string
@@ -74,7 +75,9 @@ func (a *Announcer) Set(d *descriptor.Signed) {
 	}
 }
 
-// Run announces until ctx ends.
+// Run announces until ctx ends. It looks every Retry, and at once on Set,
+// whether an announcement is due: never made, failed somewhere, what a
+// peer dials changed, or Every passed since the last.
 func (a *Announcer) Run(ctx context.Context) {
 	every, retry := a.Every, a.Retry
 	if every <= 0 {
@@ -84,43 +87,24 @@ func (a *Announcer) Run(ctx context.Context) {
 		retry = DefaultRetry
 	}
 	var (
-		sent    *descriptor.Signed // last announced everywhere
+		sent    *descriptor.Signed // last announced
 		sentAt  time.Time
 		created int64
 		failed  bool
 	)
-	timer := time.NewTimer(every)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-a.changed:
-		case <-timer.C:
-		}
+	periodic.Run(ctx, retry, retry, a.changed, func() {
 		a.mu.Lock()
 		d := a.latest
 		a.mu.Unlock()
-		if d == nil {
-			continue
-		}
-		if !failed && sent != nil && !dialChanged(sent, d) && time.Since(sentAt) < every {
-			continue
+		if d == nil || (!failed && sent != nil && !dialChanged(sent, d) && time.Since(sentAt) < every) {
+			return
 		}
 		// Strictly increasing, so a relay replaces the previous one even
 		// within the same second (NIP-01 keeps the newest created_at).
 		created = max(time.Now().Unix(), created+1)
 		failed = !a.publish(ctx, d, created)
-		if ctx.Err() != nil {
-			return
-		}
 		sent, sentAt = d, time.Now()
-		next := every
-		if failed {
-			next = retry
-		}
-		timer.Reset(next)
-	}
+	})
 }
 
 // publish announces d on every relay; it reports whether all took it.
