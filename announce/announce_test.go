@@ -147,14 +147,18 @@ func TestCheckRelayURL(t *testing.T) {
 }
 
 // testRelay is this module's relay on a loopback port: a Nostr relay that
-// keeps addressable events as NIP-01 says.
+// keeps addressable events as NIP-01 says. Its rate limits are off, since
+// every client of the test shares one address and polls.
 func testRelay(t *testing.T) string {
 	t.Helper()
 	st, err := store.Open(t.TempDir(), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rl := relay.New(relay.DefaultConfig(), st, nil, nil)
+	cfg := relay.DefaultConfig()
+	cfg.EventsPerSecond, cfg.IPEventsPerSecond, cfg.IPConnsPerSecond = 0, 0, 0
+	cfg.ReqMillisPerSecond, cfg.ReqRowsPerSecond, cfg.IPReqMillisPerSecond, cfg.IPReqRowsPerSecond = 0, 0, 0, 0
+	rl := relay.New(cfg, st, nil, nil)
 	srv := httptest.NewServer(rl)
 	t.Cleanup(func() {
 		srv.CloseClientConnections()

@@ -43,19 +43,39 @@ func (c *conn) send(v ...any) error {
 	return c.ws.WriteMessage(websocket.TextMessage, b)
 }
 
-// read returns the next relay message: its type and its elements.
-func (c *conn) read() (string, []json.RawMessage, error) {
+// relayMsg is one relay-to-client message (NIP-01): its type, its second
+// element when that is a string (a subscription or event id), and the
+// elements after it.
+type relayMsg struct {
+	typ, first string
+	rest       []json.RawMessage
+}
+
+// parseRelayMsg decodes a relay message; ok is false for anything that is
+// not a JSON array starting with a string type.
+func parseRelayMsg(data []byte) (m relayMsg, ok bool) {
+	var arr []json.RawMessage
+	if json.Unmarshal(data, &arr) != nil || len(arr) == 0 || json.Unmarshal(arr[0], &m.typ) != nil {
+		return relayMsg{}, false
+	}
+	if len(arr) > 1 {
+		json.Unmarshal(arr[1], &m.first)
+		m.rest = arr[2:]
+	}
+	return m, true
+}
+
+// read returns the next relay message, skipping frames that are none: a
+// relay may send anything.
+func (c *conn) read() (relayMsg, error) {
 	for {
 		_, data, err := c.ws.ReadMessage()
 		if err != nil {
-			return "", nil, err
+			return relayMsg{}, err
 		}
-		var m []json.RawMessage
-		var typ string
-		if json.Unmarshal(data, &m) != nil || len(m) == 0 || json.Unmarshal(m[0], &typ) != nil {
-			continue // not a relay message; a relay may send anything
+		if m, ok := parseRelayMsg(data); ok {
+			return m, nil
 		}
-		return typ, m, nil
 	}
 }
 
@@ -70,20 +90,20 @@ func publish(ctx context.Context, url string, ev *nostr.Event) error {
 		return fmt.Errorf("announce: send to %s: %w", url, err)
 	}
 	for {
-		typ, m, err := c.read()
+		m, err := c.read()
 		if err != nil {
 			return fmt.Errorf("announce: %s sent no OK: %w", url, err)
 		}
-		var id, msg string
-		var ok bool
-		if typ != "OK" || len(m) < 3 || json.Unmarshal(m[1], &id) != nil || id != ev.IDHex() {
+		if m.typ != "OK" || m.first != ev.IDHex() || len(m.rest) == 0 {
 			continue
 		}
-		if json.Unmarshal(m[2], &ok) == nil && ok {
+		var ok bool
+		if json.Unmarshal(m.rest[0], &ok) == nil && ok {
 			return nil
 		}
-		if len(m) > 3 {
-			json.Unmarshal(m[3], &msg)
+		var msg string
+		if len(m.rest) > 1 {
+			json.Unmarshal(m.rest[1], &msg)
 		}
 		return fmt.Errorf("announce: %s refused the announcement: %q", url, msg)
 	}
@@ -105,26 +125,25 @@ func query(ctx context.Context, url string, filter map[string]any, max int) ([]j
 	}
 	var out []json.RawMessage
 	for {
-		typ, m, err := c.read()
+		m, err := c.read()
 		if err != nil {
 			return out, fmt.Errorf("announce: %s sent no EOSE: %w", url, err)
 		}
-		var id string
-		if len(m) < 2 || json.Unmarshal(m[1], &id) != nil || id != sub {
+		if m.first != sub {
 			continue
 		}
-		switch typ {
+		switch m.typ {
 		case "EVENT":
-			if len(m) >= 3 && len(out) < max {
-				out = append(out, m[2])
+			if len(m.rest) > 0 && len(out) < max {
+				out = append(out, m.rest[0])
 			}
 		case "EOSE":
 			c.send("CLOSE", sub)
 			return out, nil
 		case "CLOSED":
 			var msg string
-			if len(m) > 2 {
-				json.Unmarshal(m[2], &msg)
+			if len(m.rest) > 0 {
+				json.Unmarshal(m.rest[0], &msg)
 			}
 			return out, fmt.Errorf("announce: %s: %w: %q", url, errClosed, msg)
 		}
