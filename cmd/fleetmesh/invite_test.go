@@ -1,11 +1,7 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,61 +77,5 @@ func TestInviteRefuses(t *testing.T) {
 	code, out, errs := runCLI(t, "", "invite", "--home", dir, "--addr", "/ip4/198.51.100.7/tcp/4001")
 	if code != 0 || !strings.Contains(out, "link    fleetmesh:fmjoin1") || !strings.Contains(out, "█") {
 		t.Fatalf("invite --addr: exit %d\n%s%s", code, out, errs)
-	}
-}
-
-// typo changes one character of a code's data part to another bech32
-// character.
-func typo(code string) string {
-	b := []byte(code)
-	if b[30] == 'q' {
-		b[30] = 'p'
-	} else {
-		b[30] = 'q'
-	}
-	return string(b)
-}
-
-func TestJoinPeers(t *testing.T) {
-	k, err := identity.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := "/ip4/198.51.100.7/tcp/4001/p2p/" + k.PeerID().String()
-	good, err := invite.New(k, []string{addr}, time.Now().Add(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cases := []struct {
-		name  string
-		join  []string
-		want  []string
-		usage bool
-		err   error
-	}{
-		{"code", []string{good}, []string{addr}, false, nil},
-		{"link", []string{invite.Link(good)}, []string{addr}, false, nil},
-		{"changed code", []string{typo(good)}, nil, false, invite.ErrMalformed},
-		{"unreachable relay", []string{"ws://127.0.0.1:1"}, nil, false, nil},
-		{"plain ws to the network", []string{"ws://198.51.100.7:7447"}, nil, true, nil},
-		{"neither", []string{"198.51.100.7:4001"}, nil, true, nil},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			got, err := joinPeers(context.Background(), c.join, "", log)
-			switch {
-			case c.usage:
-				if !errors.Is(err, errUsage) {
-					t.Fatalf("joinPeers = %v, %v; want a usage error", got, err)
-				}
-			case c.err != nil:
-				if !errors.Is(err, c.err) {
-					t.Fatalf("joinPeers = %v, %v; want %v", got, err, c.err)
-				}
-			case err != nil || strings.Join(got, " ") != strings.Join(c.want, " "):
-				t.Fatalf("joinPeers = %v, %v; want %v", got, err, c.want)
-			}
-		})
 	}
 }
