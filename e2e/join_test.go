@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -94,6 +96,10 @@ func TestJoinThroughKhatru(t *testing.T) {
 	cfg := nodeConfig(nil) + joinConfig + fmt.Sprintf("announce_relays = [%q]\n", k.url())
 	a := startMeshNode(t, newHome(t, cfg))
 	waitAnnounced(t, k.url(), a)
+	// The announcement key is the home's own, readable by its owner only.
+	if st, err := os.Stat(filepath.Join(a.home, "announce.key")); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("announce.key: %v %v", st, err)
+	}
 
 	b := startJoiner(t, newHome(t, nodeConfig(nil)+joinConfig), k.url())
 	if !strings.Contains(b.stderr.String(), "found=\"1 nodes") {
