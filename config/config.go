@@ -96,6 +96,10 @@ type MeshConfig struct {
 	// Bootstrap are peers (multiaddrs ending in /p2p/<PeerID>) to meet the
 	// mesh through. None is built in.
 	Bootstrap []string `toml:"bootstrap"`
+	// AnnounceRelays are Nostr relays (wss://, or ws:// on loopback) the
+	// node publishes its descriptor to, so that others can join through
+	// them (spec/announce.md). None is built in.
+	AnnounceRelays []string `toml:"announce_relays"`
 	// MDNS finds peers on the local network by multicast DNS.
 	MDNS bool `toml:"mdns"`
 	// DHT is the Kademlia mode: auto, server, client or off.
@@ -309,6 +313,7 @@ func Default() Config {
 		Mesh: MeshConfig{
 			Listen:            []string{},
 			Bootstrap:         []string{},
+			AnnounceRelays:    []string{},
 			DHT:               "auto",
 			Subscribe:         []string{"{}"},
 			SyncInterval:      "1m",

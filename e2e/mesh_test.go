@@ -22,10 +22,17 @@ const meshConfig = "\n[mesh]\nsync_interval = \"2s\"\nmaintain_interval = \"1s\"
 
 func startMeshNode(t *testing.T, home string, bootstrap ...string) *meshNode {
 	t.Helper()
-	args := []string{"--mesh-listen", "/ip4/127.0.0.1/tcp/0"}
+	var args []string
 	for _, b := range bootstrap {
 		args = append(args, "--bootstrap", b)
 	}
+	return startMeshNodeArgs(t, home, args...)
+}
+
+// startMeshNodeArgs is startMeshNode with run's other flags.
+func startMeshNodeArgs(t *testing.T, home string, flags ...string) *meshNode {
+	t.Helper()
+	args := append([]string{"--mesh-listen", "/ip4/127.0.0.1/tcp/0"}, flags...)
 	n, err := tryStartNode(t, home, "127.0.0.1:0", args...)
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"fleetmesh.org/fleetmesh/announce"
 	"fleetmesh.org/fleetmesh/boundary"
 	"fleetmesh.org/fleetmesh/config"
 	"fleetmesh.org/fleetmesh/descriptor"
@@ -78,6 +79,9 @@ type meshPart struct {
 	// relayPushed counts the events they accepted.
 	push        *relayPush
 	relayPushed atomic.Uint64
+	// announcer publishes the descriptor to [mesh] announce_relays
+	// (spec/announce.md); nil when none is configured.
+	announcer *announce.Announcer
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -171,6 +175,12 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 	}
 	mp.st = st
 	mp.reprovide, _ = time.ParseDuration(mc.ReprovideInterval)
+	if len(mc.AnnounceRelays) > 0 {
+		if mp.announcer, err = openAnnouncer(opts); err != nil {
+			m.Close()
+			return nil, err
+		}
+	}
 	if mc.ClientShards > 0 {
 		linger, _ := time.ParseDuration(mc.ClientLinger)
 		mp.interest = newClientInterest(m, mc.ClientShards, linger, opts.Log)
@@ -286,6 +296,9 @@ func (mp *meshPart) start(opts Options, relayURL string) {
 	run(func() { mp.runReprovide(ctx, mp.st, mp.reprovide, opts.Log) })
 	run(func() { mp.runDurable(ctx, opts.Log) })
 	run(func() { mp.push.run(ctx) })
+	if mp.announcer != nil {
+		run(func() { mp.announcer.Run(ctx) })
+	}
 	run(func() {
 		periodic.Run(ctx, firstRound, mp.every, nil, func() {
 			for _, p := range mp.syncPeers(1) {
@@ -373,6 +386,23 @@ func (mp *meshPart) publishDescriptor(opts Options, relayURL string) {
 	if err := mp.m.SetLocalDescriptor(signed.JWS); err != nil {
 		opts.Log.Warn("mesh: set descriptor", "err", err)
 	}
+	if mp.announcer != nil {
+		mp.announcer.Set(signed)
+	}
+}
+
+// openAnnouncer loads (or makes) the home's announcement key and checks
+// [mesh] announce_relays.
+func openAnnouncer(opts Options) (*announce.Announcer, error) {
+	key, err := announce.LoadOrCreateKey(opts.Home.Path(announce.KeyFile))
+	if err != nil {
+		return nil, err
+	}
+	a, err := announce.NewAnnouncer(key, opts.Config.Mesh.AnnounceRelays, opts.Log)
+	if err != nil {
+		return nil, fmt.Errorf("[mesh] announce_relays: %w", err)
+	}
+	return a, nil
 }
 
 // addrs are the node's mesh multiaddrs with its PeerID, as a peer would

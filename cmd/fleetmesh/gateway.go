@@ -62,7 +62,7 @@ func runGateway(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 		return err
 	}
 
-	n, opts, err := nf.openNode(stdout, stderr)
+	n, opts, err := nf.openNode(ctx, stdout, stderr)
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ type nodeFlags struct {
 	listen     *string
 	meshListen stringList
 	bootstrap  stringList
+	join       stringList
 	pprof      *bool
 	debugMesh  *bool
 }
@@ -38,12 +39,15 @@ func addNodeFlags(fs *flag.FlagSet) *nodeFlags {
 	}
 	fs.Var(&nf.meshListen, "mesh-listen", "mesh listen `MULTIADDR` (repeatable)")
 	fs.Var(&nf.bootstrap, "bootstrap", "bootstrap peer `MULTIADDR` (repeatable; none is built in)")
+	fs.Var(&nf.join, "join", "join the mesh through a join code from `fleetmesh invite` (fmjoin1…) or a Nostr relay "+
+		"where nodes announce themselves (wss://…, ws:// on loopback); repeatable, for this run only")
 	return nf
 }
 
 // openNode makes the home if needed, loads its config, applies the flags
-// and opens the node. ready runs once the relay serves.
-func (nf *nodeFlags) openNode(stdout, stderr io.Writer) (*node.Node, node.Options, error) {
+// (finding the peers --join names) and opens the node. ready runs once the
+// relay serves.
+func (nf *nodeFlags) openNode(ctx context.Context, stdout, stderr io.Writer) (*node.Node, node.Options, error) {
 	h := home(*nf.home)
 	key, created, err := node.Init(h, "")
 	if err != nil {
@@ -66,12 +70,18 @@ func (nf *nodeFlags) openNode(stdout, stderr io.Writer) (*node.Node, node.Option
 		cfg.Mesh.Bootstrap = nf.bootstrap
 	}
 	setGCPercent(cfg.Runtime)
+	log := newLogger(cfg.Log, stderr)
+	joined, err := joinPeers(ctx, nf.join, key.DID(), log)
+	if err != nil {
+		return nil, node.Options{}, err
+	}
+	cfg.Mesh.Bootstrap = append(cfg.Mesh.Bootstrap, joined...)
 	var n *node.Node
 	opts := node.Options{
 		Home:      h,
 		Config:    cfg,
 		Key:       key,
-		Log:       newLogger(cfg.Log, stderr),
+		Log:       log,
 		Pprof:     *nf.pprof,
 		DebugMesh: *nf.debugMesh,
 		Ready: func(url string) {
@@ -97,7 +107,7 @@ func runRun(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	n, _, err := nf.openNode(stdout, stderr)
+	n, _, err := nf.openNode(ctx, stdout, stderr)
 	if err != nil {
 		return err
 	}
