@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peerstore"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
 
+	"fleetmesh.org/fleetmesh/internal/periodic"
 	"fleetmesh.org/fleetmesh/mesh/peerexchange"
 )
 
@@ -121,17 +122,8 @@ func (m *Mesh) wakeMaintainer() {
 }
 
 func (d *discovery) maintain(ctx context.Context) {
-	t := time.NewTicker(d.m.cfg.MaintainInterval)
-	defer t.Stop()
-	for {
-		d.round(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-d.wake:
-		}
-	}
+	every := d.m.cfg.MaintainInterval
+	periodic.Run(ctx, 0, every, d.wake, func() { d.round(ctx) })
 }
 
 // round dials peers while below the low water mark, then runs a peer
@@ -229,19 +221,13 @@ func (d *discovery) dial(ctx context.Context, peers []peer.AddrInfo) {
 // saveLoop refreshes connected peers' last-seen time and saves the address
 // book every Config.AddrBookSaveInterval.
 func (d *discovery) saveLoop(ctx context.Context) {
-	t := time.NewTicker(d.m.cfg.AddrBookSaveInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			d.touchConnected()
-			if err := d.m.book.Save(); err != nil {
-				d.m.log.Warn("saving the address book failed", "err", err)
-			}
+	every := d.m.cfg.AddrBookSaveInterval
+	periodic.Run(ctx, every, every, nil, func() {
+		d.touchConnected()
+		if err := d.m.book.Save(); err != nil {
+			d.m.log.Warn("saving the address book failed", "err", err)
 		}
-	}
+	})
 }
 
 func (d *discovery) touchConnected() {
