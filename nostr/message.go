@@ -159,3 +159,33 @@ func peekID(raw json.RawMessage) string {
 	}
 	return ""
 }
+
+// AppendJSON appends m as a client-to-relay message. It panics on a Type
+// it does not know, which only a programming error produces.
+func (m *ClientMessage) AppendJSON(b []byte) []byte {
+	switch m.Type {
+	case MsgEvent, MsgAuth:
+		b = append(b, '[')
+		b = AppendString(b, m.Type)
+		b = append(b, ',')
+		b = m.Event.AppendJSON(b)
+		return append(b, ']')
+	case MsgReq, MsgCount, MsgNegOpen:
+		b = appendStrings(b, m.Type, m.SubID)
+		b = b[:len(b)-1]
+		for i := range m.Filters {
+			b = append(b, ',')
+			b = m.Filters[i].AppendJSON(b)
+		}
+		if m.Type == MsgNegOpen {
+			b = append(b, ',')
+			b = AppendString(b, m.NegMsg)
+		}
+		return append(b, ']')
+	case MsgClose, MsgNegClose:
+		return appendStrings(b, m.Type, m.SubID)
+	case MsgNegMsg:
+		return appendStrings(b, m.Type, m.SubID, m.NegMsg)
+	}
+	panic(fmt.Sprintf("nostr: no client message of type %q", m.Type))
+}
