@@ -54,7 +54,7 @@ func (e *ParseError) Unwrap() error { return e.Err }
 func ParseClientMessage(data []byte) (*ClientMessage, error) {
 	// EVENT is most of what a relay reads; its usual shape has a shortcut
 	// that yields the same message as the general path below.
-	if ev, ok := parseEventFast(data); ok {
+	if _, ev, ok := parseEventFast(data, false); ok {
 		return &ClientMessage{Type: MsgEvent, Event: ev}, nil
 	}
 	return parseClientMessageJSON(data)

@@ -44,6 +44,16 @@ var ErrUnknownType = errors.New("unknown relay message type")
 // error naming the problem; an unknown message type is an error wrapping
 // ErrUnknownType.
 func ParseRelayMessage(data []byte) (*RelayMessage, error) {
+	// Events are most of what a client reads; their usual shape has the
+	// shortcut that ParseClientMessage uses.
+	if sub, ev, ok := parseEventFast(data, true); ok {
+		return &RelayMessage{Type: MsgEvent, SubID: sub, Event: ev}, nil
+	}
+	return parseRelayMessageJSON(data)
+}
+
+// parseRelayMessageJSON is the general parser, on encoding/json.
+func parseRelayMessageJSON(data []byte) (*RelayMessage, error) {
 	var parts []json.RawMessage
 	if err := json.Unmarshal(data, &parts); err != nil {
 		return nil, fmt.Errorf("relay message is not a JSON array: %w", plainJSONError(err))
