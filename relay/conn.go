@@ -405,6 +405,7 @@ func (c *conn) handle(data []byte) bool {
 		c.r.m.rejected.WithLabelValues("malformed").Inc()
 		switch {
 		case pe != nil && pe.EventID != "":
+			// EventID is set only to a well-formed id, so it decodes.
 			var id [32]byte
 			nostr.DecodeHex(id[:], pe.EventID)
 			c.ok(id, false, "invalid: "+pe.Err.Error())
