@@ -2,7 +2,7 @@ package conformance
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -34,16 +34,13 @@ func (c *client) sendRaw(b []byte) error {
 	return c.ws.WriteMessage(websocket.TextMessage, b)
 }
 
-func (c *client) send(v ...any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return c.sendRaw(b)
-}
+func (c *client) send(m nostr.ClientMessage) error { return c.sendRaw(m.AppendJSON(nil)) }
 
 // next reads messages until want returns true for one, or time runs out.
-func (c *client) next(want func(m []json.RawMessage, typ string) bool) ([]json.RawMessage, error) {
+// Messages of types NIP-01 does not define are skipped, as NIP-01 lets
+// relays add types; a malformed message of a known type is an error, as
+// it would break any client.
+func (c *client) next(want func(m *nostr.RelayMessage) bool) (*nostr.RelayMessage, error) {
 	deadline := time.Now().Add(c.timeout)
 	for {
 		c.ws.SetReadDeadline(deadline)
@@ -51,71 +48,56 @@ func (c *client) next(want func(m []json.RawMessage, typ string) bool) ([]json.R
 		if err != nil {
 			return nil, fmt.Errorf("no answer from the relay: %w", err)
 		}
-		var m []json.RawMessage
-		if json.Unmarshal(data, &m) != nil || len(m) == 0 {
-			return nil, fmt.Errorf("relay sent a frame that is not a JSON array: %.200q", data)
+		m, err := nostr.ParseRelayMessage(data)
+		if errors.Is(err, nostr.ErrUnknownType) {
+			continue
 		}
-		var typ string
-		json.Unmarshal(m[0], &typ)
-		if want(m, typ) {
+		if err != nil {
+			return nil, fmt.Errorf("relay sent a malformed message %.200q: %w", data, err)
+		}
+		if want(m) {
 			return m, nil
 		}
 	}
 }
 
-func str(r json.RawMessage) string {
-	var s string
-	json.Unmarshal(r, &s)
-	return s
-}
-
 // publish sends an event and returns the relay's OK.
 func (c *client) publish(ev *nostr.Event) (ok bool, msg string, err error) {
-	if err := c.sendRaw(append(append([]byte(`["EVENT",`), ev.AppendJSON(nil)...), ']')); err != nil {
+	if err := c.send(nostr.ClientMessage{Type: nostr.MsgEvent, Event: ev}); err != nil {
 		return false, "", err
 	}
-	id := ev.IDHex()
-	m, err := c.next(func(m []json.RawMessage, typ string) bool {
-		return typ == "OK" && len(m) >= 4 && str(m[1]) == id
+	m, err := c.next(func(m *nostr.RelayMessage) bool {
+		return m.Type == nostr.MsgOK && m.EventID == ev.ID
 	})
 	if err != nil {
-		return false, "", fmt.Errorf("no OK for event %s: %w", id[:8], err)
+		return false, "", fmt.Errorf("no OK for event %s: %w", ev.IDHex()[:8], err)
 	}
-	json.Unmarshal(m[2], &ok)
-	return ok, str(m[3]), nil
+	return m.OK, m.Text, nil
 }
 
 // query sends a REQ and collects stored events until EOSE. A CLOSED is
 // returned as an error with the relay's reason.
-func (c *client) query(sub string, filters ...map[string]any) ([]*nostr.Event, error) {
-	msg := []any{"REQ", sub}
-	for _, f := range filters {
-		msg = append(msg, f)
-	}
-	if err := c.send(msg...); err != nil {
+func (c *client) query(sub string, filters ...nostr.Filter) ([]*nostr.Event, error) {
+	if err := c.send(nostr.ClientMessage{Type: nostr.MsgReq, SubID: sub, Filters: filters}); err != nil {
 		return nil, err
 	}
 	var out []*nostr.Event
 	for {
-		m, err := c.next(func(m []json.RawMessage, typ string) bool {
-			return len(m) >= 2 && str(m[1]) == sub && (typ == "EVENT" || typ == "EOSE" || typ == "CLOSED")
+		m, err := c.next(func(m *nostr.RelayMessage) bool {
+			return m.SubID == sub && (m.Type == nostr.MsgEvent || m.Type == nostr.MsgEOSE || m.Type == nostr.MsgClosed)
 		})
 		if err != nil {
 			return out, fmt.Errorf("REQ %s: %w", sub, err)
 		}
-		switch str(m[0]) {
-		case "EOSE":
+		switch m.Type {
+		case nostr.MsgEOSE:
 			return out, nil
-		case "CLOSED":
-			return out, fmt.Errorf("REQ %s closed: %s", sub, str(m[2]))
+		case nostr.MsgClosed:
+			return out, fmt.Errorf("REQ %s closed: %s", sub, m.Text)
 		}
-		ev := new(nostr.Event)
-		if err := json.Unmarshal(m[2], ev); err != nil {
-			return out, fmt.Errorf("REQ %s: relay sent an event that does not parse: %w", sub, err)
+		if err := m.Event.Verify(); err != nil {
+			return out, fmt.Errorf("REQ %s: relay sent event %s that does not verify: %w", sub, m.Event.IDHex()[:8], err)
 		}
-		if err := ev.Verify(); err != nil {
-			return out, fmt.Errorf("REQ %s: relay sent event %s that does not verify: %w", sub, ev.IDHex()[:8], err)
-		}
-		out = append(out, ev)
+		out = append(out, m.Event)
 	}
 }

@@ -142,11 +142,9 @@ func (t *Target) event(kind int, content string, tags ...[]string) *nostr.Event 
 	return ev
 }
 
-func (t *Target) mine(extra map[string]any) map[string]any {
-	f := map[string]any{"#t": []string{t.runID}}
-	for k, v := range extra {
-		f[k] = v
-	}
+// mine narrows f to this run's events, which carry its id as a t tag.
+func (t *Target) mine(f nostr.Filter) nostr.Filter {
+	f.Tags = map[string][]string{"t": {t.runID}}
 	return f
 }
 
@@ -207,7 +205,7 @@ func checkPublishRead(_ context.Context, t *Target, c *client) error {
 	if err := mustAccept(c, ev, "a valid note"); err != nil {
 		return err
 	}
-	got, err := c.query("read", map[string]any{"ids": []string{ev.IDHex()}})
+	got, err := c.query("read", nostr.Filter{IDs: [][32]byte{ev.ID}})
 	if err != nil {
 		return err
 	}
@@ -246,15 +244,15 @@ func checkBadSignature(_ context.Context, t *Target, c *client) error {
 }
 
 func checkLive(_ context.Context, t *Target, c *client) error {
-	if _, err := c.query("live", t.mine(map[string]any{"kinds": []int{1}, "limit": 0})); err != nil {
+	if _, err := c.query("live", t.mine(nostr.Filter{Kinds: []int{1}, HasLimit: true})); err != nil {
 		return err
 	}
 	ev := t.event(1, "live")
 	if err := t.publishElsewhere(ev, "a note"); err != nil {
 		return err
 	}
-	_, err := c.next(func(m []json.RawMessage, typ string) bool {
-		return typ == "EVENT" && str(m[1]) == "live" && strings.Contains(string(m[2]), ev.IDHex())
+	_, err := c.next(func(m *nostr.RelayMessage) bool {
+		return m.Type == nostr.MsgEvent && m.SubID == "live" && m.Event.ID == ev.ID
 	})
 	if err != nil {
 		return fmt.Errorf("a live subscription did not receive an event published on another connection: %w", err)
@@ -270,7 +268,7 @@ func checkReplaceable(_ context.Context, t *Target, c *client) error {
 	if err := mustAccept(c, v2, "its newer version"); err != nil {
 		return err
 	}
-	got, err := c.query("repl", t.mine(map[string]any{"kinds": []int{10078}, "authors": []string{v1.PubKeyHex()}}))
+	got, err := c.query("repl", t.mine(nostr.Filter{Kinds: []int{10078}, Authors: [][32]byte{v1.PubKey}}))
 	if err != nil {
 		return err
 	}
@@ -287,7 +285,7 @@ func checkAddressable(_ context.Context, t *Target, c *client) error {
 			return err
 		}
 	}
-	got, err := c.query("addr", t.mine(map[string]any{"kinds": []int{30078}}))
+	got, err := c.query("addr", t.mine(nostr.Filter{Kinds: []int{30078}}))
 	if err != nil {
 		return err
 	}
@@ -299,19 +297,19 @@ func checkAddressable(_ context.Context, t *Target, c *client) error {
 }
 
 func checkEphemeral(_ context.Context, t *Target, c *client) error {
-	if _, err := c.query("eph", t.mine(map[string]any{"kinds": []int{20078}, "limit": 0})); err != nil {
+	if _, err := c.query("eph", t.mine(nostr.Filter{Kinds: []int{20078}, HasLimit: true})); err != nil {
 		return err
 	}
 	ev := t.event(20078, "ephemeral")
 	if err := t.publishElsewhere(ev, "an ephemeral event"); err != nil {
 		return err
 	}
-	if _, err := c.next(func(m []json.RawMessage, typ string) bool {
-		return typ == "EVENT" && str(m[1]) == "eph"
+	if _, err := c.next(func(m *nostr.RelayMessage) bool {
+		return m.Type == nostr.MsgEvent && m.SubID == "eph"
 	}); err != nil {
 		return fmt.Errorf("an ephemeral event was not delivered live: %w", err)
 	}
-	got, err := c.query("eph-stored", map[string]any{"ids": []string{ev.IDHex()}})
+	got, err := c.query("eph-stored", nostr.Filter{IDs: [][32]byte{ev.ID}})
 	if err != nil {
 		return err
 	}
@@ -322,7 +320,7 @@ func checkEphemeral(_ context.Context, t *Target, c *client) error {
 }
 
 func checkMalformed(_ context.Context, t *Target, c *client) error {
-	if _, err := c.query("keep", t.mine(map[string]any{"kinds": []int{1}, "limit": 0})); err != nil {
+	if _, err := c.query("keep", t.mine(nostr.Filter{Kinds: []int{1}, HasLimit: true})); err != nil {
 		return err
 	}
 	for _, junk := range []string{`not json`, `["EVENT"]`, `["REQ"]`, `[1,2,3]`, `{"a":1}`} {
@@ -333,8 +331,8 @@ func checkMalformed(_ context.Context, t *Target, c *client) error {
 	if err := t.publishElsewhere(t.event(1, "after junk"), "a note after malformed frames"); err != nil {
 		return err
 	}
-	if _, err := c.next(func(m []json.RawMessage, typ string) bool {
-		return typ == "EVENT" && str(m[1]) == "keep"
+	if _, err := c.next(func(m *nostr.RelayMessage) bool {
+		return m.Type == nostr.MsgEvent && m.SubID == "keep"
 	}); err != nil {
 		return fmt.Errorf("a subscription stopped working after malformed frames: %w", err)
 	}
@@ -349,7 +347,7 @@ func checkDeletion(_ context.Context, t *Target, c *client) error {
 	if err := mustAccept(c, t.event(nostr.KindDeletion, "", []string{"e", ev.IDHex()}), "a deletion request"); err != nil {
 		return err
 	}
-	got, err := c.query("del", map[string]any{"ids": []string{ev.IDHex()}})
+	got, err := c.query("del", nostr.Filter{IDs: [][32]byte{ev.ID}})
 	if err != nil {
 		return err
 	}
@@ -365,23 +363,20 @@ func checkCount(_ context.Context, t *Target, c *client) error {
 			return err
 		}
 	}
-	if err := c.send("COUNT", "cnt", t.mine(map[string]any{"kinds": []int{7}})); err != nil {
+	if err := c.send(nostr.ClientMessage{Type: nostr.MsgCount, SubID: "cnt", Filters: []nostr.Filter{t.mine(nostr.Filter{Kinds: []int{7}})}}); err != nil {
 		return err
 	}
-	m, err := c.next(func(m []json.RawMessage, typ string) bool {
-		return (typ == "COUNT" || typ == "CLOSED") && str(m[1]) == "cnt"
+	m, err := c.next(func(m *nostr.RelayMessage) bool {
+		return (m.Type == nostr.MsgCount || m.Type == nostr.MsgClosed) && m.SubID == "cnt"
 	})
 	if err != nil {
 		return err
 	}
-	var body struct {
-		Count int `json:"count"`
+	if m.Type == nostr.MsgClosed {
+		return fmt.Errorf("COUNT answered %s", m.AppendJSON(nil))
 	}
-	if str(m[0]) == "CLOSED" || json.Unmarshal(m[2], &body) != nil {
-		return fmt.Errorf("COUNT answered %s", m)
-	}
-	if body.Count != 3 {
-		return fmt.Errorf("COUNT = %d, want 3", body.Count)
+	if m.Count != 3 {
+		return fmt.Errorf("COUNT = %d, want 3", m.Count)
 	}
 	return nil
 }
@@ -400,7 +395,7 @@ func checkBoundaryKey(_ context.Context, t *Target, c *client) error {
 	if ok || !strings.HasPrefix(msg, "blocked:") {
 		return fmt.Errorf("an event carrying an nsec got OK %v %q, want false with \"blocked:\"", ok, msg)
 	}
-	got, err := c.query("key", map[string]any{"ids": []string{ev.IDHex()}})
+	got, err := c.query("key", nostr.Filter{IDs: [][32]byte{ev.ID}})
 	if err != nil {
 		return err
 	}
@@ -434,7 +429,7 @@ func checkCleanup(_ context.Context, t *Target, c *client) error {
 	if err := mustAccept(c, t.event(nostr.KindDeletion, "fleetmesh conformance run "+t.runID+" cleans up", tags...), "the clean-up deletion request"); err != nil {
 		return err
 	}
-	got, err := c.query("left", t.mine(nil))
+	got, err := c.query("left", t.mine(nostr.Filter{}))
 	if err != nil {
 		return err
 	}

@@ -143,8 +143,13 @@ func dialClient(t *testing.T, url string, key nostr.SecretKey) *client {
 	return &client{t: t, ws: ws, url: url, key: key}
 }
 
+// send writes one message to the relay.
+func (c *client) send(m nostr.ClientMessage) {
+	c.ws.WriteMessage(websocket.TextMessage, m.AppendJSON(nil))
+}
+
 // next reads one message, remembering AUTH challenges.
-func (c *client) next() relayMsg {
+func (c *client) next() *nostr.RelayMessage {
 	c.t.Helper()
 	for {
 		c.ws.SetReadDeadline(time.Now().Add(30 * time.Second))
@@ -152,11 +157,11 @@ func (c *client) next() relayMsg {
 		if err != nil {
 			c.t.Fatal(err)
 		}
-		m, err := parseRelayMessage(data)
+		m, err := nostr.ParseRelayMessage(data)
 		if err != nil {
 			continue
 		}
-		if m.Type == msgAuth {
+		if m.Type == nostr.MsgAuth {
 			c.challenge = m.Text
 			continue
 		}
@@ -169,9 +174,9 @@ func (c *client) auth() {
 	c.t.Helper()
 	ev := &nostr.Event{CreatedAt: time.Now().Unix(), Kind: nostr.KindClientAuth, Tags: nostr.Tags{{"relay", c.url}, {"challenge", c.challenge}}}
 	c.key.Sign(ev)
-	c.ws.WriteMessage(websocket.TextMessage, frame("AUTH", eventJSON(ev)))
+	c.send(nostr.ClientMessage{Type: nostr.MsgAuth, Event: ev})
 	for {
-		if m := c.next(); m.Type == msgOK && m.EventID == ev.ID {
+		if m := c.next(); m.Type == nostr.MsgOK && m.EventID == ev.ID {
 			if !m.OK {
 				c.t.Fatalf("AUTH refused: %s", m.Text)
 			}
@@ -182,12 +187,12 @@ func (c *client) auth() {
 
 // publish sends ev until the relay settles it (authenticating and waiting
 // out rate limits as needed) and returns the final OK.
-func (c *client) publish(ev *nostr.Event) relayMsg {
+func (c *client) publish(ev *nostr.Event) *nostr.RelayMessage {
 	c.t.Helper()
 	for {
-		c.ws.WriteMessage(websocket.TextMessage, frame("EVENT", eventJSON(ev)))
-		var m relayMsg
-		for m = c.next(); m.Type != msgOK || m.EventID != ev.ID; m = c.next() {
+		c.send(nostr.ClientMessage{Type: nostr.MsgEvent, Event: ev})
+		var m *nostr.RelayMessage
+		for m = c.next(); m.Type != nostr.MsgOK || m.EventID != ev.ID; m = c.next() {
 		}
 		switch prefix(m.Text) {
 		case "auth-required":
@@ -204,23 +209,23 @@ func (c *client) publish(ev *nostr.Event) relayMsg {
 func (c *client) has(ids [][32]byte) map[[32]byte]bool {
 	c.t.Helper()
 	found := make(map[[32]byte]bool)
-	c.ws.WriteMessage(websocket.TextMessage, frame("REQ", "q", nostr.Filter{IDs: ids}))
+	c.send(nostr.ClientMessage{Type: nostr.MsgReq, SubID: "q", Filters: []nostr.Filter{{IDs: ids}}})
 	for {
 		m := c.next()
 		if m.SubID != "q" {
 			continue
 		}
 		switch m.Type {
-		case msgEvent:
+		case nostr.MsgEvent:
 			found[m.Event.ID] = true
-		case msgClosed:
+		case nostr.MsgClosed:
 			if prefix(m.Text) != "auth-required" {
 				c.t.Fatalf("REQ closed: %s", m.Text)
 			}
 			c.auth()
-			c.ws.WriteMessage(websocket.TextMessage, frame("REQ", "q", nostr.Filter{IDs: ids}))
-		case msgEOSE:
-			c.ws.WriteMessage(websocket.TextMessage, frame("CLOSE", "q"))
+			c.send(nostr.ClientMessage{Type: nostr.MsgReq, SubID: "q", Filters: []nostr.Filter{{IDs: ids}}})
+		case nostr.MsgEOSE:
+			c.send(nostr.ClientMessage{Type: nostr.MsgClose, SubID: "q"})
 			return found
 		}
 	}

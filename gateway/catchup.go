@@ -149,7 +149,8 @@ func (g *Gateway) reconcile(ctx context.Context, s *session, id string, f *nostr
 	defer unsub()
 	notices, unwatch := s.watchNotices(id)
 	defer unwatch()
-	if err := s.send(frame("NEG-OPEN", id, *f, hex.EncodeToString(first))); err != nil {
+	open := nostr.ClientMessage{Type: nostr.MsgNegOpen, SubID: id, Filters: []nostr.Filter{*f}, NegMsg: hex.EncodeToString(first)}
+	if err := s.send(open); err != nil {
 		return nil, nil, err
 	}
 	// NEG-CLOSE only a session the backend opened: one that answered
@@ -158,7 +159,7 @@ func (g *Gateway) reconcile(ctx context.Context, s *session, id string, f *nostr
 	opened := false
 	defer func() {
 		if opened {
-			s.send(frame("NEG-CLOSE", id))
+			s.send(nostr.ClientMessage{Type: nostr.MsgNegClose, SubID: id})
 		}
 	}()
 	authTried := false
@@ -171,27 +172,27 @@ func (g *Gateway) reconcile(ctx context.Context, s *session, id string, f *nostr
 			return nil, nil, err
 		}
 		switch m.Type {
-		case msgNotice:
+		case nostr.MsgNotice:
 			s.noNeg = true
 			return nil, nil, fmt.Errorf("%w (it said %q)", errNoNegentropy, m.Text)
-		case msgNegErr, msgClosed:
+		case nostr.MsgNegErr, nostr.MsgClosed:
 			if prefix(m.Text) == "auth-required" && !authTried {
 				authTried = true
 				if err := s.authenticate(ctx); err != nil {
 					return nil, nil, err
 				}
-				if err := s.send(frame("NEG-OPEN", id, *f, hex.EncodeToString(first))); err != nil {
+				if err := s.send(open); err != nil {
 					return nil, nil, err
 				}
 				continue
 			}
 			return nil, nil, fmt.Errorf("%w (NEG-ERR %q)", errNoNegentropy, m.Text)
-		case msgNegMsg:
+		case nostr.MsgNegMsg:
 			opened = true
 		default:
 			continue
 		}
-		msg, err := hex.DecodeString(m.Text)
+		msg, err := hex.DecodeString(m.NegMsg)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: NEG-MSG is not hex", errBroken)
 		}
@@ -204,7 +205,7 @@ func (g *Gateway) reconcile(ctx context.Context, s *session, id string, f *nostr
 		if step.Done() {
 			return have, need, nil
 		}
-		if err := s.send(frame("NEG-MSG", id, hex.EncodeToString(step.Next))); err != nil {
+		if err := s.send(nostr.ClientMessage{Type: nostr.MsgNegMsg, SubID: id, NegMsg: hex.EncodeToString(step.Next)}); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -214,7 +215,7 @@ func (g *Gateway) reconcile(ctx context.Context, s *session, id string, f *nostr
 // backend that says nothing within the publish timeout gives silent:
 // errNoNegentropy for a NEG-OPEN (relays without NIP-77 may stay silent),
 // errBroken for a REQ.
-func (g *Gateway) await(ctx context.Context, s *session, msgs <-chan relayMsg, notices <-chan relayMsg, silent error) (relayMsg, error) {
+func (g *Gateway) await(ctx context.Context, s *session, msgs <-chan *nostr.RelayMessage, notices <-chan *nostr.RelayMessage, silent error) (*nostr.RelayMessage, error) {
 	t := time.NewTimer(g.s.PublishTimeout)
 	defer t.Stop()
 	select {
@@ -223,11 +224,11 @@ func (g *Gateway) await(ctx context.Context, s *session, msgs <-chan relayMsg, n
 	case m := <-notices:
 		return m, nil
 	case <-t.C:
-		return relayMsg{}, fmt.Errorf("%w: no answer within %s", silent, g.s.PublishTimeout)
+		return nil, fmt.Errorf("%w: no answer within %s", silent, g.s.PublishTimeout)
 	case <-s.done:
-		return relayMsg{}, fmt.Errorf("%w: %v", errBroken, s.readErr)
+		return nil, fmt.Errorf("%w: %v", errBroken, s.readErr)
 	case <-ctx.Done():
-		return relayMsg{}, ctx.Err()
+		return nil, ctx.Err()
 	}
 }
 
@@ -267,10 +268,11 @@ func (g *Gateway) request(ctx context.Context, s *session, what, id string, f no
 	defer unsub()
 	notices, unwatch := s.watchNotices(id)
 	defer unwatch()
-	if err := s.send(frame("REQ", id, f)); err != nil {
+	req := nostr.ClientMessage{Type: nostr.MsgReq, SubID: id, Filters: []nostr.Filter{f}}
+	if err := s.send(req); err != nil {
 		return p, err
 	}
-	defer s.send(frame("CLOSE", id))
+	defer s.send(nostr.ClientMessage{Type: nostr.MsgClose, SubID: id})
 	authTried, answered := false, false
 	for {
 		m, err := g.await(ctx, s, msgs, notices, errBroken)
@@ -278,27 +280,27 @@ func (g *Gateway) request(ctx context.Context, s *session, what, id string, f no
 			return p, err
 		}
 		switch m.Type {
-		case msgEvent:
+		case nostr.MsgEvent:
 			answered = true
 			p.add(m.Event.CreatedAt)
 			if err := g.ingest(ctx, m.Event); err != nil {
 				return p, err
 			}
-		case msgEOSE:
+		case nostr.MsgEOSE:
 			return p, nil
-		case msgNotice:
+		case nostr.MsgNotice:
 			if answered {
 				continue // about something else: this REQ was parsed
 			}
 			return p, g.refusedREQ(s, what, m.Text)
-		case msgClosed:
+		case nostr.MsgClosed:
 			if prefix(m.Text) == "auth-required" && !authTried {
 				authTried = true
 				if err := s.authenticate(ctx); err != nil {
 					return p, err
 				}
 				p = page{}
-				if err := s.send(frame("REQ", id, f)); err != nil {
+				if err := s.send(req); err != nil {
 					return p, err
 				}
 				continue

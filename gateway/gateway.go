@@ -236,7 +236,7 @@ func (g *Gateway) runSession(ctx context.Context) (bool, error) {
 
 	// The live REQ is settled (EOSE, or refused) before any catch-up
 	// request, so a NOTICE is never taken for the wrong one's.
-	filters, liveSubCh, unsub, err := g.openLive(sctx, s, live)
+	req, liveSubCh, unsub, err := g.openLive(sctx, s, live)
 	var refused *refusal
 	if errors.As(err, &refused) {
 		// Nothing can be read from this backend: carry the other
@@ -255,7 +255,7 @@ func (g *Gateway) runSession(ctx context.Context) (bool, error) {
 		go func() {
 			defer wg.Done()
 			defer unsub()
-			liveErr <- g.liveIn(sctx, s, live, filters, liveSubCh)
+			liveErr <- g.liveIn(sctx, s, live, req, liveSubCh)
 		}()
 	}
 
@@ -285,31 +285,30 @@ func (g *Gateway) runSession(ctx context.Context) (bool, error) {
 // what comes before it (a backend that ignores limit 0 sends stored events
 // too). A NOTICE or CLOSED instead degrades the session to plain filters
 // and asks again; refused in that shape too, it returns a *refusal. It
-// returns the filters sent and the subscription's channel for liveIn.
-func (g *Gateway) openLive(ctx context.Context, s *session, live <-chan *nostr.Event) ([]any, <-chan relayMsg, func(), error) {
+// returns the REQ sent and the subscription's channel for liveIn.
+func (g *Gateway) openLive(ctx context.Context, s *session, live <-chan *nostr.Event) (nostr.ClientMessage, <-chan *nostr.RelayMessage, func(), error) {
 	closed, unsub := s.subscribe(liveSub)
 	notices, unwatch := s.watchNotices(liveSub)
 	defer unwatch()
-	shape := func() []any {
-		filters := make([]any, 0, len(g.s.ToMesh)+2)
-		filters = append(filters, "REQ", liveSub)
+	shape := func() nostr.ClientMessage {
+		req := nostr.ClientMessage{Type: nostr.MsgReq, SubID: liveSub, Filters: make([]nostr.Filter, 0, len(g.s.ToMesh))}
 		for _, f := range g.s.ToMesh {
 			f.Limit, f.HasLimit = 0, true
 			if s.plain {
 				f = plainShape(f)
 			}
-			filters = append(filters, f)
+			req.Filters = append(req.Filters, f)
 		}
-		return filters
+		return req
 	}
-	filters := shape()
-	if err := s.send(frame(filters...)); err != nil {
+	req := shape()
+	if err := s.send(req); err != nil {
 		unsub()
-		return nil, nil, nil, err
+		return nostr.ClientMessage{}, nil, nil, err
 	}
-	fail := func(err error) ([]any, <-chan relayMsg, func(), error) {
+	fail := func(err error) (nostr.ClientMessage, <-chan *nostr.RelayMessage, func(), error) {
 		unsub()
-		return nil, nil, nil, err
+		return nostr.ClientMessage{}, nil, nil, err
 	}
 	authTried := false
 	t := time.NewTimer(g.s.PublishTimeout)
@@ -318,8 +317,8 @@ func (g *Gateway) openLive(ctx context.Context, s *session, live <-chan *nostr.E
 		if err := g.refusedREQ(s, "live", text); !errors.Is(err, errShape) {
 			return err
 		}
-		filters = shape()
-		return s.send(frame(filters...))
+		req = shape()
+		return s.send(req)
 	}
 	for {
 		select {
@@ -332,15 +331,15 @@ func (g *Gateway) openLive(ctx context.Context, s *session, live <-chan *nostr.E
 			t.Reset(g.s.PublishTimeout)
 		case m := <-closed:
 			switch {
-			case m.Type == msgEOSE:
-				return filters, closed, unsub, nil
-			case m.Type != msgClosed:
+			case m.Type == nostr.MsgEOSE:
+				return req, closed, unsub, nil
+			case m.Type != nostr.MsgClosed:
 			case prefix(m.Text) == "auth-required" && !authTried:
 				authTried = true
 				if err := s.authenticate(ctx); err != nil {
 					return fail(err)
 				}
-				if err := s.send(frame(filters...)); err != nil {
+				if err := s.send(req); err != nil {
 					return fail(err)
 				}
 			default:
@@ -363,7 +362,7 @@ func (g *Gateway) openLive(ctx context.Context, s *session, live <-chan *nostr.E
 }
 
 // liveIn stores what the live subscription delivers after its EOSE.
-func (g *Gateway) liveIn(ctx context.Context, s *session, live <-chan *nostr.Event, filters []any, closed <-chan relayMsg) error {
+func (g *Gateway) liveIn(ctx context.Context, s *session, live <-chan *nostr.Event, req nostr.ClientMessage, closed <-chan *nostr.RelayMessage) error {
 	for {
 		select {
 		case ev := <-live:
@@ -373,7 +372,7 @@ func (g *Gateway) liveIn(ctx context.Context, s *session, live <-chan *nostr.Eve
 			}
 			g.in.done(ev.ID)
 		case m := <-closed:
-			if m.Type != msgClosed {
+			if m.Type != nostr.MsgClosed {
 				continue
 			}
 			if prefix(m.Text) != "auth-required" {
@@ -382,7 +381,7 @@ func (g *Gateway) liveIn(ctx context.Context, s *session, live <-chan *nostr.Eve
 			if err := s.authenticate(ctx); err != nil {
 				return err
 			}
-			if err := s.send(frame(filters...)); err != nil {
+			if err := s.send(req); err != nil {
 				return err
 			}
 		case <-ctx.Done():
@@ -456,7 +455,7 @@ func (g *Gateway) sync(ctx context.Context, s *session, readable bool, healthy *
 func (g *Gateway) publish(ctx context.Context, s *session, ev *nostr.Event) error {
 	authTries, retries := 0, 0
 	for {
-		m, err := s.sendEvent(ctx, msgEvent, ev)
+		m, err := s.sendEvent(ctx, nostr.MsgEvent, ev)
 		if err != nil {
 			return err
 		}

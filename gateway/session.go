@@ -38,9 +38,9 @@ type session struct {
 	wmu sync.Mutex // gorilla allows one writer at a time
 
 	mu        sync.Mutex
-	okWait    map[[32]byte]chan relayMsg
-	subs      map[string]chan relayMsg
-	notices   map[string]chan relayMsg // NEG sessions waiting, to learn "unsupported"
+	okWait    map[[32]byte]chan *nostr.RelayMessage
+	subs      map[string]chan *nostr.RelayMessage
+	notices   map[string]chan *nostr.RelayMessage // NEG sessions waiting, to learn "unsupported"
 	challenge string
 	authed    bool
 	newAuth   chan struct{} // closed and replaced when a challenge arrives
@@ -76,9 +76,9 @@ func newSession(g *Gateway, ws *websocket.Conn) *session {
 	return &session{
 		g:       g,
 		ws:      ws,
-		okWait:  make(map[[32]byte]chan relayMsg),
-		subs:    make(map[string]chan relayMsg),
-		notices: make(map[string]chan relayMsg),
+		okWait:  make(map[[32]byte]chan *nostr.RelayMessage),
+		subs:    make(map[string]chan *nostr.RelayMessage),
+		notices: make(map[string]chan *nostr.RelayMessage),
 		newAuth: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
@@ -95,15 +95,15 @@ func (s *session) read(ctx context.Context, live chan<- *nostr.Event) {
 			s.readErr = err
 			return
 		}
-		m, err := parseRelayMessage(data)
+		m, err := nostr.ParseRelayMessage(data)
 		if err != nil {
-			if !errors.Is(err, errUnknownType) {
+			if !errors.Is(err, nostr.ErrUnknownType) {
 				s.g.log.Warn("gateway: bad message from backend", "err", err)
 			}
 			continue
 		}
 		switch m.Type {
-		case msgEvent:
+		case nostr.MsgEvent:
 			if m.SubID == liveSub {
 				s.g.in.add(m.Event.ID, m.Event.CreatedAt)
 				select {
@@ -115,7 +115,7 @@ func (s *session) read(ctx context.Context, live chan<- *nostr.Event) {
 				continue
 			}
 			s.route(ctx, m)
-		case msgOK:
+		case nostr.MsgOK:
 			s.mu.Lock()
 			ch := s.okWait[m.EventID]
 			s.mu.Unlock()
@@ -125,13 +125,13 @@ func (s *session) read(ctx context.Context, live chan<- *nostr.Event) {
 				default:
 				}
 			}
-		case msgAuth:
+		case nostr.MsgAuth:
 			s.mu.Lock()
 			s.challenge = m.Text
 			close(s.newAuth)
 			s.newAuth = make(chan struct{})
 			s.mu.Unlock()
-		case msgNotice:
+		case nostr.MsgNotice:
 			s.g.log.Info("gateway: backend notice", "notice", m.Text)
 			s.mu.Lock()
 			for _, ch := range s.notices {
@@ -143,7 +143,7 @@ func (s *session) read(ctx context.Context, live chan<- *nostr.Event) {
 			s.mu.Unlock()
 		default:
 			if m.SubID == liveSub {
-				if m.Type == msgClosed || m.Type == msgEOSE {
+				if m.Type == nostr.MsgClosed || m.Type == nostr.MsgEOSE {
 					s.route(ctx, m)
 				}
 				continue
@@ -155,7 +155,7 @@ func (s *session) read(ctx context.Context, live chan<- *nostr.Event) {
 
 // route hands a message to the subscription that asked for it; messages
 // for subscriptions nobody waits on any more are dropped.
-func (s *session) route(ctx context.Context, m relayMsg) {
+func (s *session) route(ctx context.Context, m *nostr.RelayMessage) {
 	s.mu.Lock()
 	ch := s.subs[m.SubID]
 	s.mu.Unlock()
@@ -169,7 +169,8 @@ func (s *session) route(ctx context.Context, m relayMsg) {
 }
 
 // send writes one message.
-func (s *session) send(msg []byte) error {
+func (s *session) send(m nostr.ClientMessage) error {
+	msg := m.AppendJSON(nil)
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	s.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
@@ -181,18 +182,18 @@ func (s *session) send(msg []byte) error {
 
 // subscribe registers a subscription id for routing; the returned
 // function unregisters it.
-func (s *session) subscribe(id string) (<-chan relayMsg, func()) {
+func (s *session) subscribe(id string) (<-chan *nostr.RelayMessage, func()) {
 	return s.register(s.subs, id, subBuffer)
 }
 
 // watchNotices lets a NEG session learn that the backend answered with a
 // NOTICE (what relays without NIP-77 do) instead of NEG-MSG.
-func (s *session) watchNotices(id string) (<-chan relayMsg, func()) {
+func (s *session) watchNotices(id string) (<-chan *nostr.RelayMessage, func()) {
 	return s.register(s.notices, id, 1)
 }
 
-func (s *session) register(m map[string]chan relayMsg, id string, size int) (<-chan relayMsg, func()) {
-	ch := make(chan relayMsg, size)
+func (s *session) register(m map[string]chan *nostr.RelayMessage, id string, size int) (<-chan *nostr.RelayMessage, func()) {
+	ch := make(chan *nostr.RelayMessage, size)
 	s.mu.Lock()
 	m[id] = ch
 	s.mu.Unlock()
@@ -204,8 +205,8 @@ func (s *session) register(m map[string]chan relayMsg, id string, size int) (<-c
 }
 
 // sendEvent publishes ev and waits for the backend's OK.
-func (s *session) sendEvent(ctx context.Context, typ string, ev *nostr.Event) (relayMsg, error) {
-	ch := make(chan relayMsg, 1)
+func (s *session) sendEvent(ctx context.Context, typ string, ev *nostr.Event) (*nostr.RelayMessage, error) {
+	ch := make(chan *nostr.RelayMessage, 1)
 	s.mu.Lock()
 	s.okWait[ev.ID] = ch
 	s.mu.Unlock()
@@ -214,8 +215,8 @@ func (s *session) sendEvent(ctx context.Context, typ string, ev *nostr.Event) (r
 		delete(s.okWait, ev.ID)
 		s.mu.Unlock()
 	}()
-	if err := s.send(frame(typ, eventJSON(ev))); err != nil {
-		return relayMsg{}, err
+	if err := s.send(nostr.ClientMessage{Type: typ, Event: ev}); err != nil {
+		return nil, err
 	}
 	t := time.NewTimer(s.g.s.PublishTimeout)
 	defer t.Stop()
@@ -223,11 +224,11 @@ func (s *session) sendEvent(ctx context.Context, typ string, ev *nostr.Event) (r
 	case m := <-ch:
 		return m, nil
 	case <-t.C:
-		return relayMsg{}, fmt.Errorf("%w: no OK for %s within %s", errBroken, ev.IDHex(), s.g.s.PublishTimeout)
+		return nil, fmt.Errorf("%w: no OK for %s within %s", errBroken, ev.IDHex(), s.g.s.PublishTimeout)
 	case <-s.done:
-		return relayMsg{}, fmt.Errorf("%w: %v", errBroken, s.readErr)
+		return nil, fmt.Errorf("%w: %v", errBroken, s.readErr)
 	case <-ctx.Done():
-		return relayMsg{}, ctx.Err()
+		return nil, ctx.Err()
 	}
 }
 
@@ -261,7 +262,7 @@ func (s *session) authenticate(ctx context.Context) error {
 	if err := s.g.key.Sign(ev); err != nil {
 		return err
 	}
-	m, err := s.sendEvent(ctx, msgAuth, ev)
+	m, err := s.sendEvent(ctx, nostr.MsgAuth, ev)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"fleetmesh.org/fleetmesh/nostr"
 )
 
 func TestStateFileRoundTrip(t *testing.T) {
@@ -111,4 +113,19 @@ func TestQueueBoundAndDedupe(t *testing.T) {
 	if ok, _ := q.push(e1); !ok {
 		t.Fatal("a delivered event could not be queued again")
 	}
+}
+
+func signedEvent(t testing.TB) *nostr.Event {
+	t.Helper()
+	seed := make([]byte, 32)
+	seed[31] = 7
+	k, err := nostr.SecretKeyFromBytes(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := &nostr.Event{CreatedAt: 1700000000, Kind: 1, Tags: nostr.Tags{{"t", "x"}}, Content: "hello"}
+	if err := k.Sign(ev); err != nil {
+		t.Fatal(err)
+	}
+	return ev
 }

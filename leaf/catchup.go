@@ -204,7 +204,7 @@ func (w *wake) reconcile(rc *relayConn, f *nostr.Filter) ([]negentropy.ID, error
 	notices, unwatch := rc.watchNotices()
 	defer unwatch()
 	rc.w.counter.rtts.Add(1)
-	if err := rc.send("NEG-OPEN", id, f, hex.EncodeToString(msg)); err != nil {
+	if err := rc.send(nostr.ClientMessage{Type: nostr.MsgNegOpen, SubID: id, Filters: []nostr.Filter{*f}, NegMsg: hex.EncodeToString(msg)}); err != nil {
 		return nil, err
 	}
 	var need []negentropy.ID
@@ -213,14 +213,14 @@ func (w *wake) reconcile(rc *relayConn, f *nostr.Filter) ([]negentropy.ID, error
 		if err != nil {
 			return nil, err
 		}
-		switch m.typ {
-		case "NOTICE", "NEG-ERR", "CLOSED":
-			return nil, fmt.Errorf("%w (%s %q)", errNoNegentropy, m.typ, m.text)
-		case "NEG-MSG":
+		switch m.Type {
+		case nostr.MsgNotice, nostr.MsgNegErr, nostr.MsgClosed:
+			return nil, fmt.Errorf("%w (%s %q)", errNoNegentropy, m.Type, m.Text)
+		case nostr.MsgNegMsg:
 		default:
 			continue
 		}
-		raw, err := hex.DecodeString(m.text)
+		raw, err := hex.DecodeString(m.NegMsg)
 		if err != nil {
 			return nil, fmt.Errorf("NEG-MSG from %s is not hex", rc.url)
 		}
@@ -233,11 +233,11 @@ func (w *wake) reconcile(rc *relayConn, f *nostr.Filter) ([]negentropy.ID, error
 		}
 		need = append(need, step.Need...)
 		if step.Done() {
-			_ = rc.send("NEG-CLOSE", id)
+			_ = rc.send(nostr.ClientMessage{Type: nostr.MsgNegClose, SubID: id})
 			return need, nil
 		}
 		rc.w.counter.rtts.Add(1)
-		if err := rc.send("NEG-MSG", id, hex.EncodeToString(step.Next)); err != nil {
+		if err := rc.send(nostr.ClientMessage{Type: nostr.MsgNegMsg, SubID: id, NegMsg: hex.EncodeToString(step.Next)}); err != nil {
 			return nil, err
 		}
 	}
@@ -281,9 +281,8 @@ func (w *wake) fetch(rc *relayConn, f *nostr.Filter, ids []negentropy.ID) error 
 func (w *wake) requestAndStore(rc *relayConn, q nostr.Filter, sub *nostr.Filter) (page, error) {
 	var p page
 	var evs []*nostr.Event
-	err := rc.request(q, func(raw json.RawMessage) error {
-		ev, err := w.l.checkEvent(raw)
-		if err != nil || !sub.Matches(ev) {
+	err := rc.request(q, func(ev *nostr.Event) error {
+		if w.l.verifyEvent(ev) != nil || !sub.Matches(ev) {
 			return nil // a home that sends a bad event gets it ignored
 		}
 		p.add(ev.CreatedAt)
@@ -377,13 +376,23 @@ func (w *wake) flushEvents(rc *relayConn) error {
 	if err != nil || len(es) == 0 {
 		return err
 	}
-	raws := make([]json.RawMessage, len(es))
-	ids := make([]string, len(es))
-	for i, e := range es {
-		raws[i], ids[i] = e.Data, e.ID
+	evs := make([]*nostr.Event, 0, len(es))
+	kept := es[:0]
+	for _, e := range es {
+		ev := new(nostr.Event)
+		if err := json.Unmarshal(e.Data, ev); err != nil {
+			// Publish stored it from a checked event, so this entry is
+			// damaged; no relay would take it either.
+			if err := w.l.db.settleOutbox(e, "invalid: stored event does not parse: "+err.Error(), false); err != nil {
+				return permanent(err)
+			}
+			continue
+		}
+		evs, kept = append(evs, ev), append(kept, e)
 	}
+	es = kept
 	sent := 0
-	return rc.publish(raws, ids, publishWindow, func(i int, ok bool, reason string) error {
+	return rc.publish(evs, publishWindow, func(i int, ok bool, reason string) error {
 		var err error
 		switch {
 		case ok || strings.HasPrefix(reason, "duplicate:"):

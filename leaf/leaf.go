@@ -241,17 +241,25 @@ func (l *Leaf) Publish(eventJSON []byte) (err error) {
 
 // checkEvent parses and verifies an event.
 func (l *Leaf) checkEvent(raw []byte) (*nostr.Event, error) {
-	var ev nostr.Event
-	if err := json.Unmarshal(raw, &ev); err != nil {
+	ev := new(nostr.Event)
+	if err := json.Unmarshal(raw, ev); err != nil {
 		return nil, fmt.Errorf("leaf: invalid: event: %w", err)
 	}
+	if err := l.verifyEvent(ev); err != nil {
+		return nil, err
+	}
+	return ev, nil
+}
+
+// verifyEvent checks a parsed event's id and signature.
+func (l *Leaf) verifyEvent(ev *nostr.Event) error {
 	if !ev.CheckID() {
-		return nil, fmt.Errorf("leaf: invalid: event id does not match its content")
+		return fmt.Errorf("leaf: invalid: event id does not match its content")
 	}
-	if err := l.verifier.Verify(&ev); err != nil {
-		return nil, fmt.Errorf("leaf: invalid: event signature: %w", err)
+	if err := l.verifier.Verify(ev); err != nil {
+		return fmt.Errorf("leaf: invalid: event signature: %w", err)
 	}
-	return &ev, nil
+	return nil
 }
 
 // SendMessage queues a DIDComm plaintext message (JSON; id, type and body

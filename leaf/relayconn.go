@@ -2,7 +2,7 @@ package leaf
 
 import (
 	"context"
-	"encoding/json"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -29,15 +29,6 @@ const (
 // filter with NEG-ERR): the catch-up falls back to since windows.
 var errNoNegentropy = errors.New("relay does not do NIP-77 for this filter")
 
-// relayMsg is one relay message of a subscription, or an OK.
-type relayMsg struct {
-	typ   string
-	event json.RawMessage
-	text  string
-	ok    bool
-	id    string // OK: the event id
-}
-
 // relayConn is one WebSocket to a home relay, owned by the wake that
 // dialed it, with one reader goroutine that close stops.
 type relayConn struct {
@@ -47,9 +38,9 @@ type relayConn struct {
 	wmu sync.Mutex
 
 	mu      sync.Mutex
-	subs    map[string]chan relayMsg
-	oks     map[string]chan relayMsg
-	notices []chan relayMsg
+	subs    map[string]chan *nostr.RelayMessage
+	oks     map[string]chan *nostr.RelayMessage
+	notices []chan *nostr.RelayMessage
 
 	done    chan struct{}
 	quit    chan struct{} // closed by close: the reader stops waiting on queues
@@ -91,7 +82,7 @@ func (w *wake) dialRelay(url string) (*relayConn, error) {
 		return nil, fmt.Errorf("dial %s: %w", url, err)
 	}
 	ws.SetReadLimit(maxRelayMessage)
-	rc := &relayConn{w: w, url: url, ws: ws, subs: map[string]chan relayMsg{}, oks: map[string]chan relayMsg{}, done: make(chan struct{}), quit: make(chan struct{})}
+	rc := &relayConn{w: w, url: url, ws: ws, subs: make(map[string]chan *nostr.RelayMessage), oks: make(map[string]chan *nostr.RelayMessage), done: make(chan struct{}), quit: make(chan struct{})}
 	// Cancelling the wake closes the socket, which ends the reader and
 	// every wait at once.
 	rc.stop = context.AfterFunc(w.ctx, func() { ws.NetConn().Close() })
@@ -117,42 +108,16 @@ func (rc *relayConn) read() {
 			rc.readErr = err
 			return
 		}
-		var arr []json.RawMessage
-		if json.Unmarshal(data, &arr) != nil || len(arr) < 2 {
-			continue
+		m, err := nostr.ParseRelayMessage(data)
+		if err != nil {
+			continue // a home that sends a malformed message gets it ignored
 		}
-		var typ, first string
-		if json.Unmarshal(arr[0], &typ) != nil {
-			continue
-		}
-		_ = json.Unmarshal(arr[1], &first)
-		m := relayMsg{typ: typ}
-		if len(arr) > 2 {
-			_ = json.Unmarshal(arr[2], &m.text)
-		}
-		switch typ {
-		case "EVENT":
-			if len(arr) < 3 {
-				continue
-			}
-			m.event, m.text = arr[2], ""
-			rc.deliver(rc.subs, first, m)
-		case "EOSE":
-			rc.deliver(rc.subs, first, m)
-		case "CLOSED", "NEG-MSG", "NEG-ERR":
-			rc.deliver(rc.subs, first, m)
-		case "OK":
-			if len(arr) < 3 {
-				continue
-			}
-			_ = json.Unmarshal(arr[2], &m.ok)
-			m.text, m.id = "", first
-			if len(arr) > 3 {
-				_ = json.Unmarshal(arr[3], &m.text)
-			}
-			rc.deliver(rc.oks, first, m)
-		case "NOTICE":
-			m.text = first
+		switch m.Type {
+		case nostr.MsgEvent, nostr.MsgEOSE, nostr.MsgClosed, nostr.MsgNegMsg, nostr.MsgNegErr:
+			rc.deliver(rc.subs, m.SubID, m)
+		case nostr.MsgOK:
+			rc.deliver(rc.oks, hex.EncodeToString(m.EventID[:]), m)
+		case nostr.MsgNotice:
 			rc.mu.Lock()
 			ns := rc.notices
 			rc.mu.Unlock()
@@ -167,7 +132,7 @@ func (rc *relayConn) read() {
 }
 
 // deliver hands m to the waiter for key, waiting while its queue is full.
-func (rc *relayConn) deliver(waiters map[string]chan relayMsg, key string, m relayMsg) {
+func (rc *relayConn) deliver(waiters map[string]chan *nostr.RelayMessage, key string, m *nostr.RelayMessage) {
 	rc.mu.Lock()
 	ch := waiters[key]
 	rc.mu.Unlock()
@@ -181,11 +146,8 @@ func (rc *relayConn) deliver(waiters map[string]chan relayMsg, key string, m rel
 	}
 }
 
-func (rc *relayConn) send(v ...any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
+func (rc *relayConn) send(m nostr.ClientMessage) error {
+	b := m.AppendJSON(nil)
 	rc.wmu.Lock()
 	defer rc.wmu.Unlock()
 	_ = rc.ws.SetWriteDeadline(time.Now().Add(exchangeTimeout))
@@ -196,11 +158,11 @@ func (rc *relayConn) send(v ...any) error {
 }
 
 // subscribe registers a subscription id and returns its queue.
-func (rc *relayConn) subscribe(prefix string) (string, chan relayMsg, func()) {
+func (rc *relayConn) subscribe(prefix string) (string, chan *nostr.RelayMessage, func()) {
 	rc.mu.Lock()
 	rc.nextSub++
 	id := prefix + "-" + strconv.Itoa(rc.nextSub)
-	ch := make(chan relayMsg, subQueue)
+	ch := make(chan *nostr.RelayMessage, subQueue)
 	rc.subs[id] = ch
 	rc.mu.Unlock()
 	return id, ch, func() {
@@ -212,8 +174,8 @@ func (rc *relayConn) subscribe(prefix string) (string, chan relayMsg, func()) {
 
 // watchNotices returns a queue of NOTICEs, for a NIP-77 session on a
 // relay that may answer NEG-OPEN with a NOTICE.
-func (rc *relayConn) watchNotices() (chan relayMsg, func()) {
-	ch := make(chan relayMsg, 4)
+func (rc *relayConn) watchNotices() (chan *nostr.RelayMessage, func()) {
+	ch := make(chan *nostr.RelayMessage, 4)
 	rc.mu.Lock()
 	rc.notices = append(rc.notices, ch)
 	rc.mu.Unlock()
@@ -231,7 +193,7 @@ func (rc *relayConn) watchNotices() (chan relayMsg, func()) {
 
 // await waits for the next message on ch (or a NOTICE on notices, which
 // may be nil) within exchangeTimeout.
-func (rc *relayConn) await(ch, notices chan relayMsg) (relayMsg, error) {
+func (rc *relayConn) await(ch, notices chan *nostr.RelayMessage) (*nostr.RelayMessage, error) {
 	t := time.NewTimer(exchangeTimeout)
 	defer t.Stop()
 	select {
@@ -240,22 +202,22 @@ func (rc *relayConn) await(ch, notices chan relayMsg) (relayMsg, error) {
 	case m := <-notices:
 		return m, nil
 	case <-rc.done:
-		return relayMsg{}, fmt.Errorf("connection to %s: %v", rc.url, rc.readErr)
+		return nil, fmt.Errorf("connection to %s: %v", rc.url, rc.readErr)
 	case <-rc.w.ctx.Done():
-		return relayMsg{}, rc.w.ctx.Err()
+		return nil, rc.w.ctx.Err()
 	case <-t.C:
 		rc.w.counter.stalls.Add(1)
 		rc.ws.NetConn().Close() // a silent path is dead: the next try dials anew
-		return relayMsg{}, fmt.Errorf("%s sent nothing within %s", rc.url, exchangeTimeout)
+		return nil, fmt.Errorf("%s sent nothing within %s", rc.url, exchangeTimeout)
 	}
 }
 
 // request runs one REQ to EOSE and hands each event to fn.
-func (rc *relayConn) request(f nostr.Filter, fn func(raw json.RawMessage) error) error {
+func (rc *relayConn) request(f nostr.Filter, fn func(ev *nostr.Event) error) error {
 	id, ch, unsub := rc.subscribe("req")
 	defer unsub()
 	rc.w.counter.rtts.Add(1)
-	if err := rc.send("REQ", id, f); err != nil {
+	if err := rc.send(nostr.ClientMessage{Type: nostr.MsgReq, SubID: id, Filters: []nostr.Filter{f}}); err != nil {
 		return err
 	}
 	for {
@@ -263,24 +225,28 @@ func (rc *relayConn) request(f nostr.Filter, fn func(raw json.RawMessage) error)
 		if err != nil {
 			return err
 		}
-		switch m.typ {
-		case "EVENT":
-			if err := fn(m.event); err != nil {
+		switch m.Type {
+		case nostr.MsgEvent:
+			if err := fn(m.Event); err != nil {
 				return err
 			}
-		case "EOSE":
-			_ = rc.send("CLOSE", id)
+		case nostr.MsgEOSE:
+			_ = rc.send(nostr.ClientMessage{Type: nostr.MsgClose, SubID: id})
 			return nil
-		case "CLOSED":
-			return fmt.Errorf("%s closed the subscription: %s", rc.url, m.text)
+		case nostr.MsgClosed:
+			return fmt.Errorf("%s closed the subscription: %s", rc.url, m.Text)
 		}
 	}
 }
 
 // publish sends events and hands each one's OK to settle. At most window
 // EVENTs are outstanding at once.
-func (rc *relayConn) publish(raws []json.RawMessage, ids []string, window int, settle func(i int, ok bool, reason string) error) error {
-	ch := make(chan relayMsg, len(ids))
+func (rc *relayConn) publish(evs []*nostr.Event, window int, settle func(i int, ok bool, reason string) error) error {
+	ids := make([]string, len(evs))
+	for i, ev := range evs {
+		ids[i] = ev.IDHex()
+	}
+	ch := make(chan *nostr.RelayMessage, len(ids))
 	rc.mu.Lock()
 	for _, id := range ids {
 		rc.oks[id] = ch
@@ -301,7 +267,7 @@ func (rc *relayConn) publish(raws []json.RawMessage, ids []string, window int, s
 	for got < len(ids) {
 		for sent < len(ids) && sent-got < window {
 			rc.w.counter.rtts.Add(1)
-			if err := rc.send("EVENT", raws[sent]); err != nil {
+			if err := rc.send(nostr.ClientMessage{Type: nostr.MsgEvent, Event: evs[sent]}); err != nil {
 				return err
 			}
 			sent++
@@ -310,13 +276,14 @@ func (rc *relayConn) publish(raws []json.RawMessage, ids []string, window int, s
 		if err != nil {
 			return err
 		}
-		i, ok := pos[m.id]
+		id := hex.EncodeToString(m.EventID[:])
+		i, ok := pos[id]
 		if !ok {
 			continue // a second OK for the same event
 		}
-		delete(pos, m.id)
+		delete(pos, id)
 		got++
-		if err := settle(i, m.ok, m.text); err != nil {
+		if err := settle(i, m.OK, m.Text); err != nil {
 			return err
 		}
 	}

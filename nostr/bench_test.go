@@ -93,3 +93,25 @@ func BenchmarkVerifierCached(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkParseRelayMessageEvent(b *testing.B) {
+	e := benchEvent(b)
+	msg := []byte(`["EVENT","sub1",` + string(e.AppendJSON(nil)) + `]`)
+	b.SetBytes(int64(len(msg)))
+	b.ReportAllocs()
+	for b.Loop() {
+		m, err := ParseRelayMessage(msg)
+		if err != nil || m.Event.ID != e.ID {
+			b.Fatalf("parse: %v", err)
+		}
+	}
+}
+
+func BenchmarkAppendOK(b *testing.B) {
+	m := RelayMessage{Type: MsgOK, EventID: benchEvent(b).ID, OK: true}
+	buf := make([]byte, 0, 128)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = m.AppendJSON(buf[:0])
+	}
+}

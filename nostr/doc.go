@@ -1,10 +1,14 @@
 // Package nostr holds the Nostr data model that a fleetmesh relay speaks to
 // its clients: events (NIP-01), their canonical serialization, id and BIP-340
 // Schnorr signature, filters and their matching rules, kind classes, and the
-// client-to-relay messages (EVENT, REQ, CLOSE, COUNT, AUTH, NEG-*).
+// one codec for the messages of both directions: client to relay (EVENT,
+// REQ, CLOSE, COUNT, AUTH, NEG-*; ClientMessage) and relay to client
+// (EVENT, OK, EOSE, CLOSED, NOTICE, AUTH, COUNT, NEG-MSG, NEG-ERR;
+// RelayMessage), each parsed by one function and encoded by AppendJSON.
 //
 // It is not a relay and not a client: it has no sockets, no storage and no
-// policy. Package relay uses it to serve clients; package store uses it to
+// policy. Package relay uses it to serve clients; the gateway, the leaf and
+// the conformance suite use it to talk to relays; package store uses it to
 // index events.
 //
 // The canonical serialization is written here because it is the one part

@@ -9,44 +9,56 @@ import (
 //
 //	["EVENT",{"id":"…","pubkey":"…","created_at":N,"kind":N,"tags":[["…",…],…],"content":"…","sig":"…"}]
 //
-// in one pass with one copy of the message, for the relay's hot path. It
-// is a shortcut, not a second parser: it answers ok only for input that
-// ParseClientMessage's encoding/json path accepts with exactly the same
-// result, and gives up (ok false) on anything else, which includes every
+// in one pass with one copy of the message, for the relay's hot path; with
+// withSub, it decodes the relay-to-client shape ["EVENT","<sub>",{…}]
+// instead, which is most of what a client reads. It is a shortcut, not a
+// second parser: it answers ok only for input that the encoding/json path
+// of ParseClientMessage (or, withSub, ParseRelayMessage) accepts with
+// exactly the same result, and gives up (ok false) on anything else, which
+// includes every
 // error, unknown or duplicated keys, \u escapes, invalid UTF-8, numbers
 // that are not plain digits, and values out of range. The caller then
 // takes the encoding/json path, which gives the error its meaning.
 // FuzzParseEventFast holds it to that.
-func parseEventFast(data []byte) (*Event, bool) {
+func parseEventFast(data []byte, withSub bool) (sub string, ev *Event, ok bool) {
 	// Look at the type before copying the message: other types go their
 	// way at no cost.
 	i := skipWS(data, 0)
 	if i == len(data) || data[i] != '[' {
-		return nil, false
+		return "", nil, false
 	}
 	i = skipWS(data, i+1)
 	if !bytes.HasPrefix(data[i:], []byte(`"EVENT"`)) {
-		return nil, false
+		return "", nil, false
 	}
 	p := fastParser{src: string(data), i: i + len(`"EVENT"`)}
 	p.ws()
 	if !p.lit(`,`) {
-		return nil, false
+		return "", nil, false
 	}
 	p.ws()
-	ev, ok := p.event()
-	if !ok {
-		return nil, false
+	if withSub {
+		if sub, ok = p.str(); !ok {
+			return "", nil, false
+		}
+		p.ws()
+		if !p.lit(`,`) {
+			return "", nil, false
+		}
+		p.ws()
+	}
+	if ev, ok = p.event(); !ok {
+		return "", nil, false
 	}
 	p.ws()
 	if !p.lit(`]`) {
-		return nil, false
+		return "", nil, false
 	}
 	p.ws()
 	if p.i != len(p.src) {
-		return nil, false
+		return "", nil, false
 	}
-	return ev, true
+	return sub, ev, true
 }
 
 type fastParser struct {

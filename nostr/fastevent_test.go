@@ -55,39 +55,58 @@ func fastEventSeeds(t testing.TB) []string {
 	}
 }
 
+// relaySeed turns a client EVENT seed into the relay-to-client shape,
+// with a subscription id that has an escape in it.
+func relaySeed(s string) string { return strings.Replace(s, `"EVENT"`, `"EVENT", "s\tub"`, 1) }
+
 // TestParseEventFastAgrees checks the seeds without the fuzzer: wherever
 // the shortcut answers, the general parser gives the same message.
 func TestParseEventFastAgrees(t *testing.T) {
 	for i, s := range fastEventSeeds(t) {
-		if took := checkFastAgrees(t, []byte(s)); took != (i < fastSeeds) {
-			t.Errorf("seed %d %q: shortcut taken = %v", i, s, took)
+		for _, s := range []string{s, relaySeed(s)} {
+			if took := checkFastAgrees(t, []byte(s)); took != (i < fastSeeds) {
+				t.Errorf("seed %d %q: shortcut taken = %v", i, s, took)
+			}
 		}
 	}
 }
 
 const fastSeeds = 5
 
+// checkFastAgrees tries both shapes of the shortcut on data and reports
+// whether either took it.
 func checkFastAgrees(t *testing.T, data []byte) bool {
 	t.Helper()
-	fast, ok := parseEventFast(data)
-	if !ok {
-		return false
+	took := false
+	if _, fast, ok := parseEventFast(data, false); ok {
+		took = true
+		slow, err := parseClientMessageJSON(data)
+		if err != nil {
+			t.Fatalf("shortcut accepted %q, encoding/json path says %v", data, err)
+		}
+		if want := (&ClientMessage{Type: MsgEvent, Event: fast}); !reflect.DeepEqual(want, slow) {
+			t.Fatalf("%q:\nshortcut %+v\njson     %+v", data, *fast, *slow.Event)
+		}
 	}
-	slow, err := parseClientMessageJSON(data)
-	if err != nil {
-		t.Fatalf("shortcut accepted %q, encoding/json path says %v", data, err)
+	if sub, fast, ok := parseEventFast(data, true); ok {
+		took = true
+		slow, err := parseRelayMessageJSON(data)
+		if err != nil {
+			t.Fatalf("shortcut accepted %q, encoding/json path says %v", data, err)
+		}
+		if want := (&RelayMessage{Type: MsgEvent, SubID: sub, Event: fast}); !reflect.DeepEqual(want, slow) {
+			t.Fatalf("%q:\nshortcut %q %+v\njson     %+v", data, sub, *fast, *slow)
+		}
 	}
-	if want := (&ClientMessage{Type: MsgEvent, Event: fast}); !reflect.DeepEqual(want, slow) {
-		t.Fatalf("%q:\nshortcut %+v\njson     %+v", data, *fast, *slow.Event)
-	}
-	return true
+	return took
 }
 
-// FuzzParseEventFast holds the EVENT shortcut to the encoding/json path on
+// FuzzParseEventFast holds the EVENT shortcut to the encoding/json paths on
 // mutated messages: whatever it accepts must decode identically there.
 func FuzzParseEventFast(f *testing.F) {
 	for _, s := range fastEventSeeds(f) {
 		f.Add([]byte(s))
+		f.Add([]byte(relaySeed(s)))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkFastAgrees(t, data)

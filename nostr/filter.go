@@ -214,3 +214,14 @@ func (f Filter) MarshalJSON() ([]byte, error) {
 	}
 	return json.Marshal(m)
 }
+
+// AppendJSON appends f as MarshalJSON writes it, for the encoders of
+// messages that carry filters.
+func (f *Filter) AppendJSON(b []byte) []byte {
+	js, err := f.MarshalJSON()
+	if err != nil {
+		// A map of strings, string lists and integers always marshals.
+		panic(fmt.Sprintf("nostr: marshal filter: %v", err))
+	}
+	return append(b, js...)
+}

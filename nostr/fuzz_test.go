@@ -1,6 +1,7 @@
 package nostr
 
 import (
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -9,46 +10,80 @@ import (
 	"testing"
 )
 
-func FuzzParseClientMessage(f *testing.F) {
+// FuzzMessages feeds each input to both message parsers. Whatever one
+// accepts must encode to a frame that it parses back to the same message,
+// so that the encoders and parsers cannot drift apart; a parsed event must
+// also keep its canonical serialization through its JSON.
+func FuzzMessages(f *testing.F) {
 	k, _ := GenerateSecretKey()
 	e := &Event{CreatedAt: 5, Kind: 1, Tags: Tags{{"e", "abc"}}, Content: "hi"}
 	_ = k.Sign(e)
+	ev := string(e.AppendJSON(nil))
 	for _, s := range []string{
-		`["EVENT",` + string(e.AppendJSON(nil)) + `]`,
+		// client to relay
+		`["EVENT",` + ev + `]`,
 		`["REQ","s",{"ids":["` + e.IDHex() + `"],"#e":["abc"],"since":1,"until":9,"limit":2}]`,
-		`["CLOSE","s"]`, `["COUNT","s",{}]`, `["NEG-OPEN","s",{},"61"]`, `["AUTH",{}]`,
+		`["CLOSE","s"]`, `["COUNT","s",{}]`, `["NEG-OPEN","s",{},"61"]`, `["NEG-MSG","s","61"]`,
+		`["NEG-CLOSE","s"]`, `["AUTH",{}]`, `["AUTH",` + ev + `]`,
 		`[`, `["REQ","s",{"kinds":[1e3]}]`, `["REQ","s",{"limit":1.5}]`,
+		// relay to client
+		`["EVENT","s",` + ev + `]`,
+		`["OK","` + e.IDHex() + `",false,"blocked: no"]`,
+		`["EOSE","s"]`, `["CLOSED","s","auth-required: x"]`, `["CLOSED","s"]`, `["NOTICE","n"]`,
+		`["AUTH","c"]`, `["NEG-MSG","n","61"]`, `["NEG-ERR","n","x"]`, `["COUNT","c",{"count":1}]`,
+		`["COUNT","c",{"count":2,"approximate":true}]`,
+		`[]`, `{}`, `["OK"]`, `[null,null]`, `["EVENT","s",{"tags":[[1]]}]`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := ParseClientMessage(data)
+		if m, err := ParseClientMessage(data); err != nil {
+			if m != nil {
+				t.Fatal("client message and error both returned")
+			}
+		} else {
+			checkClientMessage(t, m)
+		}
+		m, err := ParseRelayMessage(data)
 		if err != nil {
 			if m != nil {
-				t.Fatal("message and error both returned")
+				t.Fatal("relay message and error both returned")
 			}
 			return
 		}
-		if m.Event != nil {
-			var back Event
-			if err := json.Unmarshal(m.Event.AppendJSON(nil), &back); err != nil {
-				t.Fatalf("re-encoded event does not parse: %v", err)
-			}
-			if back.ComputeID() != m.Event.ComputeID() {
-				t.Fatal("JSON round trip changed the canonical serialization")
-			}
+		if m.Type == MsgEvent && m.Event == nil {
+			t.Fatal("EVENT without an event")
 		}
-		for i := range m.Filters {
-			raw, err := json.Marshal(m.Filters[i])
-			if err != nil {
-				t.Fatal(err)
-			}
-			var back Filter
-			if err := json.Unmarshal(raw, &back); err != nil {
-				t.Fatalf("re-encoded filter %s does not parse: %v", raw, err)
-			}
+		enc := m.AppendJSON(nil)
+		back, err := ParseRelayMessage(enc)
+		if err != nil {
+			t.Fatalf("re-encoded %s does not parse: %v", enc, err)
+		}
+		if again := back.AppendJSON(nil); !bytes.Equal(again, enc) {
+			t.Fatalf("relay message encodes as %s, then as %s", enc, again)
 		}
 	})
+}
+
+func checkClientMessage(t *testing.T, m *ClientMessage) {
+	t.Helper()
+	if m.Event != nil {
+		var back Event
+		if err := json.Unmarshal(m.Event.AppendJSON(nil), &back); err != nil {
+			t.Fatalf("re-encoded event does not parse: %v", err)
+		}
+		if back.ComputeID() != m.Event.ComputeID() {
+			t.Fatal("JSON round trip changed the canonical serialization")
+		}
+	}
+	enc := m.AppendJSON(nil)
+	back, err := ParseClientMessage(enc)
+	if err != nil {
+		t.Fatalf("re-encoded %s does not parse: %v", enc, err)
+	}
+	if again := back.AppendJSON(nil); !bytes.Equal(again, enc) {
+		t.Fatalf("client message encodes as %s, then as %s", enc, again)
+	}
 }
 
 // referenceMatch is a deliberately plain reading of NIP-01's matching rules

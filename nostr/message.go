@@ -54,7 +54,7 @@ func (e *ParseError) Unwrap() error { return e.Err }
 func ParseClientMessage(data []byte) (*ClientMessage, error) {
 	// EVENT is most of what a relay reads; its usual shape has a shortcut
 	// that yields the same message as the general path below.
-	if ev, ok := parseEventFast(data); ok {
+	if _, ev, ok := parseEventFast(data, false); ok {
 		return &ClientMessage{Type: MsgEvent, Event: ev}, nil
 	}
 	return parseClientMessageJSON(data)
@@ -158,4 +158,34 @@ func peekID(raw json.RawMessage) string {
 		return w.ID
 	}
 	return ""
+}
+
+// AppendJSON appends m as a client-to-relay message. It panics on a Type
+// it does not know, which only a programming error produces.
+func (m *ClientMessage) AppendJSON(b []byte) []byte {
+	switch m.Type {
+	case MsgEvent, MsgAuth:
+		b = append(b, '[')
+		b = AppendString(b, m.Type)
+		b = append(b, ',')
+		b = m.Event.AppendJSON(b)
+		return append(b, ']')
+	case MsgReq, MsgCount, MsgNegOpen:
+		b = appendStrings(b, m.Type, m.SubID)
+		b = b[:len(b)-1]
+		for i := range m.Filters {
+			b = append(b, ',')
+			b = m.Filters[i].AppendJSON(b)
+		}
+		if m.Type == MsgNegOpen {
+			b = append(b, ',')
+			b = AppendString(b, m.NegMsg)
+		}
+		return append(b, ']')
+	case MsgClose, MsgNegClose:
+		return appendStrings(b, m.Type, m.SubID)
+	case MsgNegMsg:
+		return appendStrings(b, m.Type, m.SubID, m.NegMsg)
+	}
+	panic(fmt.Sprintf("nostr: no client message of type %q", m.Type))
 }

@@ -18,7 +18,7 @@ const frameOverhead = 10
 // apply in arrival order, then verifies and saves in a goroutine bounded by
 // MaxInFlight, so a client that pipelines EVENTs is not serialized on fsync.
 func (c *conn) handleEvent(ev *nostr.Event, frameLen int) {
-	id := ev.IDHex()
+	id := ev.ID
 	reject := func(metric, msg string) {
 		c.r.m.rejected.WithLabelValues(metric).Inc()
 		c.ok(id, false, msg)

@@ -13,7 +13,7 @@ import (
 // this connection's challenge and this relay. A connection may authenticate
 // several keys.
 func (c *conn) handleAuth(ev *nostr.Event) {
-	id := ev.IDHex()
+	id := ev.ID
 	fail := func(msg string) {
 		c.r.m.rejected.WithLabelValues("auth").Inc()
 		c.ok(id, false, msg)

@@ -146,7 +146,7 @@ func (c *conn) serve() {
 		}
 		return extend()
 	})
-	c.sendCtl(frame("AUTH", c.challenge))
+	c.sendCtl(encode(nostr.RelayMessage{Type: nostr.MsgAuth, Text: c.challenge}))
 	// The read buffer grows to the largest message this connection sent
 	// (at most the limit), so an idle connection holds almost nothing.
 	var buf bytes.Buffer
@@ -379,13 +379,21 @@ func (c *conn) sendLive(f []byte) {
 	c.ws.SetReadDeadline(time.Now())
 }
 
-func (c *conn) notice(msg string) { c.sendCtl(frame("NOTICE", msg)) }
-
-func (c *conn) ok(id string, accepted bool, msg string) {
-	c.sendCtl(frame("OK", id, accepted, msg))
+func (c *conn) notice(msg string) {
+	c.sendCtl(encode(nostr.RelayMessage{Type: nostr.MsgNotice, Text: msg}))
 }
 
-func (c *conn) closed(subID, msg string) { c.sendCtl(frame("CLOSED", subID, msg)) }
+func (c *conn) ok(id [32]byte, accepted bool, msg string) {
+	c.sendCtl(encode(nostr.RelayMessage{Type: nostr.MsgOK, EventID: id, OK: accepted, Text: msg}))
+}
+
+func (c *conn) closed(subID, msg string) {
+	c.sendCtl(encode(nostr.RelayMessage{Type: nostr.MsgClosed, SubID: subID, Text: msg}))
+}
+
+func (c *conn) negErr(subID, reason string) {
+	c.sendCtl(encode(nostr.RelayMessage{Type: nostr.MsgNegErr, SubID: subID, Text: reason}))
+}
 
 // handle serves one message; it returns false when the connection must
 // close.
@@ -397,11 +405,14 @@ func (c *conn) handle(data []byte) bool {
 		c.r.m.rejected.WithLabelValues("malformed").Inc()
 		switch {
 		case pe != nil && pe.EventID != "":
-			c.ok(pe.EventID, false, "invalid: "+pe.Err.Error())
+			// EventID is set only to a well-formed id, so it decodes.
+			var id [32]byte
+			nostr.DecodeHex(id[:], pe.EventID)
+			c.ok(id, false, "invalid: "+pe.Err.Error())
 		case pe != nil && pe.SubID != "" && (pe.Type == nostr.MsgReq || pe.Type == nostr.MsgCount):
 			c.closed(pe.SubID, "invalid: "+pe.Err.Error())
 		case pe != nil && pe.SubID != "" && (pe.Type == nostr.MsgNegOpen || pe.Type == nostr.MsgNegMsg):
-			c.sendCtl(frame("NEG-ERR", pe.SubID, "invalid: "+pe.Err.Error()))
+			c.negErr(pe.SubID, "invalid: "+pe.Err.Error())
 		default:
 			c.notice("invalid: " + err.Error())
 		}
@@ -430,32 +441,8 @@ func (c *conn) handle(data []byte) bool {
 	return true
 }
 
-// frame encodes a relay-to-client message.
-func frame(parts ...any) []byte {
-	b := []byte{'['}
-	for i, p := range parts {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		switch v := p.(type) {
-		case string:
-			b = nostr.AppendString(b, v)
-		case bool:
-			if v {
-				b = append(b, "true"...)
-			} else {
-				b = append(b, "false"...)
-			}
-		case *nostr.Event:
-			b = v.AppendJSON(b)
-		case rawJSON:
-			b = append(b, v...)
-		default:
-			panic(fmt.Sprintf("relay: frame part of type %T", p))
-		}
-	}
-	return append(b, ']')
+// encode frames m in one allocation sized for a typical message of its
+// kind.
+func encode(m nostr.RelayMessage) []byte {
+	return m.AppendJSON(make([]byte, 0, 96+len(m.SubID)+len(m.Text)+len(m.NegMsg)))
 }
-
-// rawJSON is already-encoded JSON placed in a frame as is.
-type rawJSON []byte

@@ -197,7 +197,7 @@ func TestWriterCoalescesQueued(t *testing.T) {
 	under.gate.Lock()
 	before := under.writes.Load()
 	for i := range n {
-		sc.sendCtl(frame("NOTICE", fmt.Sprint(i)))
+		sc.sendCtl(encode(nostr.RelayMessage{Type: nostr.MsgNotice, Text: fmt.Sprint(i)}))
 	}
 	under.gate.Unlock()
 	for i := range n {

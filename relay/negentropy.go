@@ -21,7 +21,7 @@ const negFrameLimit = 60000
 func (c *conn) handleNeg(m *nostr.ClientMessage) {
 	negErr := func(reason string) {
 		c.r.m.rejected.WithLabelValues("negentropy").Inc()
-		c.sendCtl(frame("NEG-ERR", m.SubID, reason))
+		c.negErr(m.SubID, reason)
 	}
 	switch m.Type {
 	case nostr.MsgNegClose:
@@ -110,7 +110,7 @@ func (c *conn) negStep(subID string, resp *negentropy.Responder, msg []byte, neg
 		}
 		return
 	}
-	c.sendCtl(frame("NEG-MSG", subID, hex.EncodeToString(out)))
+	c.sendCtl(encode(nostr.RelayMessage{Type: nostr.MsgNegMsg, SubID: subID, NegMsg: hex.EncodeToString(out)}))
 }
 
 // negItems loads the (created_at, id) pairs of the events a filter

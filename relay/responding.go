@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -121,7 +120,7 @@ func (c *conn) handleReq(m *nostr.ClientMessage) {
 			}
 		}
 		c.r.m.reqSeconds.Observe(time.Since(start).Seconds())
-		c.sendCtx(ctx, frame("EOSE", m.SubID))
+		c.sendCtx(ctx, encode(nostr.RelayMessage{Type: nostr.MsgEOSE, SubID: m.SubID}))
 	}()
 }
 
@@ -164,12 +163,7 @@ func (c *conn) queryStored(ctx context.Context, f *nostr.Filter, limit int, fn f
 // eventFrame encodes ["EVENT",subID,event] with the event's JSON from
 // appendJSON, in one allocation sized for a typical event.
 func eventFrame(subID string, appendJSON func([]byte) []byte) []byte {
-	b := make([]byte, 0, 1024+len(subID))
-	b = append(b, `["EVENT",`...)
-	b = nostr.AppendString(b, subID)
-	b = append(b, ',')
-	b = appendJSON(b)
-	return append(b, ']')
+	return nostr.AppendEventMessage(make([]byte, 0, 1024+len(subID)), subID, appendJSON)
 }
 
 // answerWithLookup answers one filter from the store and the mesh: both
@@ -275,11 +269,7 @@ func (c *conn) handleCount(m *nostr.ClientMessage) {
 			c.closed(m.SubID, "error: count failed; try again")
 			return
 		}
-		body := []byte(`{"count":` + strconv.FormatInt(n, 10))
-		if approx {
-			body = append(body, `,"approximate":true`...)
-		}
-		c.sendCtl(frame("COUNT", m.SubID, rawJSON(append(body, '}'))))
+		c.sendCtl(encode(nostr.RelayMessage{Type: nostr.MsgCount, SubID: m.SubID, Count: n, Approximate: approx}))
 	}()
 }
 
@@ -301,8 +291,9 @@ func (c *conn) deliver(ev *nostr.Event, evJSON *[]byte) {
 		*evJSON = ev.AppendJSON(nil)
 	}
 	c.r.m.sent.Add(float64(len(matched)))
+	appendEvent := func(b []byte) []byte { return append(b, *evJSON...) }
 	for _, id := range matched {
-		c.sendLive(frame("EVENT", id, rawJSON(*evJSON)))
+		c.sendLive(nostr.AppendEventMessage(make([]byte, 0, len(*evJSON)+len(id)+16), id, appendEvent))
 	}
 }
 
