@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"fleetmesh.org/fleetmesh/boundary"
+	"fleetmesh.org/fleetmesh/eventstore"
 	"fleetmesh.org/fleetmesh/internal/periodic"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
@@ -409,7 +410,7 @@ func (g *Gateway) ingest(ctx context.Context, ev *nostr.Event) error {
 		}
 		return fmt.Errorf("gateway: store %s from the backend: %w", ev.IDHex(), err)
 	}
-	if res == store.Stored {
+	if res == eventstore.Stored {
 		g.m.carried.WithLabelValues(dirToMesh).Inc()
 	}
 	return nil

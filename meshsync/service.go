@@ -17,17 +17,17 @@ import (
 	"github.com/libp2p/go-msgio"
 
 	"fleetmesh.org/fleetmesh/boundary"
+	"fleetmesh.org/fleetmesh/eventstore"
 	"fleetmesh.org/fleetmesh/meter"
 	"fleetmesh.org/fleetmesh/negentropy"
 	"fleetmesh.org/fleetmesh/nostr"
-	"fleetmesh.org/fleetmesh/store"
 )
 
 // Local is the node's own event store as this package needs it. AddEvent
 // verifies, stores durably and delivers to the node's live subscribers.
 type Local interface {
 	Query(ctx context.Context, f *nostr.Filter, limit int, fn func(*nostr.Event) bool) error
-	AddEvent(ctx context.Context, ev *nostr.Event) (store.Result, error)
+	AddEvent(ctx context.Context, ev *nostr.Event) (eventstore.Result, error)
 }
 
 // Config bounds a session. Zero values take the defaults.
@@ -292,7 +292,7 @@ func (s *Service) store(ctx context.Context, evs []*nostr.Event, st *Stats) {
 			case err != nil:
 				st.Refused++
 				s.log.Info("meshsync: fetched event refused", "id", ev.IDHex(), "err", err)
-			case res == store.Stored || res == store.Duplicate:
+			case res == eventstore.Stored || res == eventstore.Duplicate:
 				st.Fetched++
 			}
 		}()
@@ -511,9 +511,9 @@ func (s *Service) serveEvent(ctx context.Context, p peer.ID, w msgio.Writer, par
 	switch {
 	case err != nil:
 		return writeFrame(w, "OK", id, false, "invalid: "+err.Error())
-	case res == store.Stored:
+	case res == eventstore.Stored:
 		return writeFrame(w, "OK", id, true, "")
-	case res == store.Duplicate:
+	case res == eventstore.Duplicate:
 		return writeFrame(w, "OK", id, true, "duplicate: already have this event")
 	default:
 		return writeFrame(w, "OK", id, false, "blocked: "+res.String())

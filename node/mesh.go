@@ -22,6 +22,7 @@ import (
 	"fleetmesh.org/fleetmesh/boundary"
 	"fleetmesh.org/fleetmesh/config"
 	"fleetmesh.org/fleetmesh/descriptor"
+	"fleetmesh.org/fleetmesh/eventstore"
 	"fleetmesh.org/fleetmesh/internal/periodic"
 	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/mesh/peerexchange"
@@ -95,7 +96,7 @@ type meshLocal struct {
 	r *relay.Relay
 }
 
-func (l meshLocal) AddEvent(ctx context.Context, ev *nostr.Event) (store.Result, error) {
+func (l meshLocal) AddEvent(ctx context.Context, ev *nostr.Event) (eventstore.Result, error) {
 	return l.r.AddEvent(ctx, ev, relay.FromMesh)
 }
 

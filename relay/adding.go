@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"fleetmesh.org/fleetmesh/eventstore"
 	"fleetmesh.org/fleetmesh/nostr"
-	"fleetmesh.org/fleetmesh/store"
 )
 
 // frameOverhead is the length of `["EVENT",]` around an event.
@@ -100,15 +100,15 @@ func (c *conn) admit(ctx context.Context, ev *nostr.Event) (bool, string) {
 		return false, r.saveFailed(ev, err)
 	}
 	switch res {
-	case store.Stored:
+	case eventstore.Stored:
 		return true, ""
-	case store.Duplicate:
+	case eventstore.Duplicate:
 		return true, "duplicate: already have this event"
-	case store.Superseded:
+	case eventstore.Superseded:
 		return false, "duplicate: a newer version of this replaceable event is already stored"
-	case store.Deleted:
+	case eventstore.Deleted:
 		return false, "blocked: this event was deleted by its author"
-	case store.Expired:
+	case eventstore.Expired:
 		return false, "invalid: this event has expired (NIP-40)"
 	}
 	return false, "error: unexpected store result " + res.String()
@@ -133,10 +133,10 @@ func (c *conn) anyAuthed() bool {
 // is an ERROR here and a plain retry for the client.
 func (r *Relay) saveFailed(ev *nostr.Event, err error) string {
 	switch {
-	case errors.Is(err, store.ErrFull):
+	case errors.Is(err, eventstore.ErrFull):
 		r.log.Warn("relay: store full; refusing writes", "id", ev.IDHex(), "err", err)
 		return "error: " + strings.TrimPrefix(err.Error(), "store: ") + "; try again later"
-	case errors.Is(err, store.ErrWritesStopped):
+	case errors.Is(err, eventstore.ErrWritesStopped):
 		r.log.Error("relay: save failed", "id", ev.IDHex(), "err", err)
 		return "error: the store cannot write just now (a disk error or a full disk); try again later"
 	}

@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"fleetmesh.org/fleetmesh/clientaddr"
+	"fleetmesh.org/fleetmesh/eventstore"
 	"fleetmesh.org/fleetmesh/nostr"
-	"fleetmesh.org/fleetmesh/store"
 )
 
 // Store is what the relay needs from an event store. Package store
@@ -24,7 +24,7 @@ import (
 // implement the same three calls with the same kind rules.
 type Store interface {
 	// Save stores an event durably. Stored and Duplicate mean it is on disk.
-	Save(ctx context.Context, ev *nostr.Event) (store.Result, error)
+	Save(ctx context.Context, ev *nostr.Event) (eventstore.Result, error)
 	// Query calls fn with matching events, newest first, at most limit.
 	Query(ctx context.Context, f *nostr.Filter, limit int, fn func(*nostr.Event) bool) error
 	// Count counts matching events; approximate when a bound cut it short.
@@ -227,7 +227,7 @@ func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
 // AddEvent stores an event that arrived from elsewhere (the mesh, the
 // gateway) and delivers it to this relay's live subscribers. The event's
 // signature is verified here too: nothing unverified is stored.
-func (r *Relay) AddEvent(ctx context.Context, ev *nostr.Event, from Origin) (store.Result, error) {
+func (r *Relay) AddEvent(ctx context.Context, ev *nostr.Event, from Origin) (eventstore.Result, error) {
 	if err := r.verifier.Verify(ev); err != nil {
 		return 0, err
 	}
@@ -235,8 +235,8 @@ func (r *Relay) AddEvent(ctx context.Context, ev *nostr.Event, from Origin) (sto
 }
 
 // accept stores (or, if ephemeral, only delivers) a verified, admitted event.
-func (r *Relay) accept(ctx context.Context, ev *nostr.Event, from Origin) (store.Result, error) {
-	res := store.Stored
+func (r *Relay) accept(ctx context.Context, ev *nostr.Event, from Origin) (eventstore.Result, error) {
+	res := eventstore.Stored
 	if nostr.ClassOf(ev.Kind) != nostr.Ephemeral {
 		start := time.Now()
 		var err error
@@ -248,7 +248,7 @@ func (r *Relay) accept(ctx context.Context, ev *nostr.Event, from Origin) (store
 		}
 	}
 	r.m.stored.WithLabelValues(res.String()).Inc()
-	if res == store.Stored {
+	if res == eventstore.Stored {
 		r.broadcast(ev)
 		for _, h := range r.OnStored {
 			h(ev, from)

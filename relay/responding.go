@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"fleetmesh.org/fleetmesh/eventstore"
 	"fleetmesh.org/fleetmesh/nostr"
-	"fleetmesh.org/fleetmesh/store"
 )
 
 // checkFilters applies the per-REQ limits; it returns a CLOSED reason.
@@ -128,7 +128,7 @@ func (c *conn) handleReq(m *nostr.ClientMessage) {
 // they are stored (store.Store does): a REQ then writes each event's JSON
 // straight from its stored record, with no nostr.Event in between.
 type rawQuerier interface {
-	QueryRaw(ctx context.Context, f *nostr.Filter, limit int, fn func(*store.Raw) bool) error
+	QueryRaw(ctx context.Context, f *nostr.Filter, limit int, fn func(eventstore.Raw) bool) error
 }
 
 // queryStored calls fn with each stored event that matches f and that this
@@ -137,7 +137,7 @@ type rawQuerier interface {
 func (c *conn) queryStored(ctx context.Context, f *nostr.Filter, limit int, fn func(id [32]byte, createdAt int64, appendJSON func([]byte) []byte) bool) error {
 	if rq, ok := c.r.store.(rawQuerier); ok {
 		var derr error
-		err := rq.QueryRaw(ctx, f, limit, func(r *store.Raw) bool {
+		err := rq.QueryRaw(ctx, f, limit, func(r eventstore.Raw) bool {
 			if c.restrictedKind(r.Kind()) {
 				ev, err := r.Event()
 				if err != nil {

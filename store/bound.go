@@ -1,9 +1,10 @@
 package store
 
 import (
-	"errors"
 	"fmt"
 	"time"
+
+	"fleetmesh.org/fleetmesh/eventstore"
 )
 
 // ErrFull is returned by Save when the store is at its storage bound or
@@ -11,7 +12,7 @@ import (
 // so Pebble never meets ENOSPC in the ordinary run of things (see
 // failure.go for when it does anyway). Reads go on; writes resume once
 // space returns (expired or dropped events removed, the disk freed).
-var ErrFull = errors.New("storage full")
+var ErrFull = eventstore.ErrFull
 
 // boundCheckEvery is how long one reading of the store's size stands: it
 // reads Pebble's metrics, too dear for every commit of a busy store. Free

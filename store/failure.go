@@ -10,12 +10,14 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"fleetmesh.org/fleetmesh/eventstore"
 )
 
 // ErrWritesStopped is returned by Save after a commit failed on disk (a
 // full disk, an I/O error): the store stays readable and refuses writes
 // until it has reopened its database cleanly.
-var ErrWritesStopped = errors.New("store: writes stopped after a failed commit")
+var ErrWritesStopped = eventstore.ErrWritesStopped
 
 // errNoDB is returned by reads when even a read-only reopen failed.
 var errNoDB = errors.New("store: database could not be reopened after a failed commit")

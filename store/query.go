@@ -12,6 +12,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"fleetmesh.org/fleetmesh/eventstore"
 	"fleetmesh.org/fleetmesh/nostr"
 )
 
@@ -24,7 +25,7 @@ const maxRanges = 256
 // returns false or the scan bound is reached.
 func (s *Store) Query(ctx context.Context, f *nostr.Filter, limit int, fn func(*nostr.Event) bool) error {
 	var derr error
-	err := s.QueryRaw(ctx, f, limit, func(r *Raw) bool {
+	err := s.QueryRaw(ctx, f, limit, func(r eventstore.Raw) bool {
 		ev, err := r.Event()
 		if err != nil {
 			derr = err
@@ -38,7 +39,7 @@ func (s *Store) Query(ctx context.Context, f *nostr.Filter, limit int, fn func(*
 // QueryRaw is Query without decoding: fn gets each match as it is stored,
 // valid only until fn returns, so that a caller who only writes the events
 // out (a relay answering a REQ) pays for no nostr.Event.
-func (s *Store) QueryRaw(ctx context.Context, f *nostr.Filter, limit int, fn func(*Raw) bool) error {
+func (s *Store) QueryRaw(ctx context.Context, f *nostr.Filter, limit int, fn func(eventstore.Raw) bool) error {
 	if limit <= 0 || f.Empty() || f.Search != "" {
 		return nil
 	}

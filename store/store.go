@@ -16,42 +16,22 @@ import (
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"fleetmesh.org/fleetmesh/eventstore"
 	"fleetmesh.org/fleetmesh/nostr"
 )
 
-// Result says what Save did with an event.
-type Result int
+// Result says what Save did with an event: eventstore.Result, named here
+// too as os names io/fs's types.
+type Result = eventstore.Result
 
-// Save results.
+// Save results (eventstore's).
 const (
-	// Stored: the event is now on disk.
-	Stored Result = iota
-	// Duplicate: the same event was already on disk.
-	Duplicate
-	// Superseded: a newer version of this replaceable or addressable event
-	// is stored, so this one was not.
-	Superseded
-	// Deleted: the author deleted this event (NIP-09), so it was not stored.
-	Deleted
-	// Expired: the event's NIP-40 expiration has passed.
-	Expired
+	Stored     = eventstore.Stored
+	Duplicate  = eventstore.Duplicate
+	Superseded = eventstore.Superseded
+	Deleted    = eventstore.Deleted
+	Expired    = eventstore.Expired
 )
-
-func (r Result) String() string {
-	switch r {
-	case Stored:
-		return "stored"
-	case Duplicate:
-		return "duplicate"
-	case Superseded:
-		return "superseded"
-	case Deleted:
-		return "deleted"
-	case Expired:
-		return "expired"
-	}
-	return "result(" + strconv.Itoa(int(r)) + ")"
-}
 
 // ErrClosed is returned by calls on a closed store.
 var ErrClosed = errors.New("store: closed")
