@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"time"
+
+	"fleetmesh.org/fleetmesh/config/setting"
 )
 
 // AccountingConfig is the [accounting] section: windows, receipts,
@@ -11,7 +13,7 @@ import (
 type AccountingConfig struct {
 	// Window is the accounting window, UTC-aligned: any Go duration of
 	// whole seconds ("1h"; seconds in tests).
-	Window string `toml:"window"`
+	Window setting.Duration `toml:"window"`
 	// Tolerance is how far two sides' counts of a service may differ, as
 	// a fraction of the larger, and still be signed.
 	Tolerance float64 `toml:"tolerance"`
@@ -20,8 +22,9 @@ type AccountingConfig struct {
 	// fall in one window at the sender and the next at the receiver.
 	Slack uint64 `toml:"slack"`
 	// DisputePeriod is how long after a window's end its exchange may go
-	// on before the window is reported ("" = one window).
-	DisputePeriod string `toml:"dispute_period"`
+	// on before the window is reported (0, or "" as older files have it:
+	// one window).
+	DisputePeriod setting.Duration `toml:"dispute_period"`
 	// DisputeRounds bounds the proposals of one window.
 	DisputeRounds int `toml:"dispute_rounds"`
 	// RequireGrant lists services this node gives only under a grant
@@ -32,37 +35,30 @@ type AccountingConfig struct {
 	// OfferEvents is the default quota (events per window) of
 	// `fleetmesh grants offer`; GrantLength and GrantNotice its default
 	// length and revocation notice.
-	OfferEvents uint64 `toml:"offer_events"`
-	GrantLength string `toml:"grant_length"`
-	GrantNotice string `toml:"grant_notice"`
+	OfferEvents uint64           `toml:"offer_events"`
+	GrantLength setting.Duration `toml:"grant_length"`
+	GrantNotice setting.Duration `toml:"grant_notice"`
 }
 
 // DefaultAccounting is the [accounting] a new node starts with.
 func DefaultAccounting() AccountingConfig {
-	return AccountingConfig{Window: "1h", Tolerance: 0.02, Slack: 2, DisputeRounds: 3, RequireGrant: []string{},
-		AcceptGrants: true, OfferEvents: 100_000, GrantLength: "720h", GrantNotice: "1h"}
-}
-
-// WindowDuration parses Window.
-func (a AccountingConfig) WindowDuration() time.Duration {
-	d, _ := time.ParseDuration(a.Window)
-	return d
+	return AccountingConfig{Window: setting.DurationOf(time.Hour), Tolerance: 0.02, Slack: 2, DisputeRounds: 3, RequireGrant: []string{},
+		AcceptGrants: true, OfferEvents: 100_000, GrantLength: setting.DurationOf(720 * time.Hour), GrantNotice: setting.DurationOf(time.Hour)}
 }
 
 func (a AccountingConfig) validate() error {
-	d, err := time.ParseDuration(a.Window)
-	if err != nil || d < time.Second || d%time.Second != 0 {
-		return fmt.Errorf("accounting.window %q: write a whole number of seconds of at least 1s, e.g. \"1h\" or \"5s\"", a.Window)
+	if d := a.Window.Duration; d < time.Second || d%time.Second != 0 {
+		return fmt.Errorf("accounting.window %s: write a whole number of seconds of at least 1s, e.g. \"1h\" or \"5s\"", a.Window)
 	}
 	if a.Tolerance < 0 || a.Tolerance >= 1 {
 		return fmt.Errorf("accounting.tolerance %v: must be from 0 to below 1 (a fraction, e.g. 0.02)", a.Tolerance)
 	}
-	for _, k := range []struct{ name, v string }{{"dispute_period", a.DisputePeriod}, {"grant_length", a.GrantLength}, {"grant_notice", a.GrantNotice}} {
-		if k.v == "" {
-			continue
-		}
-		if d, err := time.ParseDuration(k.v); err != nil || d < 0 {
-			return fmt.Errorf("accounting.%s %q: write a duration, e.g. \"1h\"", k.name, k.v)
+	for _, k := range []struct {
+		name string
+		v    setting.Duration
+	}{{"dispute_period", a.DisputePeriod}, {"grant_length", a.GrantLength}, {"grant_notice", a.GrantNotice}} {
+		if k.v.Duration < 0 {
+			return fmt.Errorf("accounting.%s %s: write a duration of 0 or more, e.g. \"1h\"", k.name, k.v)
 		}
 	}
 	if a.DisputeRounds < 0 {

@@ -21,6 +21,7 @@ import (
 
 	"fleetmesh.org/fleetmesh/boundary"
 	"fleetmesh.org/fleetmesh/clientaddr"
+	"fleetmesh.org/fleetmesh/config/setting"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
 )
@@ -67,13 +68,7 @@ type DashboardConfig struct {
 	Token string `toml:"token"`
 	// SampleInterval is how often the page's plots take a sample of the
 	// node's metrics (the last hour keeps 360 samples at most).
-	SampleInterval string `toml:"sample_interval"`
-}
-
-// SampleEvery parses SampleInterval (Validate has checked it).
-func (d DashboardConfig) SampleEvery() time.Duration {
-	v, _ := time.ParseDuration(d.SampleInterval)
-	return v
+	SampleInterval setting.Duration `toml:"sample_interval"`
 }
 
 // RuntimeConfig tunes the Go runtime the node runs on.
@@ -104,11 +99,11 @@ type MeshConfig struct {
 	// and replicates; ["{}"] is everything.
 	Subscribe []string `toml:"subscribe"`
 	// SyncInterval is how often the node reconciles with a connected peer.
-	SyncInterval string `toml:"sync_interval"`
+	SyncInterval setting.Duration `toml:"sync_interval"`
 	// MaintainInterval is how often the node checks its connections, dials
 	// remembered and exchanged peers when it has few, and exchanges
 	// descriptors.
-	MaintainInterval string `toml:"maintain_interval"`
+	MaintainInterval setting.Duration `toml:"maintain_interval"`
 	// LookupPeers bounds how many peers a REQ asks for events this node
 	// does not hold (0: no lookups).
 	LookupPeers int `toml:"lookup_peers"`
@@ -117,11 +112,11 @@ type MeshConfig struct {
 	ClientShards int `toml:"client_shards"`
 	// ClientLinger is how long such a shard stays joined after its last
 	// client subscription ends.
-	ClientLinger string `toml:"client_linger"`
+	ClientLinger setting.Duration `toml:"client_linger"`
 	// ReprovideInterval is how often the node announces again, in the DHT,
 	// the events it holds for durability (kad-dht's records last 48h);
 	// "0s" turns it off.
-	ReprovideInterval string `toml:"reprovide_interval"`
+	ReprovideInterval setting.Duration `toml:"reprovide_interval"`
 
 	// Durability (spec/mesh-placement.md).
 
@@ -132,8 +127,8 @@ type MeshConfig struct {
 	OfferStorage bool `toml:"offer_storage"`
 	// StorageMaxBytes and StorageRetention are the bounds the storage
 	// offer declares (spec/descriptor.md).
-	StorageMaxBytes  uint64 `toml:"storage_max_bytes"`
-	StorageRetention string `toml:"storage_retention"`
+	StorageMaxBytes  uint64           `toml:"storage_max_bytes"`
+	StorageRetention setting.Duration `toml:"storage_retention"`
 	// DurableSyncPeers bounds the co-holders one anti-entropy round syncs
 	// the durably held shards with.
 	DurableSyncPeers int `toml:"durable_sync_peers"`
@@ -160,7 +155,7 @@ type MeshConfig struct {
 	AutoRelay bool `toml:"auto_relay"`
 	// RelaySearchInterval is how often, at most, the node looks for more
 	// relays while it holds fewer reservations than it wants.
-	RelaySearchInterval string `toml:"relay_search_interval"`
+	RelaySearchInterval setting.Duration `toml:"relay_search_interval"`
 	// HolePunching turns on DCUtR: direct connections through NATs.
 	HolePunching bool `toml:"hole_punching"`
 	// NATPortMap asks the LAN router for a port mapping (UPnP, NAT-PMP).
@@ -176,9 +171,9 @@ type RelayLimitsConfig struct {
 	// MaxCircuits bounds the open circuits to or from one peer.
 	MaxCircuits int `toml:"max_circuits"`
 	// ReservationTTL is how long a reservation lasts unless refreshed.
-	ReservationTTL string `toml:"reservation_ttl"`
+	ReservationTTL setting.Duration `toml:"reservation_ttl"`
 	// CircuitDuration is how long one relayed connection may stay open.
-	CircuitDuration string `toml:"circuit_duration"`
+	CircuitDuration setting.Duration `toml:"circuit_duration"`
 	// CircuitBytes is how much one relayed connection may carry in each
 	// direction.
 	CircuitBytes int64 `toml:"circuit_bytes"`
@@ -230,21 +225,21 @@ type RelayConfig struct {
 	// can write any header.
 	TrustedProxies []string `toml:"trusted_proxies"`
 	// Hostile-load bounds (spec/limits.md); 0 takes the relay's default.
-	MaxConns             int     `toml:"max_connections"` // 0: from the file limit
-	FirstMessageTimeout  string  `toml:"first_message_timeout"`
-	MaxBufferedBytes     int64   `toml:"max_buffered_bytes"`
-	ReqMillisPerSecond   int     `toml:"req_ms_per_second"`
-	ReqRowsPerSecond     int     `toml:"req_rows_per_second"`
-	IPReqMillisPerSecond int     `toml:"ip_req_ms_per_second"`
-	IPReqRowsPerSecond   int     `toml:"ip_req_rows_per_second"`
-	MaxNegSessions       int     `toml:"max_negentropy_sessions"`
-	IPMaxNegSessions     int     `toml:"ip_max_negentropy_sessions"`
-	MaxCountRows         int     `toml:"max_count_rows"`
-	IPMaxSubscriptions   int     `toml:"ip_max_subscriptions"`
-	IPConnsPerSecond     float64 `toml:"ip_connections_per_second"`
-	AuthRequiredKinds    []int   `toml:"auth_required_kinds"`
-	MaxNegRecords        int     `toml:"max_negentropy_records"`
-	QueryTimeout         string  `toml:"query_timeout"`
+	MaxConns             int              `toml:"max_connections"` // 0: from the file limit
+	FirstMessageTimeout  setting.Duration `toml:"first_message_timeout"`
+	MaxBufferedBytes     int64            `toml:"max_buffered_bytes"`
+	ReqMillisPerSecond   int              `toml:"req_ms_per_second"`
+	ReqRowsPerSecond     int              `toml:"req_rows_per_second"`
+	IPReqMillisPerSecond int              `toml:"ip_req_ms_per_second"`
+	IPReqRowsPerSecond   int              `toml:"ip_req_rows_per_second"`
+	MaxNegSessions       int              `toml:"max_negentropy_sessions"`
+	IPMaxNegSessions     int              `toml:"ip_max_negentropy_sessions"`
+	MaxCountRows         int              `toml:"max_count_rows"`
+	IPMaxSubscriptions   int              `toml:"ip_max_subscriptions"`
+	IPConnsPerSecond     float64          `toml:"ip_connections_per_second"`
+	AuthRequiredKinds    []int            `toml:"auth_required_kinds"`
+	MaxNegRecords        int              `toml:"max_negentropy_records"`
+	QueryTimeout         setting.Duration `toml:"query_timeout"`
 }
 
 // StoreConfig configures the embedded event store.
@@ -288,7 +283,7 @@ func Default() Config {
 			IPEventsPerSecond:    d.IPEventsPerSecond,
 			IPEventsBurst:        d.IPEventsBurst,
 			MaxConnsPerIP:        d.MaxConnsPerIP,
-			FirstMessageTimeout:  d.FirstMessageTimeout.String(),
+			FirstMessageTimeout:  setting.DurationOf(d.FirstMessageTimeout),
 			MaxBufferedBytes:     d.MaxBufferedBytes,
 			ReqMillisPerSecond:   d.ReqMillisPerSecond,
 			ReqRowsPerSecond:     d.ReqRowsPerSecond,
@@ -299,49 +294,51 @@ func Default() Config {
 			MaxCountRows:         d.MaxCountRows,
 			IPMaxSubscriptions:   d.IPMaxSubscriptions,
 			IPConnsPerSecond:     d.IPConnsPerSecond,
+			TrustedProxies:       []string{},
 			AuthRequiredKinds:    []int{},
 			MaxNegRecords:        d.MaxNegRecords,
-			QueryTimeout:         d.QueryTimeout.String(),
+			QueryTimeout:         setting.DurationOf(d.QueryTimeout),
 		},
-		Store:   StoreConfig{Dir: "data", CacheMB: 64},
-		Runtime: RuntimeConfig{GCPercent: 200},
-		Iroh:    DefaultIroh(),
+		Store:    StoreConfig{Dir: "data", CacheMB: 64},
+		Boundary: BoundaryConfig{Rules: []boundary.RuleSpec{}},
+		Runtime:  RuntimeConfig{GCPercent: 200},
+		Iroh:     DefaultIroh(),
 		Mesh: MeshConfig{
 			Listen:            []string{},
 			Bootstrap:         []string{},
 			DHT:               "auto",
 			Subscribe:         []string{"{}"},
-			SyncInterval:      "1m",
-			MaintainInterval:  "30s",
+			SyncInterval:      setting.DurationOf(time.Minute),
+			MaintainInterval:  setting.DurationOf(30 * time.Second),
 			LookupPeers:       16,
 			ClientShards:      64,
-			ClientLinger:      "5m",
-			ReprovideInterval: "22h",
+			ClientLinger:      setting.DurationOf(5 * time.Minute),
+			ReprovideInterval: setting.DurationOf(22 * time.Hour),
 			RelayService:      "auto",
 			RelayLimits: RelayLimitsConfig{
 				MaxReservations:      128,
 				MaxReservationsPerIP: 8,
 				MaxCircuits:          16,
-				ReservationTTL:       "1h",
-				CircuitDuration:      "2m",
+				ReservationTTL:       setting.DurationOf(time.Hour),
+				CircuitDuration:      setting.DurationOf(2 * time.Minute),
 				CircuitBytes:         128 << 10,
 			},
 			StaticRelays:        []string{},
 			AutoRelay:           true,
-			RelaySearchInterval: "30s",
+			RelaySearchInterval: setting.DurationOf(30 * time.Second),
 			HolePunching:        true,
 			NATPortMap:          false,
 			Replication:         3,
 			OfferStorage:        true,
 			StorageMaxBytes:     10 << 30,
-			StorageRetention:    "2160h",
+			StorageRetention:    setting.DurationOf(2160 * time.Hour),
 			DurableSyncPeers:    8,
 			LookupProviders:     3,
 			LookupDHTIDs:        16,
 		},
 		Log:        LogConfig{Level: "info", Format: "text"},
 		Accounting: DefaultAccounting(),
-		Dashboard:  DashboardConfig{Enabled: true, SampleInterval: "10s"},
+		Dashboard:  DashboardConfig{Enabled: true, SampleInterval: setting.DurationOf(10 * time.Second)},
 	}
 }
 
@@ -364,7 +361,14 @@ func Load(path string) (Config, error) {
 		var de *toml.DecodeError
 		if errors.As(err, &de) {
 			row, col := de.Position()
-			return cfg, fmt.Errorf("config: %s:%d:%d: %v", path, row, col, de)
+			msg := strings.TrimPrefix(de.Error(), "toml: ")
+			if key := de.Key(); len(key) > 0 {
+				return cfg, fmt.Errorf("config: %s:%d:%d: %s: %s", path, row, col, strings.Join(key, "."), msg)
+			}
+			return cfg, fmt.Errorf("config: %s:%d:%d: %s", path, row, col, msg)
+		}
+		if key := nonTextKey(data); key != "" {
+			return cfg, fmt.Errorf("config: %s: %s: %w", path, key, err)
 		}
 		return cfg, fmt.Errorf("config: %s: %w", path, err)
 	}
@@ -392,18 +396,11 @@ func (c *Config) Validate() error {
 	if c.Relay.EventsPerSecond < 0 || c.Relay.IPEventsPerSecond < 0 {
 		return errors.New("relay: events_per_second and ip_events_per_second must be >= 0 (0 = unlimited)")
 	}
-	if c.Relay.QueryTimeout != "" {
-		if _, err := time.ParseDuration(c.Relay.QueryTimeout); err != nil {
-			return fmt.Errorf("relay.query_timeout %q: %v (write e.g. \"10s\")", c.Relay.QueryTimeout, err)
-		}
-	}
-	if c.Relay.FirstMessageTimeout != "" {
-		if d, err := time.ParseDuration(c.Relay.FirstMessageTimeout); err != nil || d <= 0 {
-			return fmt.Errorf("relay.first_message_timeout %q: write a positive duration, e.g. \"30s\"", c.Relay.FirstMessageTimeout)
-		}
-	}
 	if _, err := clientaddr.ParseProxies(c.Relay.TrustedProxies); err != nil {
 		return fmt.Errorf("relay.trusted_proxies: %v", err)
+	}
+	if c.Relay.FirstMessageTimeout.Duration < 0 {
+		return fmt.Errorf("relay.first_message_timeout %s: write a positive duration, e.g. \"30s\" (0 takes the default)", c.Relay.FirstMessageTimeout)
 	}
 	if c.Relay.MaxConnsPerIP < 0 || c.Relay.MaxConns < 0 {
 		return errors.New("relay: max_connections_per_ip and max_connections must be >= 0 (0 = the default; there is no unlimited)")
@@ -416,23 +413,23 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("mesh.dht %q: must be auto, server, client or off", c.Mesh.DHT)
 	}
-	if d, err := time.ParseDuration(c.Mesh.SyncInterval); c.Mesh.SyncInterval != "" && (err != nil || d <= 0) {
-		return fmt.Errorf("mesh.sync_interval %q: write a positive duration, e.g. \"1m\"", c.Mesh.SyncInterval)
+	if c.Mesh.SyncInterval.Duration < 0 {
+		return fmt.Errorf("mesh.sync_interval %s: write a positive duration, e.g. \"1m\" (0 takes the default)", c.Mesh.SyncInterval)
 	}
-	if d, err := time.ParseDuration(c.Mesh.MaintainInterval); c.Mesh.MaintainInterval != "" && (err != nil || d <= 0) {
-		return fmt.Errorf("mesh.maintain_interval %q: write a positive duration, e.g. \"30s\"", c.Mesh.MaintainInterval)
+	if c.Mesh.MaintainInterval.Duration < 0 {
+		return fmt.Errorf("mesh.maintain_interval %s: write a positive duration, e.g. \"30s\" (0 takes the default)", c.Mesh.MaintainInterval)
 	}
 	if c.Mesh.ClientShards < 0 || c.Mesh.ClientShards > 256 {
 		return fmt.Errorf("mesh.client_shards %d: must be 0 to 256", c.Mesh.ClientShards)
 	}
-	if d, err := time.ParseDuration(c.Mesh.ClientLinger); c.Mesh.ClientLinger != "" && (err != nil || d < 0) {
-		return fmt.Errorf("mesh.client_linger %q: write a duration, e.g. \"5m\"", c.Mesh.ClientLinger)
+	if c.Mesh.ClientLinger.Duration < 0 {
+		return fmt.Errorf("mesh.client_linger %s: write a duration of 0 or more, e.g. \"5m\"", c.Mesh.ClientLinger)
 	}
-	if d, err := time.ParseDuration(c.Mesh.ReprovideInterval); c.Mesh.ReprovideInterval != "" && (err != nil || d < 0 || (d > 0 && d < time.Minute) || d > 47*time.Hour) {
-		return fmt.Errorf("mesh.reprovide_interval %q: write a duration from 1m to 47h (provider records last 48h), or \"0s\" to turn it off", c.Mesh.ReprovideInterval)
+	if d := c.Mesh.ReprovideInterval.Duration; d < 0 || (d > 0 && d < time.Minute) || d > 47*time.Hour {
+		return fmt.Errorf("mesh.reprovide_interval %s: write a duration from 1m to 47h (provider records last 48h), or \"0s\" to turn it off", c.Mesh.ReprovideInterval)
 	}
-	if d, err := time.ParseDuration(c.Dashboard.SampleInterval); c.Dashboard.SampleInterval != "" && (err != nil || d < 100*time.Millisecond) {
-		return fmt.Errorf("dashboard.sample_interval %q: write a duration of at least 100ms, e.g. \"10s\"", c.Dashboard.SampleInterval)
+	if d := c.Dashboard.SampleInterval.Duration; d != 0 && d < 100*time.Millisecond {
+		return fmt.Errorf("dashboard.sample_interval %s: write a duration of at least 100ms, e.g. \"10s\" (0 takes the default)", c.Dashboard.SampleInterval)
 	}
 	if err := c.Mesh.validateNAT(); err != nil {
 		return err
@@ -477,14 +474,17 @@ func (m *MeshConfig) validateNAT() error {
 			return fmt.Errorf("mesh.static_relays[%d] %q: %v (write a multiaddr ending in /p2p/<PeerID>)", i, s, err)
 		}
 	}
-	durations := []struct{ key, v string }{
+	durations := []struct {
+		key string
+		v   setting.Duration
+	}{
 		{"mesh.relay_search_interval", m.RelaySearchInterval},
 		{"mesh.relay_limits.reservation_ttl", m.RelayLimits.ReservationTTL},
 		{"mesh.relay_limits.circuit_duration", m.RelayLimits.CircuitDuration},
 	}
 	for _, d := range durations {
-		if v, err := time.ParseDuration(d.v); d.v != "" && (err != nil || v <= 0) {
-			return fmt.Errorf("%s %q: write a positive duration, e.g. \"2m\"", d.key, d.v)
+		if d.v.Duration <= 0 {
+			return fmt.Errorf("%s %s: write a positive duration, e.g. \"2m\"", d.key, d.v)
 		}
 	}
 	l := m.RelayLimits
@@ -508,8 +508,6 @@ func (m *MeshConfig) validateNAT() error {
 // RelayConfig converts the file's relay section to the relay's own type.
 func (c *Config) RelayConfig() relay.Config {
 	r := c.Relay
-	qt, _ := time.ParseDuration(r.QueryTimeout)
-	firstMsg, _ := time.ParseDuration(r.FirstMessageTimeout)
 	proxies, _ := clientaddr.ParseProxies(r.TrustedProxies) // checked by Validate
 	return relay.Config{
 		URL:                  r.URL,
@@ -533,7 +531,7 @@ func (c *Config) RelayConfig() relay.Config {
 		MaxConnsPerIP:        r.MaxConnsPerIP,
 		TrustedProxies:       proxies,
 		MaxConns:             r.MaxConns,
-		FirstMessageTimeout:  firstMsg,
+		FirstMessageTimeout:  r.FirstMessageTimeout.Duration,
 		MaxBufferedBytes:     r.MaxBufferedBytes,
 		ReqMillisPerSecond:   r.ReqMillisPerSecond,
 		ReqRowsPerSecond:     r.ReqRowsPerSecond,
@@ -546,7 +544,7 @@ func (c *Config) RelayConfig() relay.Config {
 		IPConnsPerSecond:     r.IPConnsPerSecond,
 		AuthRequiredKinds:    r.AuthRequiredKinds,
 		MaxNegRecords:        r.MaxNegRecords,
-		QueryTimeout:         qt,
+		QueryTimeout:         r.QueryTimeout.Duration,
 	}
 }
 

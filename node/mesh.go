@@ -105,11 +105,11 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 	if err != nil {
 		return nil, err
 	}
-	every, _ := time.ParseDuration(mc.SyncInterval)
+	every := mc.SyncInterval.Duration
 	if every <= 0 {
 		every = time.Minute
 	}
-	maintain, _ := time.ParseDuration(mc.MaintainInterval)
+	maintain := mc.MaintainInterval.Duration
 	local := meshLocal{Store: st, r: rl}
 	mcfg := mesh.Config{
 		ListenAddrs: append([]string{}, mc.Listen...),
@@ -168,10 +168,9 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 		dhtIDs:       mc.LookupDHTIDs,
 	}
 	mp.st = st
-	mp.reprovide, _ = time.ParseDuration(mc.ReprovideInterval)
+	mp.reprovide = mc.ReprovideInterval.Duration
 	if mc.ClientShards > 0 {
-		linger, _ := time.ParseDuration(mc.ClientLinger)
-		mp.interest = newClientInterest(m, mc.ClientShards, linger, opts.Log)
+		mp.interest = newClientInterest(m, mc.ClientShards, mc.ClientLinger.Duration, opts.Log)
 	}
 	mp.wire(rl, opts.Log)
 	return mp, nil
@@ -240,19 +239,17 @@ func applyNATConfig(mcfg *mesh.Config, cfg config.Config) {
 	}
 	mcfg.RelayService = mode
 	l := mc.RelayLimits
-	ttl, _ := time.ParseDuration(l.ReservationTTL)
-	dur, _ := time.ParseDuration(l.CircuitDuration)
 	mcfg.RelayLimits = mesh.RelayLimits{
 		MaxReservations:      l.MaxReservations,
 		MaxReservationsPerIP: l.MaxReservationsPerIP,
 		MaxCircuits:          l.MaxCircuits,
-		ReservationTTL:       ttl,
-		CircuitDuration:      dur,
+		ReservationTTL:       l.ReservationTTL.Duration,
+		CircuitDuration:      l.CircuitDuration.Duration,
 		CircuitBytes:         l.CircuitBytes,
 	}
 	mcfg.StaticRelays = mc.StaticRelays
 	mcfg.DisableAutoRelay = !mc.AutoRelay
-	mcfg.RelaySearchInterval, _ = time.ParseDuration(mc.RelaySearchInterval)
+	mcfg.RelaySearchInterval = mc.RelaySearchInterval.Duration
 	mcfg.DisableHolePunching = !mc.HolePunching
 	mcfg.NATPortMap = mc.NATPortMap
 }
