@@ -2,6 +2,12 @@
 // schema, its defaults, and loading it with errors that name the key to
 // fix. Command-line flags override it; package cmd/fleetmesh applies them.
 //
+// A section whose settings are all one package's is that package's own
+// Config, with toml tags, embedded here ([relay] is relay.Config): its keys
+// and defaults are declared once, beside the code that uses them. Values
+// are typed (durations are setting.Duration), so go-toml parses each once,
+// at load, and a bad one stops Load naming its key.
+//
 // It is not for runtime state (the address book, the store) and holds no
 // secrets: keys live in their own files beside it.
 package config
@@ -43,10 +49,10 @@ type Config struct {
 	// Class is the node class declared in the descriptor: anchor, home or
 	// leaf, or auto (the default): anchor while the node is publicly
 	// reachable and relays for others, home otherwise.
-	Class string      `toml:"class"`
-	Relay RelayConfig `toml:"relay"`
-	Store StoreConfig `toml:"store"`
-	Log   LogConfig   `toml:"log"`
+	Class string       `toml:"class"`
+	Relay RelaySection `toml:"relay"`
+	Store StoreConfig  `toml:"store"`
+	Log   LogConfig    `toml:"log"`
 	// Boundary extends the default boundary rules (spec/boundary.md).
 	Boundary BoundaryConfig `toml:"boundary"`
 	Mesh     MeshConfig     `toml:"mesh"`
@@ -196,50 +202,13 @@ type BoundaryConfig struct {
 	Rules []boundary.RuleSpec `toml:"rules"`
 }
 
-// RelayConfig configures the client-facing Nostr relay.
-type RelayConfig struct {
-	Listen            string  `toml:"listen"`
-	URL               string  `toml:"url"`
-	Name              string  `toml:"name"`
-	Description       string  `toml:"description"`
-	Contact           string  `toml:"contact"`
-	PubKey            string  `toml:"pubkey"`
-	MaxMessageBytes   int     `toml:"max_message_bytes"`
-	MaxEventBytes     int     `toml:"max_event_bytes"`
-	MaxTags           int     `toml:"max_tags"`
-	MaxContentBytes   int     `toml:"max_content_bytes"`
-	MaxSubscriptions  int     `toml:"max_subscriptions"`
-	MaxFilters        int     `toml:"max_filters"`
-	MaxLimit          int     `toml:"max_limit"`
-	DefaultLimit      int     `toml:"default_limit"`
-	MaxFutureSeconds  int64   `toml:"max_future_seconds"`
-	EventsPerSecond   float64 `toml:"events_per_second"`
-	EventsBurst       int     `toml:"events_burst"`
-	IPEventsPerSecond float64 `toml:"ip_events_per_second"`
-	IPEventsBurst     int     `toml:"ip_events_burst"`
-	MaxConnsPerIP     int     `toml:"max_connections_per_ip"`
-	// TrustedProxies are reverse proxies in front of the relay (CIDR
-	// prefixes or addresses, e.g. ["127.0.0.1/32"] for nginx on the same
-	// host): requests from them are keyed by their X-Forwarded-For client
-	// for every per-address limit. Only list proxies you run: a client
-	// can write any header.
-	TrustedProxies []string `toml:"trusted_proxies"`
-	// Hostile-load bounds (spec/limits.md); 0 takes the relay's default.
-	MaxConns             int              `toml:"max_connections"` // 0: from the file limit
-	FirstMessageTimeout  setting.Duration `toml:"first_message_timeout"`
-	MaxBufferedBytes     int64            `toml:"max_buffered_bytes"`
-	ReqMillisPerSecond   int              `toml:"req_ms_per_second"`
-	ReqRowsPerSecond     int              `toml:"req_rows_per_second"`
-	IPReqMillisPerSecond int              `toml:"ip_req_ms_per_second"`
-	IPReqRowsPerSecond   int              `toml:"ip_req_rows_per_second"`
-	MaxNegSessions       int              `toml:"max_negentropy_sessions"`
-	IPMaxNegSessions     int              `toml:"ip_max_negentropy_sessions"`
-	MaxCountRows         int              `toml:"max_count_rows"`
-	IPMaxSubscriptions   int              `toml:"ip_max_subscriptions"`
-	IPConnsPerSecond     float64          `toml:"ip_connections_per_second"`
-	AuthRequiredKinds    []int            `toml:"auth_required_kinds"`
-	MaxNegRecords        int              `toml:"max_negentropy_records"`
-	QueryTimeout         setting.Duration `toml:"query_timeout"`
+// RelaySection is the [relay] section: the address the client-facing
+// Nostr relay listens on, and the relay's own settings, whose keys and
+// defaults package relay declares (relay.Config).
+type RelaySection struct {
+	// Listen is the relay's TCP address (host:port).
+	Listen string `toml:"listen"`
+	relay.Config
 }
 
 // StoreConfig configures the embedded event store.
@@ -262,43 +231,12 @@ const DefaultListen = "127.0.0.1:7447"
 
 // Default returns the configuration a new node starts with.
 func Default() Config {
-	d := relay.DefaultConfig()
+	rc := relay.DefaultConfig()
+	rc.TrustedProxies = clientaddr.Proxies{}
+	rc.AuthRequiredKinds = []int{}
 	return Config{
-		Class: ClassAuto,
-		Relay: RelayConfig{
-			Listen:               DefaultListen,
-			Name:                 d.Name,
-			Description:          d.Description,
-			MaxMessageBytes:      d.MaxMessageBytes,
-			MaxEventBytes:        d.MaxEventBytes,
-			MaxTags:              d.MaxTags,
-			MaxContentBytes:      d.MaxContentBytes,
-			MaxSubscriptions:     d.MaxSubscriptions,
-			MaxFilters:           d.MaxFilters,
-			MaxLimit:             d.MaxLimit,
-			DefaultLimit:         d.DefaultLimit,
-			MaxFutureSeconds:     d.MaxFutureSeconds,
-			EventsPerSecond:      d.EventsPerSecond,
-			EventsBurst:          d.EventsBurst,
-			IPEventsPerSecond:    d.IPEventsPerSecond,
-			IPEventsBurst:        d.IPEventsBurst,
-			MaxConnsPerIP:        d.MaxConnsPerIP,
-			FirstMessageTimeout:  setting.DurationOf(d.FirstMessageTimeout),
-			MaxBufferedBytes:     d.MaxBufferedBytes,
-			ReqMillisPerSecond:   d.ReqMillisPerSecond,
-			ReqRowsPerSecond:     d.ReqRowsPerSecond,
-			IPReqMillisPerSecond: d.IPReqMillisPerSecond,
-			IPReqRowsPerSecond:   d.IPReqRowsPerSecond,
-			MaxNegSessions:       d.MaxNegSessions,
-			IPMaxNegSessions:     d.IPMaxNegSessions,
-			MaxCountRows:         d.MaxCountRows,
-			IPMaxSubscriptions:   d.IPMaxSubscriptions,
-			IPConnsPerSecond:     d.IPConnsPerSecond,
-			TrustedProxies:       []string{},
-			AuthRequiredKinds:    []int{},
-			MaxNegRecords:        d.MaxNegRecords,
-			QueryTimeout:         setting.DurationOf(d.QueryTimeout),
-		},
+		Class:    ClassAuto,
+		Relay:    RelaySection{Listen: DefaultListen, Config: rc},
 		Store:    StoreConfig{Dir: "data", CacheMB: 64},
 		Boundary: BoundaryConfig{Rules: []boundary.RuleSpec{}},
 		Runtime:  RuntimeConfig{GCPercent: 200},
@@ -395,9 +333,6 @@ func (c *Config) Validate() error {
 	}
 	if c.Relay.EventsPerSecond < 0 || c.Relay.IPEventsPerSecond < 0 {
 		return errors.New("relay: events_per_second and ip_events_per_second must be >= 0 (0 = unlimited)")
-	}
-	if _, err := clientaddr.ParseProxies(c.Relay.TrustedProxies); err != nil {
-		return fmt.Errorf("relay.trusted_proxies: %v", err)
 	}
 	if c.Relay.FirstMessageTimeout.Duration < 0 {
 		return fmt.Errorf("relay.first_message_timeout %s: write a positive duration, e.g. \"30s\" (0 takes the default)", c.Relay.FirstMessageTimeout)
@@ -503,49 +438,6 @@ func (m *MeshConfig) validateNAT() error {
 		}
 	}
 	return nil
-}
-
-// RelayConfig converts the file's relay section to the relay's own type.
-func (c *Config) RelayConfig() relay.Config {
-	r := c.Relay
-	proxies, _ := clientaddr.ParseProxies(r.TrustedProxies) // checked by Validate
-	return relay.Config{
-		URL:                  r.URL,
-		Name:                 r.Name,
-		Description:          r.Description,
-		Contact:              r.Contact,
-		PubKey:               r.PubKey,
-		MaxMessageBytes:      r.MaxMessageBytes,
-		MaxEventBytes:        r.MaxEventBytes,
-		MaxTags:              r.MaxTags,
-		MaxContentBytes:      r.MaxContentBytes,
-		MaxSubscriptions:     r.MaxSubscriptions,
-		MaxFilters:           r.MaxFilters,
-		MaxLimit:             r.MaxLimit,
-		DefaultLimit:         r.DefaultLimit,
-		MaxFutureSeconds:     r.MaxFutureSeconds,
-		EventsPerSecond:      r.EventsPerSecond,
-		EventsBurst:          r.EventsBurst,
-		IPEventsPerSecond:    r.IPEventsPerSecond,
-		IPEventsBurst:        r.IPEventsBurst,
-		MaxConnsPerIP:        r.MaxConnsPerIP,
-		TrustedProxies:       proxies,
-		MaxConns:             r.MaxConns,
-		FirstMessageTimeout:  r.FirstMessageTimeout.Duration,
-		MaxBufferedBytes:     r.MaxBufferedBytes,
-		ReqMillisPerSecond:   r.ReqMillisPerSecond,
-		ReqRowsPerSecond:     r.ReqRowsPerSecond,
-		IPReqMillisPerSecond: r.IPReqMillisPerSecond,
-		IPReqRowsPerSecond:   r.IPReqRowsPerSecond,
-		MaxNegSessions:       r.MaxNegSessions,
-		IPMaxNegSessions:     r.IPMaxNegSessions,
-		MaxCountRows:         r.MaxCountRows,
-		IPMaxSubscriptions:   r.IPMaxSubscriptions,
-		IPConnsPerSecond:     r.IPConnsPerSecond,
-		AuthRequiredKinds:    r.AuthRequiredKinds,
-		MaxNegRecords:        r.MaxNegRecords,
-		QueryTimeout:         r.QueryTimeout.Duration,
-	}
 }
 
 // Encode writes the config as TOML.
