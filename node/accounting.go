@@ -58,14 +58,7 @@ func (ap *accountingPart) allow(p peer.ID) error {
 }
 
 func (ap *accountingPart) open(opts Options, dc *agent.Service, h host.Host, reg prometheus.Registerer) error {
-	c := opts.Config.Accounting
-	cfg := accounting.Config{Window: c.Window.Duration, Tolerance: c.Tolerance, Slack: c.Slack, DisputePeriod: c.DisputePeriod.Duration, DisputeRounds: c.DisputeRounds, AcceptGrants: c.AcceptGrants}
-	for _, n := range c.RequireGrant {
-		if s, ok := meter.ParseService(n); ok {
-			cfg.RequireGrant = append(cfg.RequireGrant, s)
-		}
-	}
-	s, err := accounting.New(opts.Key, cfg, opts.Home.Path(AccountingDir), ap.meter, dc, h, reg, opts.Log)
+	s, err := accounting.New(opts.Key, opts.Config.Accounting.Config, opts.Home.Path(AccountingDir), ap.meter, dc, h, reg, opts.Log)
 	if err != nil {
 		return err
 	}
