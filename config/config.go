@@ -28,6 +28,7 @@ import (
 	"fleetmesh.org/fleetmesh/boundary"
 	"fleetmesh.org/fleetmesh/clientaddr"
 	"fleetmesh.org/fleetmesh/config/setting"
+	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
 )
@@ -150,8 +151,9 @@ type MeshConfig struct {
 	// for nodes behind NAT: "auto" (while its class is anchor; with class
 	// auto, while it is publicly reachable), "on" or "off".
 	RelayService string `toml:"relay_service"`
-	// RelayLimits bound the relay service.
-	RelayLimits RelayLimitsConfig `toml:"relay_limits"`
+	// RelayLimits bound the relay service (all > 0); package mesh declares
+	// them and their defaults.
+	RelayLimits mesh.RelayLimits `toml:"relay_limits"`
 	// StaticRelays are relays (multiaddrs ending in /p2p/<PeerID>) to hold
 	// a reservation with while privately reachable, besides the anchors
 	// the node learns of. None is built in.
@@ -166,23 +168,6 @@ type MeshConfig struct {
 	HolePunching bool `toml:"hole_punching"`
 	// NATPortMap asks the LAN router for a port mapping (UPnP, NAT-PMP).
 	NATPortMap bool `toml:"nat_port_map"`
-}
-
-// RelayLimitsConfig bounds the circuit relay service (all > 0).
-type RelayLimitsConfig struct {
-	// MaxReservations bounds the reservations held at once.
-	MaxReservations int `toml:"max_reservations"`
-	// MaxReservationsPerIP bounds reservations from one IP address.
-	MaxReservationsPerIP int `toml:"max_reservations_per_ip"`
-	// MaxCircuits bounds the open circuits to or from one peer.
-	MaxCircuits int `toml:"max_circuits"`
-	// ReservationTTL is how long a reservation lasts unless refreshed.
-	ReservationTTL setting.Duration `toml:"reservation_ttl"`
-	// CircuitDuration is how long one relayed connection may stay open.
-	CircuitDuration setting.Duration `toml:"circuit_duration"`
-	// CircuitBytes is how much one relayed connection may carry in each
-	// direction.
-	CircuitBytes int64 `toml:"circuit_bytes"`
 }
 
 // SubscribeFilters parses Subscribe.
@@ -242,25 +227,18 @@ func Default() Config {
 		Runtime:  RuntimeConfig{GCPercent: 200},
 		Iroh:     DefaultIroh(),
 		Mesh: MeshConfig{
-			Listen:            []string{},
-			Bootstrap:         []string{},
-			DHT:               "auto",
-			Subscribe:         []string{"{}"},
-			SyncInterval:      setting.DurationOf(time.Minute),
-			MaintainInterval:  setting.DurationOf(30 * time.Second),
-			LookupPeers:       16,
-			ClientShards:      64,
-			ClientLinger:      setting.DurationOf(5 * time.Minute),
-			ReprovideInterval: setting.DurationOf(22 * time.Hour),
-			RelayService:      "auto",
-			RelayLimits: RelayLimitsConfig{
-				MaxReservations:      128,
-				MaxReservationsPerIP: 8,
-				MaxCircuits:          16,
-				ReservationTTL:       setting.DurationOf(time.Hour),
-				CircuitDuration:      setting.DurationOf(2 * time.Minute),
-				CircuitBytes:         128 << 10,
-			},
+			Listen:              []string{},
+			Bootstrap:           []string{},
+			DHT:                 "auto",
+			Subscribe:           []string{"{}"},
+			SyncInterval:        setting.DurationOf(time.Minute),
+			MaintainInterval:    setting.DurationOf(30 * time.Second),
+			LookupPeers:         16,
+			ClientShards:        64,
+			ClientLinger:        setting.DurationOf(5 * time.Minute),
+			ReprovideInterval:   setting.DurationOf(22 * time.Hour),
+			RelayService:        "auto",
+			RelayLimits:         mesh.DefaultRelayLimits(),
 			StaticRelays:        []string{},
 			AutoRelay:           true,
 			RelaySearchInterval: setting.DurationOf(30 * time.Second),

@@ -238,15 +238,7 @@ func applyNATConfig(mcfg *mesh.Config, cfg config.Config) {
 		}
 	}
 	mcfg.RelayService = mode
-	l := mc.RelayLimits
-	mcfg.RelayLimits = mesh.RelayLimits{
-		MaxReservations:      l.MaxReservations,
-		MaxReservationsPerIP: l.MaxReservationsPerIP,
-		MaxCircuits:          l.MaxCircuits,
-		ReservationTTL:       l.ReservationTTL.Duration,
-		CircuitDuration:      l.CircuitDuration.Duration,
-		CircuitBytes:         l.CircuitBytes,
-	}
+	mcfg.RelayLimits = mc.RelayLimits
 	mcfg.StaticRelays = mc.StaticRelays
 	mcfg.DisableAutoRelay = !mc.AutoRelay
 	mcfg.RelaySearchInterval = mc.RelaySearchInterval.Duration
@@ -370,7 +362,7 @@ func (mp *meshPart) publishDescriptor(opts Options, relayURL string) {
 		l := mp.m.RelayLimits()
 		d.Offers.CircuitRelay = &descriptor.CircuitRelayOffer{
 			MaxReservations:   uint64(l.MaxReservations),
-			MaxCircuitSeconds: uint64(max(l.CircuitDuration/time.Second, 1)),
+			MaxCircuitSeconds: uint64(max(l.CircuitDuration.Duration/time.Second, 1)),
 			MaxCircuitBytes:   uint64(l.CircuitBytes),
 		}
 	}
