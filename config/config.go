@@ -28,6 +28,7 @@ import (
 	"fleetmesh.org/fleetmesh/boundary"
 	"fleetmesh.org/fleetmesh/clientaddr"
 	"fleetmesh.org/fleetmesh/config/setting"
+	"fleetmesh.org/fleetmesh/dashboard"
 	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
@@ -62,20 +63,7 @@ type Config struct {
 	Accounting AccountingConfig `toml:"accounting"`
 	Iroh       IrohConfig       `toml:"iroh"`
 	// Dashboard is the operator page at /dashboard on the relay port.
-	Dashboard DashboardConfig `toml:"dashboard"`
-}
-
-// DashboardConfig configures the operator dashboard (package dashboard).
-type DashboardConfig struct {
-	// Enabled serves /dashboard: plots of the node's own metrics.
-	Enabled bool `toml:"enabled"`
-	// Token, if set, admits requests from other addresses (and through a
-	// reverse proxy) that carry it; without it the page is served to
-	// loopback only. It is a credential: keep config.toml private.
-	Token string `toml:"token"`
-	// SampleInterval is how often the page's plots take a sample of the
-	// node's metrics (the last hour keeps 360 samples at most).
-	SampleInterval setting.Duration `toml:"sample_interval"`
+	Dashboard dashboard.Config `toml:"dashboard"`
 }
 
 // RuntimeConfig tunes the Go runtime the node runs on.
@@ -254,7 +242,7 @@ func Default() Config {
 		},
 		Log:        LogConfig{Level: "info", Format: "text"},
 		Accounting: DefaultAccounting(),
-		Dashboard:  DashboardConfig{Enabled: true, SampleInterval: setting.DurationOf(10 * time.Second)},
+		Dashboard:  dashboard.DefaultConfig(),
 	}
 }
 
@@ -341,8 +329,8 @@ func (c *Config) Validate() error {
 	if d := c.Mesh.ReprovideInterval.Duration; d < 0 || (d > 0 && d < time.Minute) || d > 47*time.Hour {
 		return fmt.Errorf("mesh.reprovide_interval %s: write a duration from 1m to 47h (provider records last 48h), or \"0s\" to turn it off", c.Mesh.ReprovideInterval)
 	}
-	if d := c.Dashboard.SampleInterval.Duration; d != 0 && d < 100*time.Millisecond {
-		return fmt.Errorf("dashboard.sample_interval %s: write a duration of at least 100ms, e.g. \"10s\" (0 takes the default)", c.Dashboard.SampleInterval)
+	if err := c.Dashboard.Check(); err != nil {
+		return fmt.Errorf("dashboard.%w", err)
 	}
 	if err := c.Mesh.validateNAT(); err != nil {
 		return err

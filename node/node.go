@@ -267,7 +267,7 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 	}
 	var dash *dashboard.Dashboard
 	if cfg.Dashboard.Enabled {
-		dash = dashboard.New(reg, dashboard.Options{Token: cfg.Dashboard.Token, Title: opts.Key.DID(), Interval: cfg.Dashboard.SampleInterval.Duration})
+		dash = dashboard.New(reg, dashboard.Options{Config: cfg.Dashboard, Title: opts.Key.DID()})
 		mux.Handle("/dashboard", dash)
 	}
 	if opts.Pprof {
