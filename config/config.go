@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
@@ -271,7 +272,7 @@ func Load(path string) (Config, error) {
 			}
 			return cfg, fmt.Errorf("config: %s:%d:%d: %s", path, row, col, msg)
 		}
-		if key := nonTextKey(data); key != "" {
+		if key := setting.NonTextKey(data, reflect.TypeFor[Config]()); key != "" {
 			return cfg, fmt.Errorf("config: %s: %s: %w", path, key, err)
 		}
 		return cfg, fmt.Errorf("config: %s: %w", path, err)

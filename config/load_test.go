@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"fleetmesh.org/fleetmesh/config/setting"
 )
 
 // TestDefaultRoundTrips checks that the file `fleetmesh init` writes loads
@@ -63,6 +65,8 @@ func TestOldFilesLoadTheSame(t *testing.T) {
 		t.Fatalf("every-key.toml loaded and written as\n%s\nwant\n%s", data, want)
 	}
 }
+
+var durationType = reflect.TypeFor[setting.Duration]()
 
 // fileKeys calls fn with the full key ("mesh.relay_limits.circuit_bytes")
 // and Go type of every scalar key of the file a struct of type t is.

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"time"
 
@@ -166,6 +167,9 @@ func LoadConfig(home string) (Config, error) {
 		if errors.As(err, &de) {
 			row, col := de.Position()
 			return cfg, fmt.Errorf("gateway: %s:%d:%d: %s: %s", path, row, col, strings.Join(de.Key(), "."), strings.TrimPrefix(de.Error(), "toml: "))
+		}
+		if key := setting.NonTextKey(data, reflect.TypeFor[Config]()); key != "" {
+			return cfg, fmt.Errorf("gateway: %s: %s: %w", path, key, err)
 		}
 		return cfg, fmt.Errorf("gateway: %s: %w", path, err)
 	}

@@ -56,6 +56,7 @@ func TestConfigErrors(t *testing.T) {
 		{"bad kinds", "backend = \"ws://127.0.0.1:1\"\nto_mesh = [{ kinds = [\"one\"] }]\n", "to_mesh[0] is not a NIP-01 filter"},
 		{"bad duration", "backend = \"ws://127.0.0.1:1\"\noverlap = \"ten minutes\"\n", `overlap: "ten minutes": write a duration`},
 		{"negative duration", "backend = \"ws://127.0.0.1:1\"\noverlap = \"-1m\"\n", "overlap = -1m is not a non-negative duration"},
+		{"number for a duration", "backend = \"ws://127.0.0.1:1\"\npublish_timeout = 10\n", `publish_timeout: "10": write a duration`},
 		{"bad retry_min", "backend = \"ws://127.0.0.1:1\"\nretry_min = \"soon\"\n", `retry_min: "soon"`},
 		{"bad retry_max", "backend = \"ws://127.0.0.1:1\"\nretry_max = \"soon\"\n", `retry_max: "soon"`},
 		{"bad publish_timeout", "backend = \"ws://127.0.0.1:1\"\npublish_timeout = \"soon\"\n", `publish_timeout: "soon"`},

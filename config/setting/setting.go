@@ -6,8 +6,9 @@
 // It is a package of its own, apart from package config, because the
 // packages whose settings are a section of the file (relay's [relay], for
 // one) declare their Config with these types, and package config imports
-// them: they cannot import config back. It holds value types only, not
-// keys, defaults or rules; those stay with the package the setting is for.
+// them: they cannot import config back. It holds value types and what
+// reporting their errors needs (NonTextKey), not keys, defaults or rules;
+// those stay with the package the setting is for.
 package setting
 
 import (

@@ -2,6 +2,7 @@ package setting
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -61,4 +62,38 @@ func FuzzDurationText(f *testing.F) {
 			t.Fatalf("%q parsed to %v, written %q, read back %v (%v)", s, d.Duration, b, back.Duration, err)
 		}
 	})
+}
+
+func TestNonTextKey(t *testing.T) {
+	type limits struct {
+		TTL Duration `toml:"ttl"`
+	}
+	type inner struct {
+		Every  Duration `toml:"every"`
+		Limits limits   `toml:"limits"`
+	}
+	type embedded struct {
+		Wait Duration `toml:"wait"`
+	}
+	type schema struct {
+		Top  Duration `toml:"top"`
+		Mesh inner    `toml:"mesh"`
+		Sect struct {
+			embedded
+			Name string `toml:"name"`
+		} `toml:"sect"`
+	}
+	for _, tc := range []struct{ doc, want string }{
+		{"top = 5\n", "top"},
+		{"[mesh]\nevery = 60\n", "mesh.every"},
+		{"[mesh.limits]\nttl = true\n", "mesh.limits.ttl"},
+		{"[sect]\nwait = 1.5\n", "sect.wait"},
+		{"[mesh]\nevery = '1m'\n[sect]\nname = 'x'\nwait = 3\n", "sect.wait"},
+		{"[mesh]\nevery = '1m'\n", ""},
+		{"not toml [", ""},
+	} {
+		if got := NonTextKey([]byte(tc.doc), reflect.TypeFor[schema]()); got != tc.want {
+			t.Errorf("%q: got %q, want %q", tc.doc, got, tc.want)
+		}
+	}
 }

@@ -1,26 +1,27 @@
-package config
+package setting
 
 import (
 	"reflect"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
-
-	"fleetmesh.org/fleetmesh/config/setting"
 )
 
-var durationType = reflect.TypeFor[setting.Duration]()
+var durationType = reflect.TypeFor[Duration]()
 
-// nonTextKey finds the first key of the file that gives a duration a value
-// that is not a string (sync_interval = 60). go-toml hands such a value to
-// the duration's parser as text but reports the parser's error without the
-// key, so Load looks for it in the file's plain tables.
-func nonTextKey(data []byte) string {
+// NonTextKey finds the first key of a TOML file that gives a Duration of
+// schema (a struct type, as the file decodes into) a value that is not a
+// string, such as sync_interval = 60, and returns it in full
+// ("mesh.sync_interval"), or "" if there is none. go-toml hands such a
+// value to UnmarshalText as text but returns the error without its key,
+// so a loader that gets a DurationError outside a toml.DecodeError calls
+// this to name the key.
+func NonTextKey(data []byte, schema reflect.Type) string {
 	var doc map[string]any
 	if toml.Unmarshal(data, &doc) != nil {
 		return ""
 	}
-	return nonTextKeyIn(reflect.TypeFor[Config](), doc, "")
+	return nonTextKeyIn(schema, doc, "")
 }
 
 func nonTextKeyIn(t reflect.Type, table map[string]any, prefix string) string {
@@ -28,12 +29,15 @@ func nonTextKeyIn(t reflect.Type, table map[string]any, prefix string) string {
 		f := t.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
 		switch {
-		case !f.IsExported() || name == "-":
+		case name == "-":
 			continue
 		case f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct:
+			// An embedded struct's fields are keys of this table.
 			if k := nonTextKeyIn(f.Type, table, prefix); k != "" {
 				return k
 			}
+			continue
+		case !f.IsExported():
 			continue
 		case name == "":
 			name = f.Name
