@@ -13,6 +13,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	dto "github.com/prometheus/client_model/go"
 
+	"fleetmesh.org/fleetmesh/config/setting"
 	"fleetmesh.org/fleetmesh/didcomm"
 	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/identity"
@@ -34,7 +35,7 @@ type testNode struct {
 }
 
 func testConfig() Config {
-	return Config{Window: window, Tolerance: 0.02, DisputePeriod: 2 * window, DisputeRounds: 3, AcceptGrants: true}
+	return Config{Window: setting.DurationOf(window), Tolerance: 0.02, DisputePeriod: setting.DurationOf(2 * window), DisputeRounds: 3, AcceptGrants: true}
 }
 
 // newNodes makes count nodes on a linked, connected mocknet.
@@ -82,7 +83,7 @@ func (n *testNode) openAt(t testing.TB, cfg Config, now time.Time) {
 		t.Fatal(err)
 	}
 	ag.AttachLibp2p(n.h)
-	s, err := New(n.key, cfg, n.dir+"/accounting", meter.New(n.h.ID(), cfg.Window, now), ag, n.h, nil, nil)
+	s, err := New(n.key, cfg, n.dir+"/accounting", meter.New(n.h.ID(), cfg.Window.Duration, now), ag, n.h, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -145,7 +145,7 @@ func (s *Service) exchangeWith(ctx context.Context, peer string, now time.Time) 
 		return err
 	})
 	for _, p := range ps {
-		deadline := time.Unix(p.end(), 0).Add(s.cfg.DisputePeriod)
+		deadline := time.Unix(p.end(), 0).Add(s.cfg.DisputePeriod.Duration)
 		if now.After(deadline) || p.Rounds >= s.cfg.DisputeRounds {
 			if s.signedFor(pair, p.Start) {
 				continue // b signed it: wait for a's countersignature
@@ -157,7 +157,7 @@ func (s *Service) exchangeWith(ctx context.Context, peer string, now time.Time) 
 		}
 		if s.did != a {
 			// b: ask a to propose once half the dispute period has gone by.
-			if now.After(time.Unix(p.end(), 0).Add(s.cfg.DisputePeriod / 2)) {
+			if now.After(time.Unix(p.end(), 0).Add(s.cfg.DisputePeriod.Duration / 2)) {
 				s.request(ctx, peer, p.Start)
 			}
 			return

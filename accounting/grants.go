@@ -119,7 +119,7 @@ func (s *Service) Offer(ctx context.Context, grantee string, svc meter.Service, 
 	if _, err := identity.PublicKeyFromDID(grantee); err != nil {
 		return GrantInfo{}, fmt.Errorf("grantee %q: %w", grantee, err)
 	}
-	g := grant.New(s.did, grantee, svc, quota, s.cfg.Window, time.Now(), length, notice)
+	g := grant.New(s.did, grantee, svc, quota, s.cfg.Window.Duration, time.Now(), length, notice)
 	if err := g.Sign(s.key); err != nil {
 		return GrantInfo{}, err
 	}

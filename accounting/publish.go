@@ -50,7 +50,7 @@ func (s *Service) publishDue(now time.Time) error {
 	s.db.b.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bToReport).ForEach(func(k, _ []byte) error {
 			w := int64(binary.BigEndian.Uint64(k))
-			if now.After(time.Unix(w+s.meter.Length(), 0).Add(s.cfg.DisputePeriod)) {
+			if now.After(time.Unix(w+s.meter.Length(), 0).Add(s.cfg.DisputePeriod.Duration)) {
 				due = append(due, w)
 			}
 			return nil

@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"fleetmesh.org/fleetmesh/config/setting"
 	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/internal/periodic"
@@ -20,29 +21,55 @@ import (
 	"fleetmesh.org/fleetmesh/receipt"
 )
 
-// Config is what the node's [accounting] section sets.
+// Config is the accounting settings: the [accounting] section of
+// config.toml (package config embeds it, beside the defaults of
+// `fleetmesh grants offer`), so each is declared here alone.
 type Config struct {
-	// Window is the accounting window (whole seconds).
-	Window time.Duration
+	// Window is the accounting window, UTC-aligned: whole seconds, at
+	// least 1s ("1h"; seconds in tests).
+	Window setting.Duration `toml:"window"`
 	// Tolerance is how far, as a fraction of the larger figure, the two
 	// sides' counts of one service may differ and still be signed.
-	Tolerance float64
+	Tolerance float64 `toml:"tolerance"`
 	// Slack is how many units (events, and their bytes at the window's
 	// mean event size) the sides may differ by whatever the tolerance:
 	// events in flight at a boundary are counted in one window by the
 	// sender and in the next by the receiver.
-	Slack uint64
+	Slack uint64 `toml:"slack"`
 	// DisputePeriod is how long after a window's end its exchange may
 	// go on; then unresolved windows are disputed and the window is
-	// reported.
-	DisputePeriod time.Duration
+	// reported. 0 (or "" in older files) is one window.
+	DisputePeriod setting.Duration `toml:"dispute_period"`
 	// DisputeRounds bounds the proposals of one window (rounds of the
-	// dispute exchange).
-	DisputeRounds int
+	// dispute exchange); 0 is 3.
+	DisputeRounds int `toml:"dispute_rounds"`
 	// RequireGrant lists the services this node gives only under a grant.
-	RequireGrant []meter.Service
+	RequireGrant []meter.Service `toml:"require_grant"`
 	// AcceptGrants accepts grants offered to this node.
-	AcceptGrants bool
+	AcceptGrants bool `toml:"accept_grants"`
+}
+
+// DefaultConfig is the settings a new node starts with.
+func DefaultConfig() Config {
+	return Config{Window: setting.DurationOf(time.Hour), Tolerance: 0.02, Slack: 2, DisputeRounds: 3,
+		RequireGrant: []meter.Service{}, AcceptGrants: true}
+}
+
+// Check refuses settings New would refuse or misread, naming the key.
+func (c *Config) Check() error {
+	if d := c.Window.Duration; d < time.Second || d%time.Second != 0 {
+		return fmt.Errorf("window %s: write a whole number of seconds of at least 1s, e.g. \"1h\" or \"5s\"", c.Window)
+	}
+	if c.Tolerance < 0 || c.Tolerance >= 1 {
+		return fmt.Errorf("tolerance %v: must be from 0 to below 1 (a fraction, e.g. 0.02)", c.Tolerance)
+	}
+	if c.DisputePeriod.Duration < 0 {
+		return fmt.Errorf("dispute_period %s: write a duration of 0 or more, e.g. \"1h\"", c.DisputePeriod)
+	}
+	if c.DisputeRounds < 0 {
+		return fmt.Errorf("dispute_rounds %d: must be >= 0 (0 = 3)", c.DisputeRounds)
+	}
+	return nil
 }
 
 // Service is a node's accounting. Its methods are safe for concurrent use.
@@ -79,10 +106,10 @@ type Service struct {
 // ag. h is the node's libp2p host, used to reach peers; m is the node's
 // meter (built for cfg.Window).
 func New(key *identity.Key, cfg Config, dir string, m *meter.Meter, ag *agent.Service, h host.Host, reg prometheus.Registerer, log *slog.Logger) (*Service, error) {
-	if cfg.Window < time.Second {
+	if cfg.Window.Duration < time.Second {
 		return nil, fmt.Errorf("accounting: window %s: must be at least 1s", cfg.Window)
 	}
-	if cfg.DisputePeriod <= 0 {
+	if cfg.DisputePeriod.Duration <= 0 {
 		cfg.DisputePeriod = cfg.Window
 	}
 	if cfg.DisputeRounds <= 0 {
@@ -131,7 +158,7 @@ func (s *Service) Start() {
 // tick is how often the loop runs: a fifth of a window, within 100ms
 // and 10s.
 func (s *Service) tick() time.Duration {
-	return min(max(s.cfg.Window/5, 100*time.Millisecond), 10*time.Second)
+	return min(max(s.cfg.Window.Duration/5, 100*time.Millisecond), 10*time.Second)
 }
 
 // Close stops the loop and closes the state.

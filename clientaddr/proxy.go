@@ -13,22 +13,42 @@ import (
 // the client it forwarded for, read from X-Forwarded-For, not by the
 // proxy's own address; a request from anywhere else is keyed by its
 // address whatever its headers say, since a client can write any header.
-type Proxies []netip.Prefix
+type Proxies []Proxy
 
-// ParseProxies parses CIDR prefixes or bare addresses
-// (`relay.trusted_proxies`).
+// Proxy is one reverse proxy's address prefix. It reads from text as a
+// CIDR prefix or a bare address (`relay.trusted_proxies` in config.toml),
+// so the file's list decodes straight into Proxies.
+type Proxy struct {
+	netip.Prefix
+}
+
+// UnmarshalText parses a CIDR prefix or a bare address, which stands for
+// itself alone.
+func (p *Proxy) UnmarshalText(b []byte) error {
+	s := string(b)
+	if pr, err := netip.ParsePrefix(s); err == nil {
+		p.Prefix = pr.Masked()
+		return nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return fmt.Errorf("%q is not an address or CIDR prefix (write e.g. \"127.0.0.1/32\" or \"::1\")", s)
+	}
+	p.Prefix = netip.PrefixFrom(a, a.BitLen())
+	return nil
+}
+
+// MarshalText writes the prefix in CIDR form.
+func (p Proxy) MarshalText() ([]byte, error) { return p.Prefix.MarshalText() }
+
+// ParseProxies parses CIDR prefixes or bare addresses, as Proxy's
+// UnmarshalText does.
 func ParseProxies(specs []string) (Proxies, error) {
-	out := make(Proxies, 0, len(specs))
-	for _, s := range specs {
-		if p, err := netip.ParsePrefix(s); err == nil {
-			out = append(out, p.Masked())
-			continue
+	out := make(Proxies, len(specs))
+	for i, s := range specs {
+		if err := out[i].UnmarshalText([]byte(s)); err != nil {
+			return nil, err
 		}
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			return nil, fmt.Errorf("%q is not an address or CIDR prefix (write e.g. \"127.0.0.1/32\" or \"::1\")", s)
-		}
-		out = append(out, netip.PrefixFrom(a, a.BitLen()))
 	}
 	return out, nil
 }

@@ -57,3 +57,25 @@ func FuzzProxiesClient(f *testing.F) {
 		}
 	})
 }
+
+// FuzzProxyText checks that a proxy read from text writes back as text
+// that reads to the same prefix, so a written config.toml keeps it.
+func FuzzProxyText(f *testing.F) {
+	for _, s := range []string{"127.0.0.1/32", "::1", "10.9.0.0/16", "10.9.1.2/16", "fe80::1%eth0", "nginx", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var p Proxy
+		if err := p.UnmarshalText([]byte(s)); err != nil {
+			return
+		}
+		b, err := p.MarshalText()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Proxy
+		if err := back.UnmarshalText(b); err != nil || back != p {
+			t.Fatalf("%q read as %v, written %q, read back %v (%v)", s, p.Prefix, b, back.Prefix, err)
+		}
+	})
+}

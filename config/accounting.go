@@ -3,76 +3,41 @@ package config
 import (
 	"fmt"
 	"time"
+
+	"fleetmesh.org/fleetmesh/accounting"
+	"fleetmesh.org/fleetmesh/config/setting"
 )
 
 // AccountingConfig is the [accounting] section: windows, receipts,
 // disputes and grants (spec/receipts.md, spec/grants.md,
-// spec/disputes.md).
+// spec/disputes.md). The accounting service's settings are its own
+// Config; the rest are the defaults of `fleetmesh grants offer`.
 type AccountingConfig struct {
-	// Window is the accounting window, UTC-aligned: any Go duration of
-	// whole seconds ("1h"; seconds in tests).
-	Window string `toml:"window"`
-	// Tolerance is how far two sides' counts of a service may differ, as
-	// a fraction of the larger, and still be signed.
-	Tolerance float64 `toml:"tolerance"`
-	// Slack is how many events (with their bytes) the sides may differ
-	// by whatever the tolerance: events in flight at a window boundary
-	// fall in one window at the sender and the next at the receiver.
-	Slack uint64 `toml:"slack"`
-	// DisputePeriod is how long after a window's end its exchange may go
-	// on before the window is reported ("" = one window).
-	DisputePeriod string `toml:"dispute_period"`
-	// DisputeRounds bounds the proposals of one window.
-	DisputeRounds int `toml:"dispute_rounds"`
-	// RequireGrant lists services this node gives only under a grant
-	// (events, bytes, …).
-	RequireGrant []string `toml:"require_grant"`
-	// AcceptGrants accepts the grants other nodes offer this one.
-	AcceptGrants bool `toml:"accept_grants"`
+	accounting.Config
 	// OfferEvents is the default quota (events per window) of
 	// `fleetmesh grants offer`; GrantLength and GrantNotice its default
 	// length and revocation notice.
-	OfferEvents uint64 `toml:"offer_events"`
-	GrantLength string `toml:"grant_length"`
-	GrantNotice string `toml:"grant_notice"`
+	OfferEvents uint64           `toml:"offer_events"`
+	GrantLength setting.Duration `toml:"grant_length"`
+	GrantNotice setting.Duration `toml:"grant_notice"`
 }
 
 // DefaultAccounting is the [accounting] a new node starts with.
 func DefaultAccounting() AccountingConfig {
-	return AccountingConfig{Window: "1h", Tolerance: 0.02, Slack: 2, DisputeRounds: 3, RequireGrant: []string{},
-		AcceptGrants: true, OfferEvents: 100_000, GrantLength: "720h", GrantNotice: "1h"}
-}
-
-// WindowDuration parses Window.
-func (a AccountingConfig) WindowDuration() time.Duration {
-	d, _ := time.ParseDuration(a.Window)
-	return d
+	return AccountingConfig{Config: accounting.DefaultConfig(), OfferEvents: 100_000,
+		GrantLength: setting.DurationOf(720 * time.Hour), GrantNotice: setting.DurationOf(time.Hour)}
 }
 
 func (a AccountingConfig) validate() error {
-	d, err := time.ParseDuration(a.Window)
-	if err != nil || d < time.Second || d%time.Second != 0 {
-		return fmt.Errorf("accounting.window %q: write a whole number of seconds of at least 1s, e.g. \"1h\" or \"5s\"", a.Window)
+	if err := a.Check(); err != nil {
+		return fmt.Errorf("accounting.%w", err)
 	}
-	if a.Tolerance < 0 || a.Tolerance >= 1 {
-		return fmt.Errorf("accounting.tolerance %v: must be from 0 to below 1 (a fraction, e.g. 0.02)", a.Tolerance)
-	}
-	for _, k := range []struct{ name, v string }{{"dispute_period", a.DisputePeriod}, {"grant_length", a.GrantLength}, {"grant_notice", a.GrantNotice}} {
-		if k.v == "" {
-			continue
-		}
-		if d, err := time.ParseDuration(k.v); err != nil || d < 0 {
-			return fmt.Errorf("accounting.%s %q: write a duration, e.g. \"1h\"", k.name, k.v)
-		}
-	}
-	if a.DisputeRounds < 0 {
-		return fmt.Errorf("accounting.dispute_rounds %d: must be >= 0 (0 = 3)", a.DisputeRounds)
-	}
-	for _, s := range a.RequireGrant {
-		switch s {
-		case "events", "bytes", "storage_bytes", "circuit_seconds", "circuit_bytes", "mediation_messages", "compute_units":
-		default:
-			return fmt.Errorf("accounting.require_grant: unknown service %q (events, bytes, storage_bytes, circuit_seconds, circuit_bytes, mediation_messages, compute_units)", s)
+	for _, k := range []struct {
+		name string
+		v    setting.Duration
+	}{{"grant_length", a.GrantLength}, {"grant_notice", a.GrantNotice}} {
+		if k.v.Duration < 0 {
+			return fmt.Errorf("accounting.%s %s: write a duration of 0 or more, e.g. \"1h\"", k.name, k.v)
 		}
 	}
 	return nil

@@ -2,6 +2,12 @@
 // schema, its defaults, and loading it with errors that name the key to
 // fix. Command-line flags override it; package cmd/fleetmesh applies them.
 //
+// A section whose settings are all one package's is that package's own
+// Config, with toml tags, embedded here ([relay] is relay.Config): its keys
+// and defaults are declared once, beside the code that uses them. Values
+// are typed (durations are setting.Duration), so go-toml parses each once,
+// at load, and a bad one stops Load naming its key.
+//
 // It is not for runtime state (the address book, the store) and holds no
 // secrets: keys live in their own files beside it.
 package config
@@ -12,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
@@ -21,6 +28,9 @@ import (
 
 	"fleetmesh.org/fleetmesh/boundary"
 	"fleetmesh.org/fleetmesh/clientaddr"
+	"fleetmesh.org/fleetmesh/config/setting"
+	"fleetmesh.org/fleetmesh/dashboard"
+	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
 )
@@ -42,10 +52,10 @@ type Config struct {
 	// Class is the node class declared in the descriptor: anchor, home or
 	// leaf, or auto (the default): anchor while the node is publicly
 	// reachable and relays for others, home otherwise.
-	Class string      `toml:"class"`
-	Relay RelayConfig `toml:"relay"`
-	Store StoreConfig `toml:"store"`
-	Log   LogConfig   `toml:"log"`
+	Class string       `toml:"class"`
+	Relay RelaySection `toml:"relay"`
+	Store StoreConfig  `toml:"store"`
+	Log   LogConfig    `toml:"log"`
 	// Boundary extends the default boundary rules (spec/boundary.md).
 	Boundary BoundaryConfig `toml:"boundary"`
 	Mesh     MeshConfig     `toml:"mesh"`
@@ -54,26 +64,7 @@ type Config struct {
 	Accounting AccountingConfig `toml:"accounting"`
 	Iroh       IrohConfig       `toml:"iroh"`
 	// Dashboard is the operator page at /dashboard on the relay port.
-	Dashboard DashboardConfig `toml:"dashboard"`
-}
-
-// DashboardConfig configures the operator dashboard (package dashboard).
-type DashboardConfig struct {
-	// Enabled serves /dashboard: plots of the node's own metrics.
-	Enabled bool `toml:"enabled"`
-	// Token, if set, admits requests from other addresses (and through a
-	// reverse proxy) that carry it; without it the page is served to
-	// loopback only. It is a credential: keep config.toml private.
-	Token string `toml:"token"`
-	// SampleInterval is how often the page's plots take a sample of the
-	// node's metrics (the last hour keeps 360 samples at most).
-	SampleInterval string `toml:"sample_interval"`
-}
-
-// SampleEvery parses SampleInterval (Validate has checked it).
-func (d DashboardConfig) SampleEvery() time.Duration {
-	v, _ := time.ParseDuration(d.SampleInterval)
-	return v
+	Dashboard dashboard.Config `toml:"dashboard"`
 }
 
 // RuntimeConfig tunes the Go runtime the node runs on.
@@ -108,11 +99,11 @@ type MeshConfig struct {
 	// and replicates; ["{}"] is everything.
 	Subscribe []string `toml:"subscribe"`
 	// SyncInterval is how often the node reconciles with a connected peer.
-	SyncInterval string `toml:"sync_interval"`
+	SyncInterval setting.Duration `toml:"sync_interval"`
 	// MaintainInterval is how often the node checks its connections, dials
 	// remembered and exchanged peers when it has few, and exchanges
 	// descriptors.
-	MaintainInterval string `toml:"maintain_interval"`
+	MaintainInterval setting.Duration `toml:"maintain_interval"`
 	// LookupPeers bounds how many peers a REQ asks for events this node
 	// does not hold (0: no lookups).
 	LookupPeers int `toml:"lookup_peers"`
@@ -121,11 +112,11 @@ type MeshConfig struct {
 	ClientShards int `toml:"client_shards"`
 	// ClientLinger is how long such a shard stays joined after its last
 	// client subscription ends.
-	ClientLinger string `toml:"client_linger"`
+	ClientLinger setting.Duration `toml:"client_linger"`
 	// ReprovideInterval is how often the node announces again, in the DHT,
 	// the events it holds for durability (kad-dht's records last 48h);
 	// "0s" turns it off.
-	ReprovideInterval string `toml:"reprovide_interval"`
+	ReprovideInterval setting.Duration `toml:"reprovide_interval"`
 
 	// Durability (spec/mesh-placement.md).
 
@@ -136,8 +127,8 @@ type MeshConfig struct {
 	OfferStorage bool `toml:"offer_storage"`
 	// StorageMaxBytes and StorageRetention are the bounds the storage
 	// offer declares (spec/descriptor.md).
-	StorageMaxBytes  uint64 `toml:"storage_max_bytes"`
-	StorageRetention string `toml:"storage_retention"`
+	StorageMaxBytes  uint64           `toml:"storage_max_bytes"`
+	StorageRetention setting.Duration `toml:"storage_retention"`
 	// DurableSyncPeers bounds the co-holders one anti-entropy round syncs
 	// the durably held shards with.
 	DurableSyncPeers int `toml:"durable_sync_peers"`
@@ -153,8 +144,9 @@ type MeshConfig struct {
 	// for nodes behind NAT: "auto" (while its class is anchor; with class
 	// auto, while it is publicly reachable), "on" or "off".
 	RelayService string `toml:"relay_service"`
-	// RelayLimits bound the relay service.
-	RelayLimits RelayLimitsConfig `toml:"relay_limits"`
+	// RelayLimits bound the relay service (all > 0); package mesh declares
+	// them and their defaults.
+	RelayLimits mesh.RelayLimits `toml:"relay_limits"`
 	// StaticRelays are relays (multiaddrs ending in /p2p/<PeerID>) to hold
 	// a reservation with while privately reachable, besides the anchors
 	// the node learns of. None is built in.
@@ -164,28 +156,11 @@ type MeshConfig struct {
 	AutoRelay bool `toml:"auto_relay"`
 	// RelaySearchInterval is how often, at most, the node looks for more
 	// relays while it holds fewer reservations than it wants.
-	RelaySearchInterval string `toml:"relay_search_interval"`
+	RelaySearchInterval setting.Duration `toml:"relay_search_interval"`
 	// HolePunching turns on DCUtR: direct connections through NATs.
 	HolePunching bool `toml:"hole_punching"`
 	// NATPortMap asks the LAN router for a port mapping (UPnP, NAT-PMP).
 	NATPortMap bool `toml:"nat_port_map"`
-}
-
-// RelayLimitsConfig bounds the circuit relay service (all > 0).
-type RelayLimitsConfig struct {
-	// MaxReservations bounds the reservations held at once.
-	MaxReservations int `toml:"max_reservations"`
-	// MaxReservationsPerIP bounds reservations from one IP address.
-	MaxReservationsPerIP int `toml:"max_reservations_per_ip"`
-	// MaxCircuits bounds the open circuits to or from one peer.
-	MaxCircuits int `toml:"max_circuits"`
-	// ReservationTTL is how long a reservation lasts unless refreshed.
-	ReservationTTL string `toml:"reservation_ttl"`
-	// CircuitDuration is how long one relayed connection may stay open.
-	CircuitDuration string `toml:"circuit_duration"`
-	// CircuitBytes is how much one relayed connection may carry in each
-	// direction.
-	CircuitBytes int64 `toml:"circuit_bytes"`
 }
 
 // SubscribeFilters parses Subscribe.
@@ -205,50 +180,13 @@ type BoundaryConfig struct {
 	Rules []boundary.RuleSpec `toml:"rules"`
 }
 
-// RelayConfig configures the client-facing Nostr relay.
-type RelayConfig struct {
-	Listen            string  `toml:"listen"`
-	URL               string  `toml:"url"`
-	Name              string  `toml:"name"`
-	Description       string  `toml:"description"`
-	Contact           string  `toml:"contact"`
-	PubKey            string  `toml:"pubkey"`
-	MaxMessageBytes   int     `toml:"max_message_bytes"`
-	MaxEventBytes     int     `toml:"max_event_bytes"`
-	MaxTags           int     `toml:"max_tags"`
-	MaxContentBytes   int     `toml:"max_content_bytes"`
-	MaxSubscriptions  int     `toml:"max_subscriptions"`
-	MaxFilters        int     `toml:"max_filters"`
-	MaxLimit          int     `toml:"max_limit"`
-	DefaultLimit      int     `toml:"default_limit"`
-	MaxFutureSeconds  int64   `toml:"max_future_seconds"`
-	EventsPerSecond   float64 `toml:"events_per_second"`
-	EventsBurst       int     `toml:"events_burst"`
-	IPEventsPerSecond float64 `toml:"ip_events_per_second"`
-	IPEventsBurst     int     `toml:"ip_events_burst"`
-	MaxConnsPerIP     int     `toml:"max_connections_per_ip"`
-	// TrustedProxies are reverse proxies in front of the relay (CIDR
-	// prefixes or addresses, e.g. ["127.0.0.1/32"] for nginx on the same
-	// host): requests from them are keyed by their X-Forwarded-For client
-	// for every per-address limit. Only list proxies you run: a client
-	// can write any header.
-	TrustedProxies []string `toml:"trusted_proxies"`
-	// Hostile-load bounds (spec/limits.md); 0 takes the relay's default.
-	MaxConns             int     `toml:"max_connections"` // 0: from the file limit
-	FirstMessageTimeout  string  `toml:"first_message_timeout"`
-	MaxBufferedBytes     int64   `toml:"max_buffered_bytes"`
-	ReqMillisPerSecond   int     `toml:"req_ms_per_second"`
-	ReqRowsPerSecond     int     `toml:"req_rows_per_second"`
-	IPReqMillisPerSecond int     `toml:"ip_req_ms_per_second"`
-	IPReqRowsPerSecond   int     `toml:"ip_req_rows_per_second"`
-	MaxNegSessions       int     `toml:"max_negentropy_sessions"`
-	IPMaxNegSessions     int     `toml:"ip_max_negentropy_sessions"`
-	MaxCountRows         int     `toml:"max_count_rows"`
-	IPMaxSubscriptions   int     `toml:"ip_max_subscriptions"`
-	IPConnsPerSecond     float64 `toml:"ip_connections_per_second"`
-	AuthRequiredKinds    []int   `toml:"auth_required_kinds"`
-	MaxNegRecords        int     `toml:"max_negentropy_records"`
-	QueryTimeout         string  `toml:"query_timeout"`
+// RelaySection is the [relay] section: the address the client-facing
+// Nostr relay listens on, and the relay's own settings, whose keys and
+// defaults package relay declares (relay.Config).
+type RelaySection struct {
+	// Listen is the relay's TCP address (host:port).
+	Listen string `toml:"listen"`
+	relay.Config
 }
 
 // StoreConfig configures the embedded event store.
@@ -271,82 +209,46 @@ const DefaultListen = "127.0.0.1:7447"
 
 // Default returns the configuration a new node starts with.
 func Default() Config {
-	d := relay.DefaultConfig()
+	rc := relay.DefaultConfig()
+	rc.TrustedProxies = clientaddr.Proxies{}
+	rc.AuthRequiredKinds = []int{}
 	return Config{
-		Class: ClassAuto,
-		Relay: RelayConfig{
-			Listen:               DefaultListen,
-			Name:                 d.Name,
-			Description:          d.Description,
-			MaxMessageBytes:      d.MaxMessageBytes,
-			MaxEventBytes:        d.MaxEventBytes,
-			MaxTags:              d.MaxTags,
-			MaxContentBytes:      d.MaxContentBytes,
-			MaxSubscriptions:     d.MaxSubscriptions,
-			MaxFilters:           d.MaxFilters,
-			MaxLimit:             d.MaxLimit,
-			DefaultLimit:         d.DefaultLimit,
-			MaxFutureSeconds:     d.MaxFutureSeconds,
-			EventsPerSecond:      d.EventsPerSecond,
-			EventsBurst:          d.EventsBurst,
-			IPEventsPerSecond:    d.IPEventsPerSecond,
-			IPEventsBurst:        d.IPEventsBurst,
-			MaxConnsPerIP:        d.MaxConnsPerIP,
-			FirstMessageTimeout:  d.FirstMessageTimeout.String(),
-			MaxBufferedBytes:     d.MaxBufferedBytes,
-			ReqMillisPerSecond:   d.ReqMillisPerSecond,
-			ReqRowsPerSecond:     d.ReqRowsPerSecond,
-			IPReqMillisPerSecond: d.IPReqMillisPerSecond,
-			IPReqRowsPerSecond:   d.IPReqRowsPerSecond,
-			MaxNegSessions:       d.MaxNegSessions,
-			IPMaxNegSessions:     d.IPMaxNegSessions,
-			MaxCountRows:         d.MaxCountRows,
-			IPMaxSubscriptions:   d.IPMaxSubscriptions,
-			IPConnsPerSecond:     d.IPConnsPerSecond,
-			AuthRequiredKinds:    []int{},
-			MaxNegRecords:        d.MaxNegRecords,
-			QueryTimeout:         d.QueryTimeout.String(),
-		},
-		Store:   StoreConfig{Dir: "data", CacheMB: 64},
-		Runtime: RuntimeConfig{GCPercent: 200},
-		Iroh:    DefaultIroh(),
+		Class:    ClassAuto,
+		Relay:    RelaySection{Listen: DefaultListen, Config: rc},
+		Store:    StoreConfig{Dir: "data", CacheMB: 64},
+		Boundary: BoundaryConfig{Rules: []boundary.RuleSpec{}},
+		Runtime:  RuntimeConfig{GCPercent: 200},
+		Iroh:     DefaultIroh(),
 		Mesh: MeshConfig{
-			Listen:            []string{},
-			Bootstrap:         []string{},
-			AnnounceRelays:    []string{},
-			DHT:               "auto",
-			Subscribe:         []string{"{}"},
-			SyncInterval:      "1m",
-			MaintainInterval:  "30s",
-			LookupPeers:       16,
-			ClientShards:      64,
-			ClientLinger:      "5m",
-			ReprovideInterval: "22h",
-			RelayService:      "auto",
-			RelayLimits: RelayLimitsConfig{
-				MaxReservations:      128,
-				MaxReservationsPerIP: 8,
-				MaxCircuits:          16,
-				ReservationTTL:       "1h",
-				CircuitDuration:      "2m",
-				CircuitBytes:         128 << 10,
-			},
+			Listen:              []string{},
+			Bootstrap:           []string{},
+			AnnounceRelays:      []string{},
+			DHT:                 "auto",
+			Subscribe:           []string{"{}"},
+			SyncInterval:        setting.DurationOf(time.Minute),
+			MaintainInterval:    setting.DurationOf(30 * time.Second),
+			LookupPeers:         16,
+			ClientShards:        64,
+			ClientLinger:        setting.DurationOf(5 * time.Minute),
+			ReprovideInterval:   setting.DurationOf(22 * time.Hour),
+			RelayService:        "auto",
+			RelayLimits:         mesh.DefaultRelayLimits(),
 			StaticRelays:        []string{},
 			AutoRelay:           true,
-			RelaySearchInterval: "30s",
+			RelaySearchInterval: setting.DurationOf(30 * time.Second),
 			HolePunching:        true,
 			NATPortMap:          false,
 			Replication:         3,
 			OfferStorage:        true,
 			StorageMaxBytes:     10 << 30,
-			StorageRetention:    "2160h",
+			StorageRetention:    setting.DurationOf(2160 * time.Hour),
 			DurableSyncPeers:    8,
 			LookupProviders:     3,
 			LookupDHTIDs:        16,
 		},
 		Log:        LogConfig{Level: "info", Format: "text"},
 		Accounting: DefaultAccounting(),
-		Dashboard:  DashboardConfig{Enabled: true, SampleInterval: "10s"},
+		Dashboard:  dashboard.DefaultConfig(),
 	}
 }
 
@@ -369,7 +271,14 @@ func Load(path string) (Config, error) {
 		var de *toml.DecodeError
 		if errors.As(err, &de) {
 			row, col := de.Position()
-			return cfg, fmt.Errorf("config: %s:%d:%d: %v", path, row, col, de)
+			msg := strings.TrimPrefix(de.Error(), "toml: ")
+			if key := de.Key(); len(key) > 0 {
+				return cfg, fmt.Errorf("config: %s:%d:%d: %s: %s", path, row, col, strings.Join(key, "."), msg)
+			}
+			return cfg, fmt.Errorf("config: %s:%d:%d: %s", path, row, col, msg)
+		}
+		if key := setting.NonTextKey(data, reflect.TypeFor[Config]()); key != "" {
+			return cfg, fmt.Errorf("config: %s: %s: %w", path, key, err)
 		}
 		return cfg, fmt.Errorf("config: %s: %w", path, err)
 	}
@@ -397,18 +306,8 @@ func (c *Config) Validate() error {
 	if c.Relay.EventsPerSecond < 0 || c.Relay.IPEventsPerSecond < 0 {
 		return errors.New("relay: events_per_second and ip_events_per_second must be >= 0 (0 = unlimited)")
 	}
-	if c.Relay.QueryTimeout != "" {
-		if _, err := time.ParseDuration(c.Relay.QueryTimeout); err != nil {
-			return fmt.Errorf("relay.query_timeout %q: %v (write e.g. \"10s\")", c.Relay.QueryTimeout, err)
-		}
-	}
-	if c.Relay.FirstMessageTimeout != "" {
-		if d, err := time.ParseDuration(c.Relay.FirstMessageTimeout); err != nil || d <= 0 {
-			return fmt.Errorf("relay.first_message_timeout %q: write a positive duration, e.g. \"30s\"", c.Relay.FirstMessageTimeout)
-		}
-	}
-	if _, err := clientaddr.ParseProxies(c.Relay.TrustedProxies); err != nil {
-		return fmt.Errorf("relay.trusted_proxies: %v", err)
+	if c.Relay.FirstMessageTimeout.Duration < 0 {
+		return fmt.Errorf("relay.first_message_timeout %s: write a positive duration, e.g. \"30s\" (0 takes the default)", c.Relay.FirstMessageTimeout)
 	}
 	if c.Relay.MaxConnsPerIP < 0 || c.Relay.MaxConns < 0 {
 		return errors.New("relay: max_connections_per_ip and max_connections must be >= 0 (0 = the default; there is no unlimited)")
@@ -421,23 +320,23 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("mesh.dht %q: must be auto, server, client or off", c.Mesh.DHT)
 	}
-	if d, err := time.ParseDuration(c.Mesh.SyncInterval); c.Mesh.SyncInterval != "" && (err != nil || d <= 0) {
-		return fmt.Errorf("mesh.sync_interval %q: write a positive duration, e.g. \"1m\"", c.Mesh.SyncInterval)
+	if c.Mesh.SyncInterval.Duration < 0 {
+		return fmt.Errorf("mesh.sync_interval %s: write a positive duration, e.g. \"1m\" (0 takes the default)", c.Mesh.SyncInterval)
 	}
-	if d, err := time.ParseDuration(c.Mesh.MaintainInterval); c.Mesh.MaintainInterval != "" && (err != nil || d <= 0) {
-		return fmt.Errorf("mesh.maintain_interval %q: write a positive duration, e.g. \"30s\"", c.Mesh.MaintainInterval)
+	if c.Mesh.MaintainInterval.Duration < 0 {
+		return fmt.Errorf("mesh.maintain_interval %s: write a positive duration, e.g. \"30s\" (0 takes the default)", c.Mesh.MaintainInterval)
 	}
 	if c.Mesh.ClientShards < 0 || c.Mesh.ClientShards > 256 {
 		return fmt.Errorf("mesh.client_shards %d: must be 0 to 256", c.Mesh.ClientShards)
 	}
-	if d, err := time.ParseDuration(c.Mesh.ClientLinger); c.Mesh.ClientLinger != "" && (err != nil || d < 0) {
-		return fmt.Errorf("mesh.client_linger %q: write a duration, e.g. \"5m\"", c.Mesh.ClientLinger)
+	if c.Mesh.ClientLinger.Duration < 0 {
+		return fmt.Errorf("mesh.client_linger %s: write a duration of 0 or more, e.g. \"5m\"", c.Mesh.ClientLinger)
 	}
-	if d, err := time.ParseDuration(c.Mesh.ReprovideInterval); c.Mesh.ReprovideInterval != "" && (err != nil || d < 0 || (d > 0 && d < time.Minute) || d > 47*time.Hour) {
-		return fmt.Errorf("mesh.reprovide_interval %q: write a duration from 1m to 47h (provider records last 48h), or \"0s\" to turn it off", c.Mesh.ReprovideInterval)
+	if d := c.Mesh.ReprovideInterval.Duration; d < 0 || (d > 0 && d < time.Minute) || d > 47*time.Hour {
+		return fmt.Errorf("mesh.reprovide_interval %s: write a duration from 1m to 47h (provider records last 48h), or \"0s\" to turn it off", c.Mesh.ReprovideInterval)
 	}
-	if d, err := time.ParseDuration(c.Dashboard.SampleInterval); c.Dashboard.SampleInterval != "" && (err != nil || d < 100*time.Millisecond) {
-		return fmt.Errorf("dashboard.sample_interval %q: write a duration of at least 100ms, e.g. \"10s\"", c.Dashboard.SampleInterval)
+	if err := c.Dashboard.Check(); err != nil {
+		return fmt.Errorf("dashboard.%w", err)
 	}
 	if err := c.Mesh.validateNAT(); err != nil {
 		return err
@@ -482,14 +381,17 @@ func (m *MeshConfig) validateNAT() error {
 			return fmt.Errorf("mesh.static_relays[%d] %q: %v (write a multiaddr ending in /p2p/<PeerID>)", i, s, err)
 		}
 	}
-	durations := []struct{ key, v string }{
+	durations := []struct {
+		key string
+		v   setting.Duration
+	}{
 		{"mesh.relay_search_interval", m.RelaySearchInterval},
 		{"mesh.relay_limits.reservation_ttl", m.RelayLimits.ReservationTTL},
 		{"mesh.relay_limits.circuit_duration", m.RelayLimits.CircuitDuration},
 	}
 	for _, d := range durations {
-		if v, err := time.ParseDuration(d.v); d.v != "" && (err != nil || v <= 0) {
-			return fmt.Errorf("%s %q: write a positive duration, e.g. \"2m\"", d.key, d.v)
+		if d.v.Duration <= 0 {
+			return fmt.Errorf("%s %s: write a positive duration, e.g. \"2m\"", d.key, d.v)
 		}
 	}
 	l := m.RelayLimits
@@ -508,51 +410,6 @@ func (m *MeshConfig) validateNAT() error {
 		}
 	}
 	return nil
-}
-
-// RelayConfig converts the file's relay section to the relay's own type.
-func (c *Config) RelayConfig() relay.Config {
-	r := c.Relay
-	qt, _ := time.ParseDuration(r.QueryTimeout)
-	firstMsg, _ := time.ParseDuration(r.FirstMessageTimeout)
-	proxies, _ := clientaddr.ParseProxies(r.TrustedProxies) // checked by Validate
-	return relay.Config{
-		URL:                  r.URL,
-		Name:                 r.Name,
-		Description:          r.Description,
-		Contact:              r.Contact,
-		PubKey:               r.PubKey,
-		MaxMessageBytes:      r.MaxMessageBytes,
-		MaxEventBytes:        r.MaxEventBytes,
-		MaxTags:              r.MaxTags,
-		MaxContentBytes:      r.MaxContentBytes,
-		MaxSubscriptions:     r.MaxSubscriptions,
-		MaxFilters:           r.MaxFilters,
-		MaxLimit:             r.MaxLimit,
-		DefaultLimit:         r.DefaultLimit,
-		MaxFutureSeconds:     r.MaxFutureSeconds,
-		EventsPerSecond:      r.EventsPerSecond,
-		EventsBurst:          r.EventsBurst,
-		IPEventsPerSecond:    r.IPEventsPerSecond,
-		IPEventsBurst:        r.IPEventsBurst,
-		MaxConnsPerIP:        r.MaxConnsPerIP,
-		TrustedProxies:       proxies,
-		MaxConns:             r.MaxConns,
-		FirstMessageTimeout:  firstMsg,
-		MaxBufferedBytes:     r.MaxBufferedBytes,
-		ReqMillisPerSecond:   r.ReqMillisPerSecond,
-		ReqRowsPerSecond:     r.ReqRowsPerSecond,
-		IPReqMillisPerSecond: r.IPReqMillisPerSecond,
-		IPReqRowsPerSecond:   r.IPReqRowsPerSecond,
-		MaxNegSessions:       r.MaxNegSessions,
-		IPMaxNegSessions:     r.IPMaxNegSessions,
-		MaxCountRows:         r.MaxCountRows,
-		IPMaxSubscriptions:   r.IPMaxSubscriptions,
-		IPConnsPerSecond:     r.IPConnsPerSecond,
-		AuthRequiredKinds:    r.AuthRequiredKinds,
-		MaxNegRecords:        r.MaxNegRecords,
-		QueryTimeout:         qt,
-	}
 }
 
 // Encode writes the config as TOML.

@@ -42,6 +42,8 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"[relay]\nevents_per_second = -1\n", ">= 0"},
 		{"[relay]\nquery_timeout = \"ten\"\n", "query_timeout"},
 		{"[runtime]\ngc_percent = -1\n", "gc_percent"},
+		{"[accounting]\nrequire_grant = ['beer']\n", `accounting.require_grant: unknown service "beer" (events, bytes,`},
+		{"[relay]\ntrusted_proxies = ['nginx']\n", `relay.trusted_proxies: "nginx" is not an address`},
 		{"[relay\n", FileName},
 		{"[[boundary.rules]]\nname = \"x\"\nclass = \"secret\"\nkinds = [1]\n", "class \"secret\""},
 	} {

@@ -19,22 +19,12 @@ func (m *MeshConfig) validateDurability() error {
 		if m.StorageMaxBytes == 0 {
 			return fmt.Errorf("mesh.storage_max_bytes must be > 0 while mesh.offer_storage is true")
 		}
-		if _, err := m.StorageRetentionDuration(); err != nil {
-			return err
+		if m.StorageRetention.Duration < time.Second {
+			return fmt.Errorf("mesh.storage_retention %s: write a duration of at least 1s, e.g. \"2160h\"", m.StorageRetention)
 		}
 	}
 	if m.DurableSyncPeers < 0 || m.LookupProviders < 0 || m.LookupDHTIDs < 0 {
 		return fmt.Errorf("mesh.durable_sync_peers, mesh.lookup_providers and mesh.lookup_dht_ids must be >= 0")
 	}
 	return nil
-}
-
-// StorageRetentionDuration parses StorageRetention, which must be at least
-// a second.
-func (m *MeshConfig) StorageRetentionDuration() (time.Duration, error) {
-	d, err := time.ParseDuration(m.StorageRetention)
-	if err != nil || d < time.Second {
-		return 0, fmt.Errorf("mesh.storage_retention %q: write a duration of at least 1s, e.g. \"2160h\"", m.StorageRetention)
-	}
-	return d, nil
 }

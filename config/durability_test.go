@@ -3,6 +3,9 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"fleetmesh.org/fleetmesh/config/setting"
 )
 
 // TestDurabilityKeys checks the [mesh] keys of durability and content
@@ -19,8 +22,7 @@ func TestDurabilityKeys(t *testing.T) {
 		{"R too large", func(m *MeshConfig) { m.Replication = 257 }, "mesh.replication"},
 		{"no bytes offered", func(m *MeshConfig) { m.StorageMaxBytes = 0 }, "mesh.storage_max_bytes"},
 		{"no offer, no bytes", func(m *MeshConfig) { m.OfferStorage, m.StorageMaxBytes = false, 0 }, ""},
-		{"retention not a duration", func(m *MeshConfig) { m.StorageRetention = "90 days" }, "mesh.storage_retention"},
-		{"retention under a second", func(m *MeshConfig) { m.StorageRetention = "10ms" }, "mesh.storage_retention"},
+		{"retention under a second", func(m *MeshConfig) { m.StorageRetention = setting.DurationOf(10 * time.Millisecond) }, "mesh.storage_retention"},
 		{"negative lookups", func(m *MeshConfig) { m.LookupProviders = -1 }, "mesh.lookup_providers"},
 	}
 	for _, c := range cases {

@@ -18,16 +18,12 @@ import (
 	"fleetmesh.org/fleetmesh/internal/periodic"
 )
 
-// Options configure a Dashboard.
+// Options configure a Dashboard: the operator's settings, and what the
+// node that serves it fills in.
 type Options struct {
-	// Token, if set, lets a request from a non-loopback address in when it
-	// carries it (Authorization: Bearer TOKEN, or ?token=TOKEN once, which
-	// sets a cookie). Empty: loopback only.
-	Token string
-	// Interval is how often the metrics are sampled (default 10 s). The
-	// hour window keeps 360 samples; the day window one sample in
-	// DaySample (default 5 min), 288 of them.
-	Interval  time.Duration
+	Config
+	// DaySample is how often the day window keeps a sample (default 5
+	// min, 288 of them).
 	DaySample time.Duration
 	// Panels are what the page plots (default DefaultPanels).
 	Panels []Panel
@@ -50,8 +46,8 @@ type Dashboard struct {
 
 // New returns a dashboard over g. Run samples; ServeHTTP serves.
 func New(g prometheus.Gatherer, opts Options) *Dashboard {
-	if opts.Interval <= 0 {
-		opts.Interval = 10 * time.Second
+	if opts.SampleInterval.Duration <= 0 {
+		opts.SampleInterval = DefaultConfig().SampleInterval
 	}
 	if opts.DaySample <= 0 {
 		opts.DaySample = 5 * time.Minute
@@ -62,14 +58,14 @@ func New(g prometheus.Gatherer, opts Options) *Dashboard {
 	return &Dashboard{
 		g:    g,
 		opts: opts,
-		hour: ring{max: int(math.Ceil(float64(time.Hour) / float64(opts.Interval)))},
+		hour: ring{max: int(math.Ceil(float64(time.Hour) / float64(opts.SampleInterval.Duration)))},
 		day:  ring{max: int(math.Ceil(float64(24*time.Hour) / float64(opts.DaySample)))},
 	}
 }
 
 // Run samples until ctx ends.
 func (d *Dashboard) Run(ctx context.Context) {
-	periodic.Run(ctx, 0, d.opts.Interval, nil, func() { d.Sample(time.Now()) })
+	periodic.Run(ctx, 0, d.opts.SampleInterval.Duration, nil, func() { d.Sample(time.Now()) })
 }
 
 // Sample takes one sample now (Run calls it; tests call it directly).
@@ -160,7 +156,7 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(pts) > 0 && pts[0].at.After(from) {
 		from = pts[0].at
 	}
-	page := pageData{Title: d.opts.Title, Window: window, Refresh: int(d.opts.Interval / time.Second), Samples: n, Error: lastErr}
+	page := pageData{Title: d.opts.Title, Window: window, Refresh: int(d.opts.SampleInterval.Duration / time.Second), Samples: n, Error: lastErr}
 	if page.Refresh < 1 {
 		page.Refresh = 1
 	}

@@ -18,7 +18,7 @@ func testDashboard(t *testing.T, token string) (*Dashboard, *prometheus.CounterV
 	events := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetmesh_relay_events_total", Help: "x"}, []string{"result"})
 	conns := prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetmesh_relay_connections", Help: "x"})
 	reg.MustRegister(events, conns)
-	return New(reg, Options{Token: token, Title: "test"}), events, conns
+	return New(reg, Options{Config: Config{Token: token}, Title: "test"}), events, conns
 }
 
 func get(t *testing.T, d *Dashboard, remote, target string, hdr map[string]string) *httptest.ResponseRecorder {

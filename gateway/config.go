@@ -9,11 +9,13 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
 
+	"fleetmesh.org/fleetmesh/config/setting"
 	"fleetmesh.org/fleetmesh/nostr"
 )
 
@@ -28,7 +30,8 @@ const StateFile = "gateway-state.json"
 // DefaultBackendKeyFile is the backend AUTH key's file name in the home.
 const DefaultBackendKeyFile = "backend.key"
 
-// Config is gateway.toml. Durations are Go duration strings ("30s").
+// Config is gateway.toml. Durations are Go duration strings ("30s"), parsed
+// as the file is read.
 type Config struct {
 	// Backend is the backend relay's URL, ws:// (loopback only) or wss://.
 	// The --backend flag overrides it.
@@ -44,15 +47,15 @@ type Config struct {
 	// the same machine; used only for the shared-nothing check.
 	BackendDataDir string `toml:"backend_data_dir"`
 	// RetryMin and RetryMax bound the reconnect backoff.
-	RetryMin string `toml:"retry_min"`
-	RetryMax string `toml:"retry_max"`
+	RetryMin setting.Duration `toml:"retry_min"`
+	RetryMax setting.Duration `toml:"retry_max"`
 	// Overlap is how far before a cursor a catch-up starts, to cover clock
 	// skew and events that arrive late with an older created_at.
-	Overlap string `toml:"overlap"`
+	Overlap setting.Duration `toml:"overlap"`
 	// QueueSize bounds the mesh → backend queue of live events.
 	QueueSize int `toml:"queue_size"`
 	// PublishTimeout bounds the wait for a backend's OK.
-	PublishTimeout string `toml:"publish_timeout"`
+	PublishTimeout setting.Duration `toml:"publish_timeout"`
 	// MaxSyncRecords bounds the events one NIP-77 reconciliation loads
 	// from the local store; a larger window falls back to since windows.
 	MaxSyncRecords int `toml:"max_sync_records"`
@@ -121,11 +124,11 @@ func DefaultConfig() Config {
 		ToMesh:         []map[string]any{{}},
 		ToBackend:      []map[string]any{{}},
 		BackendKeyFile: DefaultBackendKeyFile,
-		RetryMin:       "500ms",
-		RetryMax:       "30s",
-		Overlap:        "10m",
+		RetryMin:       setting.DurationOf(500 * time.Millisecond),
+		RetryMax:       setting.DurationOf(30 * time.Second),
+		Overlap:        setting.DurationOf(10 * time.Minute),
 		QueueSize:      10000,
-		PublishTimeout: "10s",
+		PublishTimeout: setting.DurationOf(10 * time.Second),
 		MaxSyncRecords: 500000,
 		PageSize:       500,
 	}
@@ -163,7 +166,10 @@ func LoadConfig(home string) (Config, error) {
 		var de *toml.DecodeError
 		if errors.As(err, &de) {
 			row, col := de.Position()
-			return cfg, fmt.Errorf("gateway: %s:%d:%d: %v", path, row, col, de)
+			return cfg, fmt.Errorf("gateway: %s:%d:%d: %s: %s", path, row, col, strings.Join(de.Key(), "."), strings.TrimPrefix(de.Error(), "toml: "))
+		}
+		if key := setting.NonTextKey(data, reflect.TypeFor[Config]()); key != "" {
+			return cfg, fmt.Errorf("gateway: %s: %s: %w", path, key, err)
 		}
 		return cfg, fmt.Errorf("gateway: %s: %w", path, err)
 	}
@@ -186,7 +192,7 @@ func (c Config) Settings(home string) (Settings, error) {
 	}
 	durations := []struct {
 		key string
-		val string
+		val setting.Duration
 		dst *time.Duration
 	}{
 		{"retry_min", c.RetryMin, &s.RetryMin},
@@ -195,11 +201,10 @@ func (c Config) Settings(home string) (Settings, error) {
 		{"publish_timeout", c.PublishTimeout, &s.PublishTimeout},
 	}
 	for _, d := range durations {
-		v, err := time.ParseDuration(d.val)
-		if err != nil || v < 0 {
-			return s, fmt.Errorf("gateway: %s = %q is not a non-negative duration like \"30s\"", d.key, d.val)
+		if d.val.Duration < 0 {
+			return s, fmt.Errorf("gateway: %s = %s is not a non-negative duration like \"30s\"", d.key, d.val)
 		}
-		*d.dst = v
+		*d.dst = d.val.Duration
 	}
 	switch {
 	case s.RetryMin <= 0 || s.RetryMax < s.RetryMin:

@@ -3,6 +3,7 @@ package gateway
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -14,8 +15,8 @@ func TestLoadConfigWritesDefaultsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Backend != "" || len(cfg.ToMesh) != 1 || len(cfg.ToBackend) != 1 {
-		t.Fatalf("defaults: %+v", cfg)
+	if !reflect.DeepEqual(cfg, DefaultConfig()) {
+		t.Fatalf("the default file reads as %+v, want DefaultConfig %+v", cfg, DefaultConfig())
 	}
 	path := filepath.Join(home, ConfigFile)
 	custom := "backend = \"wss://relay.example.org\"\nto_mesh = [{ kinds = [1] }]\n"
@@ -53,7 +54,12 @@ func TestConfigErrors(t *testing.T) {
 		{"bad filter key", "backend = \"ws://127.0.0.1:1\"\nto_backend = [{ kind = [1] }]\n", "unknown filter key \"kind\""},
 		{"limit in filter", "backend = \"ws://127.0.0.1:1\"\nto_backend = [{ limit = 5 }]\n", "\"limit\" has no meaning"},
 		{"bad kinds", "backend = \"ws://127.0.0.1:1\"\nto_mesh = [{ kinds = [\"one\"] }]\n", "to_mesh[0] is not a NIP-01 filter"},
-		{"bad duration", "backend = \"ws://127.0.0.1:1\"\noverlap = \"ten minutes\"\n", "overlap"},
+		{"bad duration", "backend = \"ws://127.0.0.1:1\"\noverlap = \"ten minutes\"\n", `overlap: "ten minutes": write a duration`},
+		{"negative duration", "backend = \"ws://127.0.0.1:1\"\noverlap = \"-1m\"\n", "overlap = -1m is not a non-negative duration"},
+		{"number for a duration", "backend = \"ws://127.0.0.1:1\"\npublish_timeout = 10\n", `publish_timeout: "10": write a duration`},
+		{"bad retry_min", "backend = \"ws://127.0.0.1:1\"\nretry_min = \"soon\"\n", `retry_min: "soon"`},
+		{"bad retry_max", "backend = \"ws://127.0.0.1:1\"\nretry_max = \"soon\"\n", `retry_max: "soon"`},
+		{"bad publish_timeout", "backend = \"ws://127.0.0.1:1\"\npublish_timeout = \"soon\"\n", `publish_timeout: "soon"`},
 		{"backwards retry", "backend = \"ws://127.0.0.1:1\"\nretry_min = \"1m\"\nretry_max = \"1s\"\n", "retry_min"},
 		{"zero queue", "backend = \"ws://127.0.0.1:1\"\nqueue_size = 0\n", "queue_size"},
 	}

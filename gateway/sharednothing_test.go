@@ -166,9 +166,9 @@ func TestPrepare(t *testing.T) {
 		t.Fatalf("a refused gateway wrote its backend key: %v", err)
 	}
 
-	m = newHome(t, "retry_min = \"soon\"\n")
+	m = newHome(t, "backend = \"http://127.0.0.1:1\"\n")
 	var se *SettingsError
-	if _, _, err := Prepare(m, "ws://127.0.0.1:1"); !errors.As(err, &se) || !strings.Contains(err.Error(), "retry_min") {
-		t.Fatalf("bad retry_min: %v, want a *SettingsError naming it", err)
+	if _, _, err := Prepare(m, ""); !errors.As(err, &se) || !strings.Contains(err.Error(), "ws://") {
+		t.Fatalf("an http backend: %v, want a *SettingsError saying what to write", err)
 	}
 }

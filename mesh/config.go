@@ -8,6 +8,8 @@ import (
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
+
+	"fleetmesh.org/fleetmesh/config/setting"
 )
 
 // DHTMode says how the node takes part in the Kademlia DHT.
@@ -168,19 +170,22 @@ const (
 // much data one circuit may carry before the relay resets it. Relayed
 // connections are for reaching a node behind NAT and upgrading to a direct
 // connection (DCUtR), not for bulk traffic, so the defaults are go-libp2p's.
+//
+// It is also config.toml's [mesh.relay_limits] section, so each limit is
+// declared here alone.
 type RelayLimits struct {
 	// MaxReservations bounds the reservations held at once.
-	MaxReservations int
+	MaxReservations int `toml:"max_reservations"`
 	// MaxReservationsPerIP bounds reservations from one IP address.
-	MaxReservationsPerIP int
+	MaxReservationsPerIP int `toml:"max_reservations_per_ip"`
 	// MaxCircuits bounds the open circuits to or from one peer.
-	MaxCircuits int
+	MaxCircuits int `toml:"max_circuits"`
 	// ReservationTTL is how long a reservation lasts unless refreshed.
-	ReservationTTL time.Duration
+	ReservationTTL setting.Duration `toml:"reservation_ttl"`
 	// CircuitDuration is how long one circuit may stay open.
-	CircuitDuration time.Duration
+	CircuitDuration setting.Duration `toml:"circuit_duration"`
 	// CircuitBytes is how much one circuit may carry in each direction.
-	CircuitBytes int64
+	CircuitBytes int64 `toml:"circuit_bytes"`
 }
 
 // DefaultRelayLimits are go-libp2p's relay defaults.
@@ -189,8 +194,8 @@ func DefaultRelayLimits() RelayLimits {
 		MaxReservations:      128,
 		MaxReservationsPerIP: 8,
 		MaxCircuits:          16,
-		ReservationTTL:       time.Hour,
-		CircuitDuration:      2 * time.Minute,
+		ReservationTTL:       setting.DurationOf(time.Hour),
+		CircuitDuration:      setting.DurationOf(2 * time.Minute),
 		CircuitBytes:         128 << 10,
 	}
 }
@@ -271,8 +276,8 @@ func (c Config) withDefaults() Config {
 	setInt(&l.MaxReservations, dl.MaxReservations)
 	setInt(&l.MaxReservationsPerIP, dl.MaxReservationsPerIP)
 	setInt(&l.MaxCircuits, dl.MaxCircuits)
-	setDur(&l.ReservationTTL, dl.ReservationTTL)
-	setDur(&l.CircuitDuration, dl.CircuitDuration)
+	setDur(&l.ReservationTTL.Duration, dl.ReservationTTL.Duration)
+	setDur(&l.CircuitDuration.Duration, dl.CircuitDuration.Duration)
 	if l.CircuitBytes == 0 {
 		l.CircuitBytes = dl.CircuitBytes
 	}
@@ -344,8 +349,8 @@ func (c Config) Validate() error {
 		{"RelayLimits.MaxReservations", int64(c.RelayLimits.MaxReservations)},
 		{"RelayLimits.MaxReservationsPerIP", int64(c.RelayLimits.MaxReservationsPerIP)},
 		{"RelayLimits.MaxCircuits", int64(c.RelayLimits.MaxCircuits)},
-		{"RelayLimits.ReservationTTL", int64(c.RelayLimits.ReservationTTL)},
-		{"RelayLimits.CircuitDuration", int64(c.RelayLimits.CircuitDuration)},
+		{"RelayLimits.ReservationTTL", int64(c.RelayLimits.ReservationTTL.Duration)},
+		{"RelayLimits.CircuitDuration", int64(c.RelayLimits.CircuitDuration.Duration)},
 		{"RelayLimits.CircuitBytes", c.RelayLimits.CircuitBytes},
 		{"RelaySearchInterval", int64(c.RelaySearchInterval)},
 		{"RelayBackoff", int64(c.RelayBackoff)},

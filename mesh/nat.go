@@ -233,8 +233,8 @@ func (n *nat) setRelayService(h host.Host, on bool) error {
 	}
 	l := n.cfg.RelayLimits
 	rc := relay.DefaultResources()
-	rc.Limit = &relay.RelayLimit{Duration: l.CircuitDuration, Data: l.CircuitBytes}
-	rc.ReservationTTL = l.ReservationTTL
+	rc.Limit = &relay.RelayLimit{Duration: l.CircuitDuration.Duration, Data: l.CircuitBytes}
+	rc.ReservationTTL = l.ReservationTTL.Duration
 	rc.MaxReservations = l.MaxReservations
 	rc.MaxReservationsPerIP = l.MaxReservationsPerIP
 	rc.MaxCircuits = l.MaxCircuits
@@ -245,7 +245,7 @@ func (n *nat) setRelayService(h host.Host, on bool) error {
 	n.relaySvc = svc
 	n.status.RelayService = true
 	n.log.Info("mesh: relay service started", "max_reservations", l.MaxReservations, "max_circuits", l.MaxCircuits,
-		"circuit_duration", l.CircuitDuration, "circuit_bytes", l.CircuitBytes)
+		"circuit_duration", l.CircuitDuration.Duration, "circuit_bytes", l.CircuitBytes)
 	return nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"fleetmesh.org/fleetmesh/config/setting"
 	"fleetmesh.org/fleetmesh/descriptor"
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/mesh/peerexchange"
@@ -40,8 +41,8 @@ func TestConfigNATValidation(t *testing.T) {
 		{"negative reservations", func(c *Config) { c.RelayLimits.MaxReservations = -1 }, "RelayLimits.MaxReservations is negative"},
 		{"negative per-IP reservations", func(c *Config) { c.RelayLimits.MaxReservationsPerIP = -1 }, "RelayLimits.MaxReservationsPerIP"},
 		{"negative circuits", func(c *Config) { c.RelayLimits.MaxCircuits = -1 }, "RelayLimits.MaxCircuits"},
-		{"negative reservation TTL", func(c *Config) { c.RelayLimits.ReservationTTL = -time.Second }, "RelayLimits.ReservationTTL"},
-		{"negative circuit duration", func(c *Config) { c.RelayLimits.CircuitDuration = -time.Second }, "RelayLimits.CircuitDuration"},
+		{"negative reservation TTL", func(c *Config) { c.RelayLimits.ReservationTTL = setting.DurationOf(-time.Second) }, "RelayLimits.ReservationTTL"},
+		{"negative circuit duration", func(c *Config) { c.RelayLimits.CircuitDuration = setting.DurationOf(-time.Second) }, "RelayLimits.CircuitDuration"},
 		{"negative circuit bytes", func(c *Config) { c.RelayLimits.CircuitBytes = -1 }, "RelayLimits.CircuitBytes"},
 		{"negative search interval", func(c *Config) { c.RelaySearchInterval = -time.Second }, "RelaySearchInterval"},
 		{"negative relay backoff", func(c *Config) { c.RelayBackoff = -time.Second }, "RelayBackoff"},
@@ -169,7 +170,7 @@ func TestRelayServiceLimits(t *testing.T) {
 		ListenAddrs: loop, DHT: DHTOff, ConnLowWater: 4, ConnHighWater: 16,
 		ResourceMaxMemory: 256 << 20, ResourceMaxFDs: 256,
 		RelayService: RelayOn,
-		RelayLimits:  RelayLimits{MaxReservations: 1, CircuitBytes: circuitBytes, CircuitDuration: 3 * time.Second},
+		RelayLimits:  RelayLimits{MaxReservations: 1, CircuitBytes: circuitBytes, CircuitDuration: setting.DurationOf(3 * time.Second)},
 	}
 	r, err := Open(newKey(t), relayCfg, Hooks{Sink: newRecordingSink()})
 	if err != nil {

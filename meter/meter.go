@@ -16,6 +16,8 @@
 package meter
 
 import (
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,6 +60,25 @@ func ParseService(name string) (Service, bool) {
 		}
 	}
 	return 0, false
+}
+
+// UnmarshalText reads a service by its name ("events"), as config.toml's
+// accounting.require_grant lists them.
+func (s *Service) UnmarshalText(b []byte) error {
+	v, ok := ParseService(string(b))
+	if !ok {
+		return fmt.Errorf("unknown service %q (%s)", b, strings.Join(serviceNames[:], ", "))
+	}
+	*s = v
+	return nil
+}
+
+// MarshalText writes the service's name.
+func (s Service) MarshalText() ([]byte, error) {
+	if s >= numServices {
+		return nil, fmt.Errorf("meter: no service %d", s)
+	}
+	return []byte(serviceNames[s]), nil
 }
 
 // Names lists every service's name.

@@ -70,3 +70,21 @@ func BenchmarkRecord(b *testing.B) {
 		})
 	}
 }
+
+// FuzzServiceText checks that a service read from text is one of the
+// services and writes back as the same text.
+func FuzzServiceText(f *testing.F) {
+	for _, s := range append(Names(), "", "unknown", "Events", "events ") {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var svc Service
+		if err := svc.UnmarshalText([]byte(s)); err != nil {
+			return
+		}
+		b, err := svc.MarshalText()
+		if err != nil || string(b) != s {
+			t.Fatalf("%q read as %d, written %q (%v)", s, svc, b, err)
+		}
+	})
+}

@@ -45,7 +45,7 @@ type accountingPart struct {
 // newMeter makes the node's meter; the mesh and the agent count into it
 // from the start, and open adds the rest once they exist.
 func newMeter(opts Options) *accountingPart {
-	return &accountingPart{meter: meter.New(opts.Key.PeerID(), opts.Config.Accounting.WindowDuration(), time.Now())}
+	return &accountingPart{meter: meter.New(opts.Key.PeerID(), opts.Config.Accounting.Window.Duration, time.Now())}
 }
 
 // allow is the sync service's grant check (nil until accounting opens).
@@ -58,15 +58,7 @@ func (ap *accountingPart) allow(p peer.ID) error {
 }
 
 func (ap *accountingPart) open(opts Options, dc *agent.Service, h host.Host, reg prometheus.Registerer) error {
-	c := opts.Config.Accounting
-	cfg := accounting.Config{Window: c.WindowDuration(), Tolerance: c.Tolerance, Slack: c.Slack, DisputeRounds: c.DisputeRounds, AcceptGrants: c.AcceptGrants}
-	cfg.DisputePeriod, _ = time.ParseDuration(c.DisputePeriod)
-	for _, n := range c.RequireGrant {
-		if s, ok := meter.ParseService(n); ok {
-			cfg.RequireGrant = append(cfg.RequireGrant, s)
-		}
-	}
-	s, err := accounting.New(opts.Key, cfg, opts.Home.Path(AccountingDir), ap.meter, dc, h, reg, opts.Log)
+	s, err := accounting.New(opts.Key, opts.Config.Accounting.Config, opts.Home.Path(AccountingDir), ap.meter, dc, h, reg, opts.Log)
 	if err != nil {
 		return err
 	}

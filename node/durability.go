@@ -26,10 +26,7 @@ func storageOffer(cfg config.Config) *descriptor.StorageOffer {
 	if !cfg.Mesh.OfferStorage || cfg.Class == config.ClassLeaf {
 		return nil
 	}
-	keep, err := cfg.Mesh.StorageRetentionDuration()
-	if err != nil {
-		return nil // Validate refuses such a config before a node starts
-	}
+	keep := cfg.Mesh.StorageRetention.Duration // Validate has held it to 1s or more
 	return &descriptor.StorageOffer{MaxBytes: cfg.Mesh.StorageMaxBytes, RetentionSeconds: uint64(keep / time.Second)}
 }
 

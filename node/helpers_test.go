@@ -135,11 +135,7 @@ func (p *testPart) start(t *testing.T, spec partSpec) {
 		dhtIDs:       mc.LookupDHTIDs,
 	}
 	if mc.ClientShards > 0 {
-		linger, err := time.ParseDuration(mc.ClientLinger)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.mp.interest = newClientInterest(m, mc.ClientShards, linger, p.opts.Log)
+		p.mp.interest = newClientInterest(m, mc.ClientShards, mc.ClientLinger.Duration, p.opts.Log)
 	}
 	p.mp.wire(rl, p.opts.Log)
 	p.mp.start(p.opts, "ws://127.0.0.1:7447")

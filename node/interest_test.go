@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"fleetmesh.org/fleetmesh/config/setting"
 	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/nostr"
 )
@@ -18,7 +19,7 @@ func TestClientInterest(t *testing.T) {
 	_, parts := startParts(t, 2, func(i int, parts []*testPart) partSpec {
 		s := testSpec()
 		s.node.Mesh.OfferStorage = false
-		s.node.Mesh.ClientLinger = "300ms"
+		s.node.Mesh.ClientLinger = setting.DurationOf(300 * time.Millisecond)
 		if i > 0 {
 			s.mesh.Bootstrap = []string{parts[0].p2pAddr()}
 		}

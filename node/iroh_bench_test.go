@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"fleetmesh.org/fleetmesh/config"
+	"fleetmesh.org/fleetmesh/config/setting"
 	"fleetmesh.org/fleetmesh/iroh"
 	"fleetmesh.org/fleetmesh/meshsync"
 	"fleetmesh.org/fleetmesh/nostr"
@@ -120,7 +121,7 @@ func TestIrohVsLibp2pBench(t *testing.T) {
 // runs the one session it measures), listening on listen for libp2p.
 func benchNode(t *testing.T, listen []string) *irohNode {
 	return startIrohNodeWith(t, func(c *config.Config) {
-		c.Mesh.SyncInterval = "1h"
+		c.Mesh.SyncInterval = setting.DurationOf(time.Hour)
 		c.Mesh.Listen = listen
 	})
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"fleetmesh.org/fleetmesh/config"
+	"fleetmesh.org/fleetmesh/config/setting"
 	"fleetmesh.org/fleetmesh/didcomm"
 	"fleetmesh.org/fleetmesh/didcomm/trustping"
 	"fleetmesh.org/fleetmesh/identity"
@@ -56,7 +57,7 @@ func startIrohNodeWith(t *testing.T, edit func(*config.Config)) *irohNode {
 	}
 	cfg.Relay.Listen = "127.0.0.1:0"
 	cfg.Mesh.Listen, cfg.Mesh.Bootstrap, cfg.Mesh.MDNS, cfg.Mesh.DHT = nil, nil, false, "off"
-	cfg.Mesh.SyncInterval = "500ms"
+	cfg.Mesh.SyncInterval = setting.DurationOf(500 * time.Millisecond)
 	cfg.Iroh.HelperDir = helper
 	cfg.Iroh.Bind = []string{"127.0.0.1:0"}
 	edit(&cfg)

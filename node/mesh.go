@@ -112,11 +112,11 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 	if err != nil {
 		return nil, err
 	}
-	every, _ := time.ParseDuration(mc.SyncInterval)
+	every := mc.SyncInterval.Duration
 	if every <= 0 {
 		every = time.Minute
 	}
-	maintain, _ := time.ParseDuration(mc.MaintainInterval)
+	maintain := mc.MaintainInterval.Duration
 	local := meshLocal{Store: st, r: rl}
 	mcfg := mesh.Config{
 		ListenAddrs: append([]string{}, mc.Listen...),
@@ -175,7 +175,7 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 		dhtIDs:       mc.LookupDHTIDs,
 	}
 	mp.st = st
-	mp.reprovide, _ = time.ParseDuration(mc.ReprovideInterval)
+	mp.reprovide = mc.ReprovideInterval.Duration
 	if len(mc.AnnounceRelays) > 0 {
 		if mp.announcer, err = openAnnouncer(opts); err != nil {
 			m.Close()
@@ -183,8 +183,7 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 		}
 	}
 	if mc.ClientShards > 0 {
-		linger, _ := time.ParseDuration(mc.ClientLinger)
-		mp.interest = newClientInterest(m, mc.ClientShards, linger, opts.Log)
+		mp.interest = newClientInterest(m, mc.ClientShards, mc.ClientLinger.Duration, opts.Log)
 	}
 	mp.wire(rl, opts.Log)
 	return mp, nil
@@ -252,20 +251,10 @@ func applyNATConfig(mcfg *mesh.Config, cfg config.Config) {
 		}
 	}
 	mcfg.RelayService = mode
-	l := mc.RelayLimits
-	ttl, _ := time.ParseDuration(l.ReservationTTL)
-	dur, _ := time.ParseDuration(l.CircuitDuration)
-	mcfg.RelayLimits = mesh.RelayLimits{
-		MaxReservations:      l.MaxReservations,
-		MaxReservationsPerIP: l.MaxReservationsPerIP,
-		MaxCircuits:          l.MaxCircuits,
-		ReservationTTL:       ttl,
-		CircuitDuration:      dur,
-		CircuitBytes:         l.CircuitBytes,
-	}
+	mcfg.RelayLimits = mc.RelayLimits
 	mcfg.StaticRelays = mc.StaticRelays
 	mcfg.DisableAutoRelay = !mc.AutoRelay
-	mcfg.RelaySearchInterval, _ = time.ParseDuration(mc.RelaySearchInterval)
+	mcfg.RelaySearchInterval = mc.RelaySearchInterval.Duration
 	mcfg.DisableHolePunching = !mc.HolePunching
 	mcfg.NATPortMap = mc.NATPortMap
 }
@@ -369,7 +358,7 @@ func (mp *meshPart) publishDescriptor(opts Options, relayURL string) {
 		l := mp.m.RelayLimits()
 		d.Offers.CircuitRelay = &descriptor.CircuitRelayOffer{
 			MaxReservations:   uint64(l.MaxReservations),
-			MaxCircuitSeconds: uint64(max(l.CircuitDuration/time.Second, 1)),
+			MaxCircuitSeconds: uint64(max(l.CircuitDuration.Duration/time.Second, 1)),
 			MaxCircuitBytes:   uint64(l.CircuitBytes),
 		}
 	}

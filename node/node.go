@@ -201,7 +201,7 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 		st.Close()
 		return nil, fmt.Errorf("node: relay listen %s: %w (pick a free address with --listen)", cfg.Relay.Listen, err)
 	}
-	rcfg := cfg.RelayConfig()
+	rcfg := cfg.Relay.Config
 	rcfg.Self = map[string]string{
 		"did":         opts.Key.DID(),
 		"peer_id":     opts.Key.PeerID().String(),
@@ -267,7 +267,7 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 	}
 	var dash *dashboard.Dashboard
 	if cfg.Dashboard.Enabled {
-		dash = dashboard.New(reg, dashboard.Options{Token: cfg.Dashboard.Token, Title: opts.Key.DID(), Interval: cfg.Dashboard.SampleEvery()})
+		dash = dashboard.New(reg, dashboard.Options{Config: cfg.Dashboard, Title: opts.Key.DID()})
 		mux.Handle("/dashboard", dash)
 	}
 	if opts.Pprof {

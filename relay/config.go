@@ -4,43 +4,42 @@ import (
 	"time"
 
 	"fleetmesh.org/fleetmesh/clientaddr"
+	"fleetmesh.org/fleetmesh/config/setting"
 )
 
 // Config holds the relay's limits and NIP-11 description. Zero values take
 // the defaults of DefaultConfig, except the rate limits, where 0 means
 // unlimited; Fill applies the defaults.
+//
+// It is also the [relay] section of config.toml (package config embeds
+// it): a field with a toml tag is a key of the file, so a new relay
+// setting is declared here alone. Fields tagged "-" are set by the code
+// that wires the relay or are left at their defaults.
 type Config struct {
 	// URL is the relay's public WebSocket URL, used to check the relay tag
 	// of NIP-42 AUTH events.
-	URL         string
-	Name        string
-	Description string
-	Contact     string
+	URL         string `toml:"url"`
+	Name        string `toml:"name"`
+	Description string `toml:"description"`
+	Contact     string `toml:"contact"`
 	// PubKey is the operator's Nostr pubkey (hex) for NIP-11, if any.
-	PubKey string
+	PubKey string `toml:"pubkey"`
 	// Self names the node behind the relay in NIP-11 (DID, PeerID, class).
-	Self map[string]string
+	Self map[string]string `toml:"-"`
 
-	MaxMessageBytes  int // a larger WebSocket message is refused with a NOTICE
-	MaxEventBytes    int // a larger event is refused with OK false
-	MaxTags          int
-	MaxContentBytes  int
-	MaxSubscriptions int // per connection
-	// IPMaxSubscriptions bounds open REQ subscriptions per address: every
-	// stored event is matched against every live subscription, so one
-	// address must not hold thousands.
-	IPMaxSubscriptions int
-	// IPConnsPerSecond bounds new WebSocket connections per address (burst
-	// four times as many); over it the upgrade is refused with 429.
-	IPConnsPerSecond float64
-	MaxFilters       int // per REQ or COUNT
-	MaxLimit         int // a filter's limit is clamped to this
-	DefaultLimit     int // for filters with no limit
+	MaxMessageBytes  int `toml:"max_message_bytes"` // a larger WebSocket message is refused with a NOTICE
+	MaxEventBytes    int `toml:"max_event_bytes"`   // a larger event is refused with OK false
+	MaxTags          int `toml:"max_tags"`
+	MaxContentBytes  int `toml:"max_content_bytes"`
+	MaxSubscriptions int `toml:"max_subscriptions"` // per connection
+	MaxFilters       int `toml:"max_filters"`       // per REQ or COUNT
+	MaxLimit         int `toml:"max_limit"`         // a filter's limit is clamped to this
+	DefaultLimit     int `toml:"default_limit"`     // for filters with no limit
 	// MaxFutureSeconds refuses events dated further ahead than this.
-	MaxFutureSeconds int64
+	MaxFutureSeconds int64 `toml:"max_future_seconds"`
 	// MaxInFlight bounds how many EVENTs one connection may have being
 	// verified and saved at once; further ones wait for a slot.
-	MaxInFlight int
+	MaxInFlight int `toml:"-"`
 	// VerifierKeys bounds how many authors' parsed public keys the relay
 	// keeps for signature checks, shared by every connection and by events
 	// from the mesh: lifting an x-only key onto the curve is a fifth of a
@@ -48,70 +47,77 @@ type Config struct {
 	// the pure-Go build a key checked against twice also gets a table of
 	// precomputed multiples that makes its checks a third cheaper; a key
 	// then takes about 1.5 KB, so the default bound is about 24 MiB.
-	VerifierKeys int
+	VerifierKeys int `toml:"-"`
 	// SendQueue bounds messages waiting to be written to one connection. A
 	// subscriber that lets its live queue fill is disconnected.
-	SendQueue int
+	SendQueue int `toml:"-"`
 
-	EventsPerSecond   float64 // per connection; 0 = unlimited
-	EventsBurst       int
-	IPEventsPerSecond float64 // per remote IP; 0 = unlimited
-	IPEventsBurst     int
+	EventsPerSecond   float64 `toml:"events_per_second"` // per connection; 0 = unlimited
+	EventsBurst       int     `toml:"events_burst"`
+	IPEventsPerSecond float64 `toml:"ip_events_per_second"` // per remote IP; 0 = unlimited
+	IPEventsBurst     int     `toml:"ip_events_burst"`
 	// MaxConnsPerIP bounds concurrent WebSocket connections from one IPv4
 	// address or IPv6 /64; an IPv6 /56 may hold four times as many. There
 	// is no unlimited: 0 takes the default.
-	MaxConnsPerIP int
+	MaxConnsPerIP int `toml:"max_connections_per_ip"`
 	// TrustedProxies are the reverse proxies in front of the relay: a
 	// connection from one is keyed, for every per-address limit, by the
 	// client named in its X-Forwarded-For, and the proxy's own address is
 	// held only to the total (spec/limits.md).
-	TrustedProxies clientaddr.Proxies
+	TrustedProxies clientaddr.Proxies `toml:"trusted_proxies"`
 	// MaxConns bounds all concurrent WebSocket connections; 0 derives it
 	// from the process's file limit (FileBudget.Conns), keeping a reserve
 	// for the store, the mesh and the operator's endpoints.
-	MaxConns int
+	MaxConns int `toml:"max_connections"`
 	// FirstMessageTimeout closes a connection that sends no message this
 	// long after its upgrade, so idle sockets do not hold slots.
-	FirstMessageTimeout time.Duration
+	FirstMessageTimeout setting.Duration `toml:"first_message_timeout"`
 	// MaxBufferedBytes bounds the bytes waiting in all connections' send
 	// queues together. Over it, a live subscriber holding more than its
 	// fair share is disconnected as too slow, and a REQ answer is cut
 	// short with CLOSED.
-	MaxBufferedBytes int64
+	MaxBufferedBytes int64 `toml:"max_buffered_bytes"`
 
 	// REQ, COUNT and NEG-OPEN work budgets (budgets.go): query time in
 	// milliseconds per second and events read per second, per connection
 	// and per address. A client over its budget waits, then is refused
 	// with rate-limited.
-	ReqMillisPerSecond   int
-	ReqRowsPerSecond     int
-	IPReqMillisPerSecond int
-	IPReqRowsPerSecond   int
+	ReqMillisPerSecond   int `toml:"req_ms_per_second"`
+	ReqRowsPerSecond     int `toml:"req_rows_per_second"`
+	IPReqMillisPerSecond int `toml:"ip_req_ms_per_second"`
+	IPReqRowsPerSecond   int `toml:"ip_req_rows_per_second"`
 	// MaxNegSessions bounds open NIP-77 sessions per connection,
 	// IPMaxNegSessions per address.
-	MaxNegSessions   int
-	IPMaxNegSessions int
+	MaxNegSessions   int `toml:"max_negentropy_sessions"`
+	IPMaxNegSessions int `toml:"ip_max_negentropy_sessions"`
 	// MaxCountRows bounds the events a COUNT reads; a count cut short by
 	// it is answered with approximate: true.
-	MaxCountRows int
+	MaxCountRows int `toml:"max_count_rows"`
+	// IPMaxSubscriptions bounds open REQ subscriptions per address: every
+	// stored event is matched against every live subscription, so one
+	// address must not hold thousands.
+	IPMaxSubscriptions int `toml:"ip_max_subscriptions"`
+	// IPConnsPerSecond bounds new WebSocket connections per address (burst
+	// four times as many); over it the upgrade is refused with 429.
+	IPConnsPerSecond float64 `toml:"ip_connections_per_second"`
 
 	// AuthRequiredKinds: publishing these kinds needs NIP-42 AUTH, and
 	// reading them is limited to events the authenticated key wrote or is
 	// tagged in.
-	AuthRequiredKinds []int
+	AuthRequiredKinds []int `toml:"auth_required_kinds"`
 	// AuthWindow is how far an AUTH event's created_at may be from now.
-	AuthWindow time.Duration
+	AuthWindow time.Duration `toml:"-"`
 	// MaxNegRecords bounds how many events one NIP-77 sync session may
 	// cover; a filter matching more is refused so the client narrows it.
-	MaxNegRecords int
+	MaxNegRecords int `toml:"max_negentropy_records"`
 	// LookupTimeout bounds how long a REQ waits for the mesh to answer a
 	// lookup (only when a Lookup hook is set).
-	LookupTimeout time.Duration
+	LookupTimeout time.Duration `toml:"-"`
 	// QueryTimeout bounds one filter's stored-events query.
-	QueryTimeout time.Duration
+	QueryTimeout setting.Duration `toml:"query_timeout"`
 	// PingInterval is how often idle connections are pinged; a connection
 	// silent for three intervals is closed.
-	PingInterval time.Duration
+	PingInterval time.Duration `toml:"-"`
 
 	// files is the file budget MaxConns was derived from (New fills it).
 	files FileBudget
@@ -145,7 +151,7 @@ func DefaultConfig() Config {
 		IPEventsPerSecond:    30,
 		IPEventsBurst:        120,
 		MaxConnsPerIP:        64,
-		FirstMessageTimeout:  30 * time.Second,
+		FirstMessageTimeout:  setting.DurationOf(30 * time.Second),
 		MaxBufferedBytes:     256 << 20,
 		IPMaxSubscriptions:   500,
 		IPConnsPerSecond:     25,
@@ -157,7 +163,7 @@ func DefaultConfig() Config {
 		IPMaxNegSessions:     16,
 		MaxCountRows:         100000,
 		AuthWindow:           10 * time.Minute,
-		QueryTimeout:         10 * time.Second,
+		QueryTimeout:         setting.DurationOf(10 * time.Second),
 		LookupTimeout:        2 * time.Second,
 		PingInterval:         30 * time.Second,
 	}
@@ -200,7 +206,7 @@ func (c *Config) Fill() {
 	if c.MaxBufferedBytes <= 0 {
 		c.MaxBufferedBytes = d.MaxBufferedBytes
 	}
-	if c.FirstMessageTimeout <= 0 {
+	if c.FirstMessageTimeout.Duration <= 0 {
 		c.FirstMessageTimeout = d.FirstMessageTimeout
 	}
 	if c.MaxFutureSeconds <= 0 {
@@ -218,7 +224,7 @@ func (c *Config) Fill() {
 	if c.LookupTimeout <= 0 {
 		c.LookupTimeout = d.LookupTimeout
 	}
-	if c.QueryTimeout <= 0 {
+	if c.QueryTimeout.Duration <= 0 {
 		c.QueryTimeout = d.QueryTimeout
 	}
 	if c.PingInterval <= 0 {

@@ -129,7 +129,7 @@ func (c *conn) serve() {
 	// Until its first message, a connection has FirstMessageTimeout, and
 	// pongs do not extend it: a socket that only answers pings holds a
 	// slot for nothing.
-	c.ws.SetReadDeadline(time.Now().Add(min(deadline, c.r.cfg.FirstMessageTimeout)))
+	c.ws.SetReadDeadline(time.Now().Add(min(deadline, c.r.cfg.FirstMessageTimeout.Duration)))
 	var spoke atomic.Bool
 	// extend pushes the read deadline out, unless the conn is stopping:
 	// shutdown's deadline in the past must not be undone by a message or a

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"fleetmesh.org/fleetmesh/config/setting"
 	"fleetmesh.org/fleetmesh/nostr"
 )
 
@@ -232,7 +233,7 @@ func TestCountBounded(t *testing.T) {
 // message is closed, even though it answers pings.
 func TestFirstMessageTimeout(t *testing.T) {
 	tr := newTestRelay(t, func(c *Config) {
-		c.FirstMessageTimeout = 100 * time.Millisecond
+		c.FirstMessageTimeout = setting.DurationOf(100 * time.Millisecond)
 		c.PingInterval = 50 * time.Millisecond
 	})
 	c := tr.dial()

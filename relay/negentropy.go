@@ -116,7 +116,7 @@ func (c *conn) negStep(subID string, resp *negentropy.Responder, msg []byte, neg
 // negItems loads the (created_at, id) pairs of the events a filter
 // matches, refusing filters that match more than the configured bound.
 func (c *conn) negItems(f *nostr.Filter) ([]negentropy.Item, error) {
-	ctx, cancel := context.WithTimeout(c.ctx, c.r.cfg.QueryTimeout)
+	ctx, cancel := context.WithTimeout(c.ctx, c.r.cfg.QueryTimeout.Duration)
 	defer cancel()
 	ctx, meter := withMeter(ctx)
 	defer c.charge(meter)

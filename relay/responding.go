@@ -96,7 +96,7 @@ func (c *conn) handleReq(m *nostr.ClientMessage) {
 			if c.r.Lookup != nil && c.limitOf(f) > 0 {
 				err = c.answerWithLookup(ctx, m.SubID, f, seen)
 			} else {
-				qctx, qcancel := context.WithTimeout(ctx, c.r.cfg.QueryTimeout)
+				qctx, qcancel := context.WithTimeout(ctx, c.r.cfg.QueryTimeout.Duration)
 				err = c.queryStored(qctx, f, c.limitOf(f), func(id [32]byte, _ int64, appendJSON func([]byte) []byte) bool {
 					if _, dup := seen[id]; dup {
 						return true
@@ -184,7 +184,7 @@ func (c *conn) answerWithLookup(ctx context.Context, subID string, f *nostr.Filt
 		}
 		return true
 	}
-	qctx, qcancel := context.WithTimeout(ctx, c.r.cfg.QueryTimeout)
+	qctx, qcancel := context.WithTimeout(ctx, c.r.cfg.QueryTimeout.Duration)
 	err := c.queryStored(qctx, f, limit, keep)
 	qcancel()
 	if err != nil {
@@ -230,7 +230,7 @@ func (c *conn) handleCount(m *nostr.ClientMessage) {
 			c.closed(m.SubID, reason)
 			return
 		}
-		ctx, cancel := context.WithTimeout(c.ctx, c.r.cfg.QueryTimeout)
+		ctx, cancel := context.WithTimeout(c.ctx, c.r.cfg.QueryTimeout.Duration)
 		defer cancel()
 		ctx, meter := withMeter(ctx)
 		defer c.charge(meter)

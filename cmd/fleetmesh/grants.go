@@ -73,10 +73,10 @@ func runGrants(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 			req.Quota = cfg.Accounting.OfferEvents
 		}
 		if req.Length == "" {
-			req.Length = cfg.Accounting.GrantLength
+			req.Length = cfg.Accounting.GrantLength.String()
 		}
 		if req.Notice == "" {
-			req.Notice = cfg.Accounting.GrantNotice
+			req.Notice = cfg.Accounting.GrantNotice.String()
 		}
 		c, err := newControl(*h)
 		if err != nil {
