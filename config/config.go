@@ -81,8 +81,10 @@ type RuntimeConfig struct {
 
 // MeshConfig configures the node's part of the mesh (spec/mesh-*.md).
 type MeshConfig struct {
-	// Listen are libp2p multiaddrs to listen on. Empty: the node only dials
-	// out, as a home node behind NAT does.
+	// Listen are libp2p multiaddrs to listen on (default: TCP and QUIC on
+	// port 4001 on every interface, moved to a free port when another
+	// process holds 4001). Empty: the node only dials out, as a home node
+	// behind NAT may.
 	Listen []string `toml:"listen"`
 	// Bootstrap are peers (multiaddrs ending in /p2p/<PeerID>) to meet the
 	// mesh through. None is built in.
@@ -220,7 +222,7 @@ func Default() Config {
 		Runtime:  RuntimeConfig{GCPercent: 200},
 		Iroh:     DefaultIroh(),
 		Mesh: MeshConfig{
-			Listen:              []string{},
+			Listen:              mesh.DefaultListenAddrs(),
 			Bootstrap:           []string{},
 			AnnounceRelays:      []string{},
 			DHT:                 "auto",

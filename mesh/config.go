@@ -39,6 +39,12 @@ type Config struct {
 	// ListenAddrs are the multiaddrs the host listens on: /tcp, /udp/…/quic-v1
 	// and /tcp/…/ws are understood.
 	ListenAddrs []string
+	// ListenFallback moves a listen address whose port another process
+	// holds to a free port of the same shape, with a warning, instead of
+	// refusing to start. It is for addresses the operator did not choose
+	// (the defaults, DefaultListenAddrs); an address an operator chose is
+	// refused when held, naming it (ErrListenAddrInUse).
+	ListenFallback bool
 
 	// ConnLowWater and ConnHighWater are the connection manager's marks:
 	// above the high mark it trims connections down to the low mark. The

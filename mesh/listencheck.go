@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -17,6 +18,35 @@ import (
 // mesh listen address could not be bound, most often because another
 // process holds it.
 var ErrListenAddrInUse = errors.New("mesh: cannot listen on a configured address")
+
+// DefaultPort is the mesh's default TCP and UDP port, libp2p's customary
+// one (kubo's).
+const DefaultPort = 4001
+
+// DefaultListenAddrs are the listen addresses of a node whose operator
+// chose none: TCP and QUIC on DefaultPort, on every IPv4 and IPv6
+// interface.
+func DefaultListenAddrs() []string {
+	p := strconv.Itoa(DefaultPort)
+	return []string{
+		"/ip4/0.0.0.0/tcp/" + p, "/ip4/0.0.0.0/udp/" + p + "/quic-v1",
+		"/ip6/::/tcp/" + p, "/ip6/::/udp/" + p + "/quic-v1",
+	}
+}
+
+// fallBack returns addrs with every address whose port is in use (all of
+// them, with all) moved to port 0, logging each move.
+func (m *Mesh) fallBack(addrs []string, all bool) []string {
+	out := make([]string, 0, len(addrs))
+	for _, a := range addrs {
+		if shape := listenShape(a, true); shape != a && (all || errors.Is(bindError(a), syscall.EADDRINUSE)) {
+			m.log.Warn("mesh: default listen address in use; listening on a free port instead (set [mesh] listen or --mesh-listen to choose one)", "addr", a, "instead", shape)
+			a = shape
+		}
+		out = append(out, a)
+	}
+	return out
+}
 
 // checkListening fails if h does not listen on an address in want because
 // that address is in use. libp2p starts a host as long as one of its listen

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -120,10 +121,13 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 	local := meshLocal{Store: st, r: rl}
 	mcfg := mesh.Config{
 		ListenAddrs: append([]string{}, mc.Listen...),
-		Bootstrap:   mc.Bootstrap,
-		MDNS:        mc.MDNS,
-		DHT:         mesh.DHTMode(mc.DHT),
-		AddrBookDir: opts.Home.Path(MeshDir),
+		// The defaults move to a free port when another node holds 4001;
+		// addresses an operator wrote are refused when held.
+		ListenFallback: slices.Equal(mc.Listen, mesh.DefaultListenAddrs()),
+		Bootstrap:      mc.Bootstrap,
+		MDNS:           mc.MDNS,
+		DHT:            mesh.DHTMode(mc.DHT),
+		AddrBookDir:    opts.Home.Path(MeshDir),
 		// Zero takes the mesh's default. The address book is saved as often
 		// as connections are maintained, so a node killed without warning
 		// still finds its recent peers on restart.
