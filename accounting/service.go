@@ -27,26 +27,26 @@ import (
 type Config struct {
 	// Window is the accounting window, UTC-aligned: whole seconds, at
 	// least 1s ("1h"; seconds in tests).
-	Window setting.Duration `toml:"window"`
+	Window setting.Duration `toml:"window" comment:"the accounting window, UTC-aligned, whole seconds"`
 	// Tolerance is how far, as a fraction of the larger figure, the two
 	// sides' counts of one service may differ and still be signed.
-	Tolerance float64 `toml:"tolerance"`
+	Tolerance float64 `toml:"tolerance" comment:"how far, as a fraction, two sides' counts may differ and still be signed"`
 	// Slack is how many units (events, and their bytes at the window's
 	// mean event size) the sides may differ by whatever the tolerance:
 	// events in flight at a boundary are counted in one window by the
 	// sender and in the next by the receiver.
-	Slack uint64 `toml:"slack"`
+	Slack uint64 `toml:"slack" comment:"units two sides' counts may differ by whatever the tolerance (events in flight)"`
 	// DisputePeriod is how long after a window's end its exchange may
 	// go on; then unresolved windows are disputed and the window is
 	// reported. 0 (or "" in older files) is one window.
-	DisputePeriod setting.Duration `toml:"dispute_period"`
+	DisputePeriod setting.Duration `toml:"dispute_period" comment:"how long after a window its exchange may go on ('0s': one window)"`
 	// DisputeRounds bounds the proposals of one window (rounds of the
 	// dispute exchange); 0 is 3.
-	DisputeRounds int `toml:"dispute_rounds"`
+	DisputeRounds int `toml:"dispute_rounds" comment:"proposals of one window at most (0: 3)"`
 	// RequireGrant lists the services this node gives only under a grant.
-	RequireGrant []meter.Service `toml:"require_grant"`
+	RequireGrant []meter.Service `toml:"require_grant" comment:"services this node gives only under a grant"`
 	// AcceptGrants accepts grants offered to this node.
-	AcceptGrants bool `toml:"accept_grants"`
+	AcceptGrants bool `toml:"accept_grants" comment:"accept grants offered to this node"`
 }
 
 // DefaultConfig is the settings a new node starts with.

@@ -17,9 +17,9 @@ type AccountingConfig struct {
 	// OfferEvents is the default quota (events per window) of
 	// `fleetmesh grants offer`; GrantLength and GrantNotice its default
 	// length and revocation notice.
-	OfferEvents uint64           `toml:"offer_events"`
-	GrantLength setting.Duration `toml:"grant_length"`
-	GrantNotice setting.Duration `toml:"grant_notice"`
+	OfferEvents uint64           `toml:"offer_events" comment:"default quota (events per window) of fleetmesh grants offer"`
+	GrantLength setting.Duration `toml:"grant_length" comment:"default length of a grant that fleetmesh grants offer makes"`
+	GrantNotice setting.Duration `toml:"grant_notice" comment:"default notice a revocation of such a grant gives"`
 }
 
 // DefaultAccounting is the [accounting] a new node starts with.

@@ -52,12 +52,12 @@ type Config struct {
 	// Class is the node class declared in the descriptor: anchor, home or
 	// leaf, or auto (the default): anchor while the node is publicly
 	// reachable and relays for others, home otherwise.
-	Class string       `toml:"class"`
+	Class string       `toml:"class" comment:"anchor, home, leaf, or auto: anchor while publicly reachable and relaying for others, else home"`
 	Relay RelaySection `toml:"relay"`
 	Store StoreConfig  `toml:"store"`
 	Log   LogConfig    `toml:"log"`
 	// Boundary extends the default boundary rules (spec/boundary.md).
-	Boundary BoundaryConfig `toml:"boundary"`
+	Boundary BoundaryConfig `toml:"boundary" comment:"rules added to the default boundary policy (spec/boundary.md)"`
 	Mesh     MeshConfig     `toml:"mesh"`
 	Runtime  RuntimeConfig  `toml:"runtime"`
 	// Accounting is windows, receipts and grants (config/accounting.go).
@@ -76,7 +76,7 @@ type RuntimeConfig struct {
 	// 100 the collector ran often enough to cost about a tenth of a
 	// relay's CPU during ingest (docs/benchmarks/profile.md). 0 leaves Go's
 	// default.
-	GCPercent int `toml:"gc_percent"`
+	GCPercent int `toml:"gc_percent" comment:"Go's GOGC for this node, unless the GOGC environment variable is set"`
 }
 
 // MeshConfig configures the node's part of the mesh (spec/mesh-*.md).
@@ -85,84 +85,84 @@ type MeshConfig struct {
 	// port 4001 on every interface, moved to a free port when another
 	// process holds 4001). Empty: the node only dials out, as a home node
 	// behind NAT may.
-	Listen []string `toml:"listen"`
+	Listen []string `toml:"listen" comment:"libp2p multiaddrs the mesh listens on; [] only dials out (default: TCP and QUIC on 4001, moved if held)"`
 	// Bootstrap are peers (multiaddrs ending in /p2p/<PeerID>) to meet the
 	// mesh through. None is built in.
-	Bootstrap []string `toml:"bootstrap"`
+	Bootstrap []string `toml:"bootstrap" comment:"peers to meet the mesh through (multiaddrs ending in /p2p/PEERID); none is built in"`
 	// AnnounceRelays are Nostr relays (wss://, or ws:// on loopback) the
 	// node publishes its descriptor to, so that others can join through
 	// them (spec/announce.md). None is built in.
-	AnnounceRelays []string `toml:"announce_relays"`
+	AnnounceRelays []string `toml:"announce_relays" comment:"Nostr relays (wss://) this node publishes its descriptor to, so others can --join through them"`
 	// MDNS finds peers on the local network by multicast DNS.
-	MDNS bool `toml:"mdns"`
+	MDNS bool `toml:"mdns" comment:"find peers on the local network by multicast DNS"`
 	// DHT is the Kademlia mode: auto, server, client or off.
-	DHT string `toml:"dht"`
+	DHT string `toml:"dht" comment:"Kademlia DHT mode: auto, server, client or off"`
 	// Subscribe are the NIP-01 filters (JSON) of the data this node keeps
 	// and replicates; ["{}"] is everything.
-	Subscribe []string `toml:"subscribe"`
+	Subscribe []string `toml:"subscribe" comment:"NIP-01 filters (JSON) of the data this node keeps and replicates; ['{}'] is everything"`
 	// SyncInterval is how often the node reconciles with a connected peer.
-	SyncInterval setting.Duration `toml:"sync_interval"`
+	SyncInterval setting.Duration `toml:"sync_interval" comment:"how often the node reconciles (negentropy) with a connected peer"`
 	// MaintainInterval is how often the node checks its connections, dials
 	// remembered and exchanged peers when it has few, and exchanges
 	// descriptors.
-	MaintainInterval setting.Duration `toml:"maintain_interval"`
+	MaintainInterval setting.Duration `toml:"maintain_interval" comment:"how often the node checks its connections, dials known peers and exchanges descriptors"`
 	// LookupPeers bounds how many peers a REQ asks for events this node
 	// does not hold (0: no lookups).
-	LookupPeers int `toml:"lookup_peers"`
+	LookupPeers int `toml:"lookup_peers" comment:"peers a REQ asks for events this node lacks (0: no mesh lookups)"`
 	// ClientShards bounds the author shards the node joins because its own
 	// clients hold live subscriptions naming those authors (0: none).
-	ClientShards int `toml:"client_shards"`
+	ClientShards int `toml:"client_shards" comment:"author shards joined for this node's clients' live subscriptions (0: none)"`
 	// ClientLinger is how long such a shard stays joined after its last
 	// client subscription ends.
-	ClientLinger setting.Duration `toml:"client_linger"`
+	ClientLinger setting.Duration `toml:"client_linger" comment:"how long such a shard stays joined after its last client subscription ends"`
 	// ReprovideInterval is how often the node announces again, in the DHT,
 	// the events it holds for durability (kad-dht's records last 48h);
 	// "0s" turns it off.
-	ReprovideInterval setting.Duration `toml:"reprovide_interval"`
+	ReprovideInterval setting.Duration `toml:"reprovide_interval" comment:"how often held events are announced again in the DHT; '0s' turns it off"`
 
 	// Durability (spec/mesh-placement.md).
 
 	// Replication is R, how many storage nodes hold each author shard.
-	Replication int `toml:"replication"`
+	Replication int `toml:"replication" comment:"R: how many storage nodes hold each author shard"`
 	// OfferStorage puts a storage offer in the node's descriptor, so that
 	// it holds its share of the mesh's shards. Leaf nodes never do.
-	OfferStorage bool `toml:"offer_storage"`
+	OfferStorage bool `toml:"offer_storage" comment:"declare a storage offer, so this node holds its share of the mesh's shards"`
 	// StorageMaxBytes and StorageRetention are the bounds the storage
 	// offer declares (spec/descriptor.md).
-	StorageMaxBytes  uint64           `toml:"storage_max_bytes"`
-	StorageRetention setting.Duration `toml:"storage_retention"`
+	StorageMaxBytes  uint64           `toml:"storage_max_bytes" comment:"the store's bound: above it client writes are refused with error: (0: unbounded)"`
+	StorageRetention setting.Duration `toml:"storage_retention" comment:"how long the storage offer says events are kept"`
 	// DurableSyncPeers bounds the co-holders one anti-entropy round syncs
 	// the durably held shards with.
-	DurableSyncPeers int `toml:"durable_sync_peers"`
+	DurableSyncPeers int `toml:"durable_sync_peers" comment:"co-holders one anti-entropy round syncs the durably held shards with"`
 	// LookupProviders bounds the providers asked for each id a REQ
 	// misses, found by content routing on the event's CID (0: no content
 	// routing); LookupDHTIDs bounds the ids of one filter looked up so.
-	LookupProviders int `toml:"lookup_providers"`
-	LookupDHTIDs    int `toml:"lookup_dht_ids"`
+	LookupProviders int `toml:"lookup_providers" comment:"DHT providers asked for each id a REQ misses (0: no content routing)"`
+	LookupDHTIDs    int `toml:"lookup_dht_ids" comment:"ids of one filter looked up in the DHT at most"`
 
 	// NAT traversal (spec/mesh-nat.md).
 
 	// RelayService says when the node relays circuits (circuit relay v2)
 	// for nodes behind NAT: "auto" (while its class is anchor; with class
 	// auto, while it is publicly reachable), "on" or "off".
-	RelayService string `toml:"relay_service"`
+	RelayService string `toml:"relay_service" comment:"relay circuits for nodes behind NAT: auto (while an anchor), on or off"`
 	// RelayLimits bound the relay service (all > 0); package mesh declares
 	// them and their defaults.
 	RelayLimits mesh.RelayLimits `toml:"relay_limits"`
 	// StaticRelays are relays (multiaddrs ending in /p2p/<PeerID>) to hold
 	// a reservation with while privately reachable, besides the anchors
 	// the node learns of. None is built in.
-	StaticRelays []string `toml:"static_relays"`
+	StaticRelays []string `toml:"static_relays" comment:"circuit relays to reserve a slot with while private, besides anchors learnt"`
 	// AutoRelay reserves relay slots while privately reachable, so that
 	// peers behind other NATs can reach this node.
-	AutoRelay bool `toml:"auto_relay"`
+	AutoRelay bool `toml:"auto_relay" comment:"reserve relay slots while privately reachable, so peers behind NAT can reach this node"`
 	// RelaySearchInterval is how often, at most, the node looks for more
 	// relays while it holds fewer reservations than it wants.
-	RelaySearchInterval setting.Duration `toml:"relay_search_interval"`
+	RelaySearchInterval setting.Duration `toml:"relay_search_interval" comment:"how often, at most, to look for more relays while short of reservations"`
 	// HolePunching turns on DCUtR: direct connections through NATs.
-	HolePunching bool `toml:"hole_punching"`
+	HolePunching bool `toml:"hole_punching" comment:"DCUtR: upgrade relayed connections to direct ones through NATs"`
 	// NATPortMap asks the LAN router for a port mapping (UPnP, NAT-PMP).
-	NATPortMap bool `toml:"nat_port_map"`
+	NATPortMap bool `toml:"nat_port_map" comment:"ask the LAN router for a port mapping (UPnP, NAT-PMP)"`
 }
 
 // SubscribeFilters parses Subscribe.
@@ -179,7 +179,7 @@ func (m *MeshConfig) SubscribeFilters() ([]nostr.Filter, error) {
 // BoundaryConfig holds rules added to the boundary policy's defaults. The
 // defaults themselves cannot be switched off.
 type BoundaryConfig struct {
-	Rules []boundary.RuleSpec `toml:"rules"`
+	Rules []boundary.RuleSpec `toml:"rules" comment:"extra rules: [{name, class, kinds, tags, content}] (spec/boundary.md)"`
 }
 
 // RelaySection is the [relay] section: the address the client-facing
@@ -187,21 +187,21 @@ type BoundaryConfig struct {
 // defaults package relay declares (relay.Config).
 type RelaySection struct {
 	// Listen is the relay's TCP address (host:port).
-	Listen string `toml:"listen"`
+	Listen string `toml:"listen" comment:"the relay's TCP address (host:port); clients use the url below when set"`
 	relay.Config
 }
 
 // StoreConfig configures the embedded event store.
 type StoreConfig struct {
 	// Dir is the store directory, relative to the node home unless absolute.
-	Dir     string `toml:"dir"`
-	CacheMB int    `toml:"cache_mb"`
+	Dir     string `toml:"dir" comment:"the event store's directory, relative to the node home unless absolute"`
+	CacheMB int    `toml:"cache_mb" comment:"the store's block cache, in MiB"`
 }
 
 // LogConfig configures structured logging.
 type LogConfig struct {
-	Level  string `toml:"level"`  // debug, info, warn, error
-	Format string `toml:"format"` // text or json
+	Level  string `toml:"level" comment:"debug, info, warn or error"` // debug, info, warn, error
+	Format string `toml:"format" comment:"text or json"`              // text or json
 }
 
 // DefaultListen is where a node's relay listens when nothing says

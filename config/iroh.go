@@ -13,21 +13,21 @@ import (
 type IrohConfig struct {
 	// Enabled runs the iroh endpoint beside libp2p (default true). A node
 	// whose helper cannot run starts without it and says why.
-	Enabled bool `toml:"enabled"`
+	Enabled bool `toml:"enabled" comment:"run the iroh endpoint beside libp2p; without its helper the node starts without it and says why"`
 	// Relays are iroh relay URLs (https://host/relay) this node uses
 	// besides those it learns from anchors' descriptors. None is built in.
-	Relays []string `toml:"relays"`
+	Relays []string `toml:"relays" comment:"iroh relay URLs (https://host/relay) besides those learnt from anchors; none is built in"`
 	// Bind are the UDP socket addresses (host:port) the endpoint binds;
 	// empty binds an ephemeral port on every interface.
-	Bind []string `toml:"bind"`
+	Bind []string `toml:"bind" comment:"UDP addresses (host:port) the endpoint binds; [] is an ephemeral port on every interface"`
 	// Peers are iroh endpoints to sync with: ENDPOINT_ID@HOST:PORT, with
 	// more addresses after commas.
-	Peers []string `toml:"peers"`
+	Peers []string `toml:"peers" comment:"iroh endpoints to sync with: ENDPOINT_ID@HOST:PORT[,HOST:PORT...]"`
 	// HelperDir holds helper.mjs and its `npm ci`-installed modules; empty
 	// is iroh/helper beside the fleetmesh executable.
-	HelperDir string `toml:"helper_dir"`
+	HelperDir string `toml:"helper_dir" comment:"directory of helper.mjs and its npm modules; '' is iroh/helper beside the executable"`
 	// Node is the Node.js executable that runs the helper.
-	Node string `toml:"node"`
+	Node string `toml:"node" comment:"the Node.js executable that runs the helper"`
 	// The relay an anchor serves (config/irohrelay.go).
 	IrohRelayConfig
 }

@@ -10,21 +10,21 @@ import (
 type IrohRelayConfig struct {
 	// ServeRelay serves the iroh relay protocol while the node's class is
 	// anchor, and lists it in the descriptor (default true).
-	ServeRelay bool `toml:"serve_relay"`
+	ServeRelay bool `toml:"serve_relay" comment:"serve the iroh relay protocol at /relay while an anchor, and list it in the descriptor"`
 	// RelayURL is the URL the descriptor gives for it; empty: the [relay]
 	// url with http(s) for ws(s) and no path.
-	RelayURL string `toml:"relay_url"`
+	RelayURL string `toml:"relay_url" comment:"the relay URL the descriptor gives; '' derives it from [relay] url"`
 	// RelayMaxClients bounds the endpoints connected at once.
-	RelayMaxClients int `toml:"relay_max_clients"`
+	RelayMaxClients int `toml:"relay_max_clients" comment:"iroh endpoints connected to the relay at once"`
 	// RelayBytesPerSecond and RelayBurstBytes bound what one connection
 	// sends through the relay.
-	RelayBytesPerSecond int `toml:"relay_bytes_per_second"`
-	RelayBurstBytes     int `toml:"relay_burst_bytes"`
+	RelayBytesPerSecond int `toml:"relay_bytes_per_second" comment:"bytes a second one connection may send through the relay"`
+	RelayBurstBytes     int `toml:"relay_burst_bytes" comment:"burst allowance of that rate, in bytes"`
 	// RelayQueueFrames bounds the frames queued for one receiver.
-	RelayQueueFrames int `toml:"relay_queue_frames"`
+	RelayQueueFrames int `toml:"relay_queue_frames" comment:"frames queued for one receiver before more are dropped"`
 	// MaxLearnedRelays bounds the relays a node takes from anchors'
 	// descriptors and hands its iroh endpoint, besides [iroh] relays.
-	MaxLearnedRelays int `toml:"max_learned_relays"`
+	MaxLearnedRelays int `toml:"max_learned_relays" comment:"relays taken from anchors' descriptors, besides [iroh] relays"`
 }
 
 // DefaultIrohRelay is the defaults (those of package iroh/relay).

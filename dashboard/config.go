@@ -11,15 +11,15 @@ import (
 // (package config embeds it), so each is declared here alone.
 type Config struct {
 	// Enabled serves /dashboard on the relay port (the node reads it).
-	Enabled bool `toml:"enabled"`
+	Enabled bool `toml:"enabled" comment:"serve /dashboard on the relay port"`
 	// Token, if set, lets a request from a non-loopback address in when it
 	// carries it (Authorization: Bearer TOKEN, or ?token=TOKEN once, which
 	// sets a cookie); also through a reverse proxy. Empty: loopback only.
 	// It is a credential: keep config.toml private.
-	Token string `toml:"token"`
+	Token string `toml:"token" comment:"lets non-loopback requests in with it (Bearer or ?token=); '' is loopback only"`
 	// SampleInterval is how often the metrics are sampled (0: 10 s). The
 	// hour window keeps 360 samples at most.
-	SampleInterval setting.Duration `toml:"sample_interval"`
+	SampleInterval setting.Duration `toml:"sample_interval" comment:"how often the dashboard samples the metrics"`
 }
 
 // minSampleInterval keeps sampling from costing the node more than

@@ -181,17 +181,17 @@ const (
 // declared here alone.
 type RelayLimits struct {
 	// MaxReservations bounds the reservations held at once.
-	MaxReservations int `toml:"max_reservations"`
+	MaxReservations int `toml:"max_reservations" comment:"relay reservations held for others at once"`
 	// MaxReservationsPerIP bounds reservations from one IP address.
-	MaxReservationsPerIP int `toml:"max_reservations_per_ip"`
+	MaxReservationsPerIP int `toml:"max_reservations_per_ip" comment:"reservations from one IP address"`
 	// MaxCircuits bounds the open circuits to or from one peer.
-	MaxCircuits int `toml:"max_circuits"`
+	MaxCircuits int `toml:"max_circuits" comment:"open circuits to or from one peer"`
 	// ReservationTTL is how long a reservation lasts unless refreshed.
-	ReservationTTL setting.Duration `toml:"reservation_ttl"`
+	ReservationTTL setting.Duration `toml:"reservation_ttl" comment:"how long a reservation lasts unless refreshed"`
 	// CircuitDuration is how long one circuit may stay open.
-	CircuitDuration setting.Duration `toml:"circuit_duration"`
+	CircuitDuration setting.Duration `toml:"circuit_duration" comment:"how long one circuit may stay open"`
 	// CircuitBytes is how much one circuit may carry in each direction.
-	CircuitBytes int64 `toml:"circuit_bytes"`
+	CircuitBytes int64 `toml:"circuit_bytes" comment:"bytes one circuit may carry each way"`
 }
 
 // DefaultRelayLimits are go-libp2p's relay defaults.

@@ -18,25 +18,25 @@ import (
 type Config struct {
 	// URL is the relay's public WebSocket URL, used to check the relay tag
 	// of NIP-42 AUTH events.
-	URL         string `toml:"url"`
-	Name        string `toml:"name"`
-	Description string `toml:"description"`
-	Contact     string `toml:"contact"`
+	URL         string `toml:"url" comment:"the relay's public WebSocket URL (wss://...), announced in NIP-11 and the descriptor and checked in NIP-42 AUTH"`
+	Name        string `toml:"name" comment:"NIP-11 name"`
+	Description string `toml:"description" comment:"NIP-11 description"`
+	Contact     string `toml:"contact" comment:"NIP-11 contact of the operator"`
 	// PubKey is the operator's Nostr pubkey (hex) for NIP-11, if any.
-	PubKey string `toml:"pubkey"`
+	PubKey string `toml:"pubkey" comment:"NIP-11 operator's Nostr pubkey (hex), if any"`
 	// Self names the node behind the relay in NIP-11 (DID, PeerID, class).
 	Self map[string]string `toml:"-"`
 
-	MaxMessageBytes  int `toml:"max_message_bytes"` // a larger WebSocket message is refused with a NOTICE
-	MaxEventBytes    int `toml:"max_event_bytes"`   // a larger event is refused with OK false
-	MaxTags          int `toml:"max_tags"`
-	MaxContentBytes  int `toml:"max_content_bytes"`
-	MaxSubscriptions int `toml:"max_subscriptions"` // per connection
-	MaxFilters       int `toml:"max_filters"`       // per REQ or COUNT
-	MaxLimit         int `toml:"max_limit"`         // a filter's limit is clamped to this
-	DefaultLimit     int `toml:"default_limit"`     // for filters with no limit
+	MaxMessageBytes  int `toml:"max_message_bytes" comment:"largest WebSocket message; larger is refused with a NOTICE"` // a larger WebSocket message is refused with a NOTICE
+	MaxEventBytes    int `toml:"max_event_bytes" comment:"largest event; larger is refused with OK false"`               // a larger event is refused with OK false
+	MaxTags          int `toml:"max_tags" comment:"most tags an event may have"`
+	MaxContentBytes  int `toml:"max_content_bytes" comment:"largest event content"`
+	MaxSubscriptions int `toml:"max_subscriptions" comment:"open subscriptions per connection"` // per connection
+	MaxFilters       int `toml:"max_filters" comment:"filters per REQ or COUNT"`                // per REQ or COUNT
+	MaxLimit         int `toml:"max_limit" comment:"a filter's limit is clamped to this"`       // a filter's limit is clamped to this
+	DefaultLimit     int `toml:"default_limit" comment:"limit of a filter that gives none"`     // for filters with no limit
 	// MaxFutureSeconds refuses events dated further ahead than this.
-	MaxFutureSeconds int64 `toml:"max_future_seconds"`
+	MaxFutureSeconds int64 `toml:"max_future_seconds" comment:"events dated further ahead than this are refused"`
 	// MaxInFlight bounds how many EVENTs one connection may have being
 	// verified and saved at once; further ones wait for a slot.
 	MaxInFlight int `toml:"-"`
@@ -52,69 +52,69 @@ type Config struct {
 	// subscriber that lets its live queue fill is disconnected.
 	SendQueue int `toml:"-"`
 
-	EventsPerSecond   float64 `toml:"events_per_second"` // per connection; 0 = unlimited
-	EventsBurst       int     `toml:"events_burst"`
-	IPEventsPerSecond float64 `toml:"ip_events_per_second"` // per remote IP; 0 = unlimited
-	IPEventsBurst     int     `toml:"ip_events_burst"`
+	EventsPerSecond   float64 `toml:"events_per_second" comment:"events a connection may publish a second (0: unlimited)"` // per connection; 0 = unlimited
+	EventsBurst       int     `toml:"events_burst" comment:"burst allowance of events_per_second"`
+	IPEventsPerSecond float64 `toml:"ip_events_per_second" comment:"events one address may publish a second (0: unlimited)"` // per remote IP; 0 = unlimited
+	IPEventsBurst     int     `toml:"ip_events_burst" comment:"burst allowance of ip_events_per_second"`
 	// MaxConnsPerIP bounds concurrent WebSocket connections from one IPv4
 	// address or IPv6 /64; an IPv6 /56 may hold four times as many. There
 	// is no unlimited: 0 takes the default.
-	MaxConnsPerIP int `toml:"max_connections_per_ip"`
+	MaxConnsPerIP int `toml:"max_connections_per_ip" comment:"WebSocket connections from one IPv4 address or IPv6 /64 (0 takes the default)"`
 	// TrustedProxies are the reverse proxies in front of the relay: a
 	// connection from one is keyed, for every per-address limit, by the
 	// client named in its X-Forwarded-For, and the proxy's own address is
 	// held only to the total (spec/limits.md).
-	TrustedProxies clientaddr.Proxies `toml:"trusted_proxies"`
+	TrustedProxies clientaddr.Proxies `toml:"trusted_proxies" comment:"reverse proxies (addresses or CIDRs) whose X-Forwarded-For is believed"`
 	// MaxConns bounds all concurrent WebSocket connections; 0 derives it
 	// from the process's file limit (FileBudget.Conns), keeping a reserve
 	// for the store, the mesh and the operator's endpoints.
-	MaxConns int `toml:"max_connections"`
+	MaxConns int `toml:"max_connections" comment:"WebSocket connections in all; 0 derives it from the file limit"`
 	// FirstMessageTimeout closes a connection that sends no message this
 	// long after its upgrade, so idle sockets do not hold slots.
-	FirstMessageTimeout setting.Duration `toml:"first_message_timeout"`
+	FirstMessageTimeout setting.Duration `toml:"first_message_timeout" comment:"a connection that sends nothing this long after its upgrade is closed"`
 	// MaxBufferedBytes bounds the bytes waiting in all connections' send
 	// queues together. Over it, a live subscriber holding more than its
 	// fair share is disconnected as too slow, and a REQ answer is cut
 	// short with CLOSED.
-	MaxBufferedBytes int64 `toml:"max_buffered_bytes"`
+	MaxBufferedBytes int64 `toml:"max_buffered_bytes" comment:"bytes queued to all connections together before the greediest are cut"`
 
 	// REQ, COUNT and NEG-OPEN work budgets (budgets.go): query time in
 	// milliseconds per second and events read per second, per connection
 	// and per address. A client over its budget waits, then is refused
 	// with rate-limited.
-	ReqMillisPerSecond   int `toml:"req_ms_per_second"`
-	ReqRowsPerSecond     int `toml:"req_rows_per_second"`
-	IPReqMillisPerSecond int `toml:"ip_req_ms_per_second"`
-	IPReqRowsPerSecond   int `toml:"ip_req_rows_per_second"`
+	ReqMillisPerSecond   int `toml:"req_ms_per_second" comment:"query time a connection may use, in milliseconds a second"`
+	ReqRowsPerSecond     int `toml:"req_rows_per_second" comment:"events a connection's queries may read a second"`
+	IPReqMillisPerSecond int `toml:"ip_req_ms_per_second" comment:"query time one address may use, in milliseconds a second"`
+	IPReqRowsPerSecond   int `toml:"ip_req_rows_per_second" comment:"events one address's queries may read a second"`
 	// MaxNegSessions bounds open NIP-77 sessions per connection,
 	// IPMaxNegSessions per address.
-	MaxNegSessions   int `toml:"max_negentropy_sessions"`
-	IPMaxNegSessions int `toml:"ip_max_negentropy_sessions"`
+	MaxNegSessions   int `toml:"max_negentropy_sessions" comment:"open NIP-77 sessions per connection"`
+	IPMaxNegSessions int `toml:"ip_max_negentropy_sessions" comment:"open NIP-77 sessions per address"`
 	// MaxCountRows bounds the events a COUNT reads; a count cut short by
 	// it is answered with approximate: true.
-	MaxCountRows int `toml:"max_count_rows"`
+	MaxCountRows int `toml:"max_count_rows" comment:"events one COUNT reads before answering approximate: true"`
 	// IPMaxSubscriptions bounds open REQ subscriptions per address: every
 	// stored event is matched against every live subscription, so one
 	// address must not hold thousands.
-	IPMaxSubscriptions int `toml:"ip_max_subscriptions"`
+	IPMaxSubscriptions int `toml:"ip_max_subscriptions" comment:"open subscriptions per address"`
 	// IPConnsPerSecond bounds new WebSocket connections per address (burst
 	// four times as many); over it the upgrade is refused with 429.
-	IPConnsPerSecond float64 `toml:"ip_connections_per_second"`
+	IPConnsPerSecond float64 `toml:"ip_connections_per_second" comment:"new WebSocket connections per address a second (burst four times as many)"`
 
 	// AuthRequiredKinds: publishing these kinds needs NIP-42 AUTH, and
 	// reading them is limited to events the authenticated key wrote or is
 	// tagged in.
-	AuthRequiredKinds []int `toml:"auth_required_kinds"`
+	AuthRequiredKinds []int `toml:"auth_required_kinds" comment:"kinds that need NIP-42 AUTH to publish, and are read only by their author or those tagged"`
 	// AuthWindow is how far an AUTH event's created_at may be from now.
 	AuthWindow time.Duration `toml:"-"`
 	// MaxNegRecords bounds how many events one NIP-77 sync session may
 	// cover; a filter matching more is refused so the client narrows it.
-	MaxNegRecords int `toml:"max_negentropy_records"`
+	MaxNegRecords int `toml:"max_negentropy_records" comment:"events one NIP-77 session may cover; a filter matching more is refused"`
 	// LookupTimeout bounds how long a REQ waits for the mesh to answer a
 	// lookup (only when a Lookup hook is set).
 	LookupTimeout time.Duration `toml:"-"`
 	// QueryTimeout bounds one filter's stored-events query.
-	QueryTimeout setting.Duration `toml:"query_timeout"`
+	QueryTimeout setting.Duration `toml:"query_timeout" comment:"time one filter's stored-events query may take"`
 	// PingInterval is how often idle connections are pinged; a connection
 	// silent for three intervals is closed.
 	PingInterval time.Duration `toml:"-"`
