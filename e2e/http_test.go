@@ -62,6 +62,8 @@ func TestHTTPEndpoints(t *testing.T) {
 	var info struct {
 		Name          string         `json:"name"`
 		Description   string         `json:"description"`
+		Software      string         `json:"software"`
+		Version       string         `json:"version"`
 		SupportedNIPs []int          `json:"supported_nips"`
 		Limitation    map[string]any `json:"limitation"`
 		Fleetmesh     idOutput       `json:"fleetmesh"`
@@ -74,6 +76,16 @@ func TestHTTPEndpoints(t *testing.T) {
 	}
 	if info.Fleetmesh.DID != self.DID || info.Fleetmesh.PeerID != self.PeerID || info.Fleetmesh.Class != self.Class {
 		t.Errorf("NIP-11 fleetmesh object %+v does not name this node %+v", info.Fleetmesh, self)
+	}
+	out, _, err := cli(t, "version", "--json")
+	var build struct {
+		Version string `json:"version"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &build) != nil || build.Version == "" {
+		t.Fatalf("fleetmesh version --json: %v %q", err, out)
+	}
+	if info.Software != "fleetmesh" || info.Version != build.Version {
+		t.Errorf("NIP-11 software %q version %q; want fleetmesh and the build's version %q", info.Software, info.Version, build.Version)
 	}
 	have := map[int]bool{}
 	for _, nip := range info.SupportedNIPs {

@@ -16,6 +16,9 @@ import (
 // setting is declared here alone. Fields tagged "-" are set by the code
 // that wires the relay or are left at their defaults.
 type Config struct {
+	// Software is the version NIP-11 reports, the build's (`fleetmesh
+	// version`); empty reports "devel". Set by the command, not the file.
+	Software string `toml:"-"`
 	// URL is the relay's public WebSocket URL, used to check the relay tag
 	// of NIP-42 AUTH events.
 	URL         string `toml:"url" comment:"the relay's public WebSocket URL (wss://...), announced in NIP-11 and the descriptor and checked in NIP-42 AUTH"`

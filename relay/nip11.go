@@ -1,12 +1,10 @@
 package relay
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 )
-
-// Version is the relay software version reported in NIP-11.
-const Version = "0.1.0"
 
 // SupportedNIPs returns the NIPs this relay implements, as its NIP-11
 // document lists them. It returns a new slice each time, so no caller can
@@ -20,7 +18,7 @@ func (r *Relay) serveNIP11(w http.ResponseWriter, _ *http.Request) {
 		"description":    cfg.Description,
 		"supported_nips": SupportedNIPs(),
 		"software":       "fleetmesh",
-		"version":        Version,
+		"version":        cmp.Or(cfg.Software, "devel"),
 		"limitation": map[string]any{
 			"max_message_length":     cfg.MaxMessageBytes,
 			"max_subscriptions":      cfg.MaxSubscriptions,

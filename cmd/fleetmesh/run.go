@@ -76,6 +76,7 @@ func (nf *nodeFlags) openNode(ctx context.Context, stdout, stderr io.Writer) (*n
 		return nil, node.Options{}, err
 	}
 	cfg.Mesh.Bootstrap = append(cfg.Mesh.Bootstrap, joined...)
+	cfg.Relay.Software = currentVersion().Version
 	var n *node.Node
 	opts := node.Options{
 		Home:      h,
