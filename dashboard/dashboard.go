@@ -25,7 +25,7 @@ type Options struct {
 	// DaySample is how often the day window keeps a sample (default 5
 	// min, 288 of them).
 	DaySample time.Duration
-	// Panels are what the page plots (default DefaultPanels).
+	// Panels are what the page plots (default DefaultPanels()).
 	Panels []Panel
 	// Title heads the page (the node's DID, say).
 	Title string
@@ -53,7 +53,7 @@ func New(g prometheus.Gatherer, opts Options) *Dashboard {
 		opts.DaySample = 5 * time.Minute
 	}
 	if opts.Panels == nil {
-		opts.Panels = DefaultPanels
+		opts.Panels = DefaultPanels()
 	}
 	return &Dashboard{
 		g:    g,
