@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -212,8 +214,67 @@ func (rc *relayConn) await(ch, notices chan *nostr.RelayMessage) (*nostr.RelayMe
 	}
 }
 
-// request runs one REQ to EOSE and hands each event to fn.
+// request runs one REQ to EOSE and hands each event to fn. A relay that
+// closes it as rate-limited, naming when to retry ("… retry in 3s", as
+// spec/limits.md's query budgets do), is asked again after that wait while
+// the wake's deadline leaves room, up to maxRateLimitRetries times; fn may
+// then see an event twice, which the leaf's store ignores.
 func (rc *relayConn) request(f nostr.Filter, fn func(ev *nostr.Event) error) error {
+	for try := 0; ; try++ {
+		err := rc.requestOnce(f, fn)
+		var rl *rateLimited
+		if !errors.As(err, &rl) || try >= maxRateLimitRetries {
+			return err
+		}
+		if dl, ok := rc.w.ctx.Deadline(); ok && time.Until(dl) < rl.wait+exchangeTimeout/4 {
+			return err
+		}
+		t := time.NewTimer(rl.wait)
+		select {
+		case <-rc.w.ctx.Done():
+			t.Stop()
+			return err
+		case <-rc.done:
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// maxRateLimitRetries bounds the retries of one rate-limited REQ.
+const maxRateLimitRetries = 3
+
+// rateLimited is a REQ a relay closed as rate-limited; wait is the delay
+// it named, or a second when it named none.
+type rateLimited struct {
+	url, reason string
+	wait        time.Duration
+}
+
+func (e *rateLimited) Error() string {
+	return fmt.Sprintf("%s closed the subscription: %s", e.url, e.reason)
+}
+
+// retryIn matches the delay a refusal names.
+var retryIn = regexp.MustCompile(`retry in ([0-9]+(?:\.[0-9]+)?(?:ms|s|m))`)
+
+// closedError is the error of a CLOSED with reason: a *rateLimited for a
+// rate-limited one.
+func (rc *relayConn) closedError(reason string) error {
+	if !strings.HasPrefix(reason, "rate-limited:") {
+		return fmt.Errorf("%s closed the subscription: %s", rc.url, reason)
+	}
+	wait := time.Second
+	if m := retryIn.FindStringSubmatch(reason); m != nil {
+		if d, err := time.ParseDuration(m[1]); err == nil && d > 0 {
+			wait = min(d, 10*time.Second)
+		}
+	}
+	return &rateLimited{url: rc.url, reason: reason, wait: wait}
+}
+
+func (rc *relayConn) requestOnce(f nostr.Filter, fn func(ev *nostr.Event) error) error {
 	id, ch, unsub := rc.subscribe("req")
 	defer unsub()
 	rc.w.counter.rtts.Add(1)
@@ -234,7 +295,7 @@ func (rc *relayConn) request(f nostr.Filter, fn func(ev *nostr.Event) error) err
 			_ = rc.send(nostr.ClientMessage{Type: nostr.MsgClose, SubID: id})
 			return nil
 		case nostr.MsgClosed:
-			return fmt.Errorf("%s closed the subscription: %s", rc.url, m.Text)
+			return rc.closedError(m.Text)
 		}
 	}
 }
