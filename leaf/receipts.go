@@ -381,8 +381,11 @@ func (w *wake) proposeWindow(c *mediator.Client, pair, home string, aw acctWindo
 	body := exchange.Propose(h, aw.Start, aw.Secs, aw.Mine, aw.Rounds+1)
 	reply, err := c.Request(w.ctx, exchange.TypePropose, body)
 	var p *didcomm.Problem
-	if errors.As(err, &p) && p.Code == exchange.CodeNotReady {
-		return false, nil // the home has not saved the window yet: next wake
+	if errors.As(err, &p) && (p.Code == exchange.CodeNotReady || p.Code == didcomm.CodeUnsupportedType) {
+		// The home has not saved the window yet, or keeps no accounts
+		// (an older node): not an error of the wake; the window waits
+		// for a later one, at most the dispute period.
+		return false, nil
 	}
 	if err != nil {
 		return false, err

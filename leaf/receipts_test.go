@@ -374,3 +374,27 @@ func exchangeStage(t *testing.T, open func() *Leaf, h *testHome, did string, seq
 	}
 	return "none"
 }
+
+// A home that keeps no accounts (an older node) answers the leaf's
+// proposal with unsupported-type: the wake is still caught up without an
+// error, and the window waits.
+func TestLeafReceiptsHomeWithoutAccounting(t *testing.T) {
+	h := newTestHome(t, nil)
+	cfg := NewConfig(t.TempDir())
+	cfg.WindowSecs = 1
+	l, err := New(cfg, &memKeys{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.Pair(h.invitation(h.addr)); err != nil {
+		t.Fatal(err)
+	}
+	syncOK(t, l)
+	h.queue(t, newSender(t), l.DID(), 2)
+	syncOK(t, l)
+	nextWindow(time.Second, 100*time.Millisecond)
+	if s := syncOK(t, l); !s.CaughtUp || s.Receipts != 0 || s.ReceiptsLeft != 1 {
+		t.Fatalf("wake: %s, want caught up with the window left", s.JSON())
+	}
+}
