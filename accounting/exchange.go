@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ipfs/go-cid"
 	bolt "go.etcd.io/bbolt"
 
 	"fleetmesh.org/fleetmesh/accounting/exchange"
@@ -302,23 +301,7 @@ func (s *Service) signedFor(pair string, window int64) bool {
 // receipt with both sides' figures (the peer's as last heard, zero if
 // never), signed by this node, reported with the window.
 func (s *Service) markDisputed(pair, peer string, p pending) error {
-	a, b := splitPair(pair)
-	var ca, cb receipt.Side
-	theirs := receipt.Side{}
-	if p.Theirs != nil {
-		theirs = *p.Theirs
-	}
-	if s.did == a {
-		ca, cb = p.Mine, theirs
-	} else {
-		ca, cb = theirs, p.Mine
-	}
-	r := receipt.New(a, b, p.Start, p.Secs, 0, cid.Undef, ca, cb)
-	r.Disputed = true
-	if err := r.Sign(s.key); err != nil {
-		return err
-	}
-	raw, err := r.Encode()
+	raw, err := exchange.Disputed(s.key, peer, p.Start, p.Secs, p.Mine, p.Theirs)
 	if err != nil {
 		return err
 	}

@@ -49,19 +49,17 @@ type testHome struct {
 // newAccountingHome is a test home whose accounting runs with window.
 func newAccountingHome(t testing.TB, window time.Duration) *testHome {
 	t.Helper()
-	key, err := identity.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := relay.DefaultConfig()
-	rc.EventsPerSecond, rc.IPEventsPerSecond = 0, 0
-	h := &testHome{t: t, dir: t.TempDir(), key: key, addr: "127.0.0.1:0", relCfg: rc, acctWindow: window}
-	h.start()
-	t.Cleanup(h.stop)
-	return h
+	return newHome(t, nil, window)
 }
 
 func newTestHome(t testing.TB, cfg func(*relay.Config)) *testHome {
+	t.Helper()
+	return newHome(t, cfg, 0)
+}
+
+// newHome starts a test home with relay config cfg and, for a window
+// above zero, accounting.
+func newHome(t testing.TB, cfg func(*relay.Config), window time.Duration) *testHome {
 	t.Helper()
 	key, err := identity.GenerateKey()
 	if err != nil {
@@ -72,7 +70,7 @@ func newTestHome(t testing.TB, cfg func(*relay.Config)) *testHome {
 	if cfg != nil {
 		cfg(&rc)
 	}
-	h := &testHome{t: t, dir: t.TempDir(), key: key, addr: "127.0.0.1:0", relCfg: rc}
+	h := &testHome{t: t, dir: t.TempDir(), key: key, addr: "127.0.0.1:0", relCfg: rc, acctWindow: window}
 	h.start()
 	t.Cleanup(h.stop)
 	return h

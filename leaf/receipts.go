@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ipfs/go-cid"
 	bolt "go.etcd.io/bbolt"
 
 	"fleetmesh.org/fleetmesh/accounting/exchange"
@@ -226,26 +225,12 @@ func (d *db) saveWindow(home string, w acctWindow) error {
 // receipt with both sides' figures (the home's as last heard, zero if
 // never), signed by the leaf.
 func (l *Leaf) markDisputed(home string, w acctWindow) error {
-	a, b := receipt.Pair(l.DID(), home)
-	theirs := receipt.Side{}
-	if w.Theirs != nil {
-		theirs = *w.Theirs
-	}
-	ca, cb := w.Mine, theirs
-	if a != l.DID() {
-		ca, cb = theirs, w.Mine
-	}
-	r := receipt.New(a, b, w.Start, w.Secs, 0, cid.Undef, ca, cb)
-	r.Disputed = true
-	if err := r.Sign(l.key); err != nil {
-		return err
-	}
-	raw, err := r.Encode()
+	raw, err := exchange.Disputed(l.key, home, w.Start, w.Secs, w.Mine, w.Theirs)
 	if err != nil {
 		return err
 	}
 	return l.db.bolt.Update(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bRcptDisputed).Put(acctKey(r.PairKey(), uint64(w.Start)), raw); err != nil {
+		if err := tx.Bucket(bRcptDisputed).Put(acctKey(pairKey(l.DID(), home), uint64(w.Start)), raw); err != nil {
 			return err
 		}
 		return tx.Bucket(bAcct).Delete(acctKey(home, uint64(w.Start)))

@@ -83,6 +83,23 @@ func wakeUntilExchanged(t *testing.T, l *Leaf) (picked, receipts int64) {
 	return
 }
 
+// pairedReceiptLeaf is a leaf with windowSecs windows, paired with h.
+func pairedReceiptLeaf(t *testing.T, h *testHome, windowSecs int64, keys KeyStore, budget time.Duration) *Leaf {
+	t.Helper()
+	cfg := NewConfig(t.TempDir())
+	cfg.WindowSecs, cfg.BudgetMs = windowSecs, budget.Milliseconds()
+	l, err := New(cfg, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	if err := l.Pair(h.invitation(h.addr)); err != nil {
+		t.Fatal(err)
+	}
+	syncOK(t, l) // mediation granted: nothing to count yet
+	return l
+}
+
 func syncOK(t *testing.T, l *Leaf) *Summary {
 	t.Helper()
 	s, err := l.Sync(nil)
@@ -134,17 +151,7 @@ func keysSorting(t *testing.T, other string, first bool) *memKeys {
 func testReceiptsAcrossWindows(t *testing.T, first bool) {
 	const window = 2 * time.Second
 	h := newAccountingHome(t, window)
-	cfg := NewConfig(t.TempDir())
-	cfg.WindowSecs, cfg.BudgetMs = 2, 10_000
-	l, err := New(cfg, keysSorting(t, h.key.DID(), first))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	if err := l.Pair(h.invitation(h.addr)); err != nil {
-		t.Fatal(err)
-	}
-	syncOK(t, l) // mediation granted: nothing to count yet
+	l := pairedReceiptLeaf(t, h, 2, keysSorting(t, h.key.DID(), first), 10*time.Second)
 	s := newSender(t)
 
 	picked := []int{3, 5}
@@ -198,18 +205,8 @@ func testReceiptsAcrossWindows(t *testing.T, first bool) {
 func TestLeafReceiptsDeferredWhenBudgetSpent(t *testing.T) {
 	const window = 2 * time.Second
 	h := newAccountingHome(t, window)
-	cfg := NewConfig(t.TempDir())
-	cfg.WindowSecs = 2
-	cfg.BudgetMs = (receiptReserve + 100*time.Millisecond).Milliseconds() // deadline 10% short of it
-	l, err := New(cfg, &memKeys{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	if err := l.Pair(h.invitation(h.addr)); err != nil {
-		t.Fatal(err)
-	}
-	syncOK(t, l)
+	budget := receiptReserve + 100*time.Millisecond // its deadline is 10% short of it
+	l := pairedReceiptLeaf(t, h, 2, &memKeys{}, budget)
 	intoWindow(window, 400*time.Millisecond)
 	h.queue(t, newSender(t), l.DID(), 4)
 	syncOK(t, l)
@@ -220,7 +217,7 @@ func TestLeafReceiptsDeferredWhenBudgetSpent(t *testing.T) {
 	if sum.Receipts != 0 || sum.ReceiptsLeft != 1 {
 		t.Fatalf("short wake: %s, want the exchange deferred", sum.JSON())
 	}
-	if d := time.Since(start); d > time.Duration(cfg.BudgetMs)*time.Millisecond {
+	if d := time.Since(start); d > budget {
 		t.Fatalf("short wake took %s, past its budget", d)
 	}
 	l.cfg.BudgetMs = 10_000
@@ -380,17 +377,7 @@ func exchangeStage(t *testing.T, open func() *Leaf, h *testHome, did string, seq
 // error, and the window waits.
 func TestLeafReceiptsHomeWithoutAccounting(t *testing.T) {
 	h := newTestHome(t, nil)
-	cfg := NewConfig(t.TempDir())
-	cfg.WindowSecs = 1
-	l, err := New(cfg, &memKeys{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	if err := l.Pair(h.invitation(h.addr)); err != nil {
-		t.Fatal(err)
-	}
-	syncOK(t, l)
+	l := pairedReceiptLeaf(t, h, 1, &memKeys{}, DefaultBudgetMs*time.Millisecond)
 	h.queue(t, newSender(t), l.DID(), 2)
 	syncOK(t, l)
 	nextWindow(time.Second, 100*time.Millisecond)

@@ -180,6 +180,29 @@ func CheckSigned(raw []byte, proposer, responder string, h *receipt.Receipt, sec
 	return r, nil
 }
 
+// Disputed is the disputed receipt (spec/disputes.md) that the side
+// holding key records for a window it could not agree on with peer: both
+// sides' figures, the peer's as last heard (nil: never, zero), outside
+// the chain, signed by key alone. It returns the receipt's canonical
+// bytes.
+func Disputed(key *identity.Key, peer string, start, secs int64, mine receipt.Side, theirs *receipt.Side) ([]byte, error) {
+	a, b := receipt.Pair(key.DID(), peer)
+	other := receipt.Side{}
+	if theirs != nil {
+		other = *theirs
+	}
+	ca, cb := mine, other
+	if a != key.DID() {
+		ca, cb = other, mine
+	}
+	r := receipt.New(a, b, start, secs, 0, cid.Undef, ca, cb)
+	r.Disputed = true
+	if err := r.Sign(key); err != nil {
+		return nil, err
+	}
+	return r.Encode()
+}
+
 // PrevBytes is a CID's binary form, nil for cid.Undef (a proposal's and a
 // receipt's prev for seq 1).
 func PrevBytes(c cid.Cid) []byte {
