@@ -13,6 +13,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	dto "github.com/prometheus/client_model/go"
 
+	"fleetmesh.org/fleetmesh/accounting/exchange"
 	"fleetmesh.org/fleetmesh/config/setting"
 	"fleetmesh.org/fleetmesh/didcomm"
 	"fleetmesh.org/fleetmesh/didcomm/agent"
@@ -239,8 +240,8 @@ func TestRestartMidExchangeLosesNothing(t *testing.T) {
 	dropCountersign := true
 	wrap := func() {
 		inner := b.s.handleReceipt
-		b.ag.Register(PIURIReceipt, func(ctx context.Context, u *didcomm.Unpacked) (*didcomm.Message, error) {
-			if u.Message.Type == TypeCountersign && dropCountersign {
+		b.ag.Register(exchange.PIURIReceipt, func(ctx context.Context, u *didcomm.Unpacked) (*didcomm.Message, error) {
+			if u.Message.Type == exchange.TypeCountersign && dropCountersign {
 				return nil, problem(didcomm.CodeInternal, "lost")
 			}
 			return inner(ctx, u)

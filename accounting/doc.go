@@ -10,6 +10,13 @@
 // reports, fetches them from the mesh when it lacks them, and builds,
 // keeps and spreads fork proofs.
 //
+// With a leaf (SetLeaves: the DIDs the node mediates for) the leaf
+// proposes every window's receipt when it wakes, whichever way the DIDs
+// sort, and the node only answers, keeping the leaf's windows for the
+// longer leaf dispute period (spec/leaf.md "Receipts"). The messages and
+// the checks either side makes before it signs are in package
+// accounting/exchange, which the leaf uses too.
+//
 // The protocols are DIDComm v2 messages under
 // https://fleetmesh.org/protocols/ (receipt/1.0, dispute/1.0, report/1.0,
 // grant/1.0), registered on the node's agent and so bound over HTTP and

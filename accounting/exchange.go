@@ -3,7 +3,6 @@ package accounting
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -11,68 +10,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ipfs/go-cid"
 	bolt "go.etcd.io/bbolt"
 
+	"fleetmesh.org/fleetmesh/accounting/exchange"
 	"fleetmesh.org/fleetmesh/didcomm"
 	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/meter"
 	"fleetmesh.org/fleetmesh/receipt"
 )
-
-// Protocol identifiers and message types (spec/receipts.md,
-// spec/disputes.md).
-const (
-	PIURIReceipt    = "https://fleetmesh.org/protocols/receipt/1.0"
-	TypePropose     = PIURIReceipt + "/propose"
-	TypeSign        = PIURIReceipt + "/sign"
-	TypeCountersign = PIURIReceipt + "/countersign"
-	TypeAck         = PIURIReceipt + "/ack"
-	TypeRequest     = PIURIReceipt + "/request"
-	TypeForkProof   = PIURIReceipt + "/fork-proof"
-	PIURIDispute    = "https://fleetmesh.org/protocols/dispute/1.0"
-	TypeDisputeOpen = PIURIDispute + "/open"
-)
-
-// Problem codes of the receipt protocol.
-const (
-	CodeNotReady = "e.p.req.time.window-open"
-	CodeChain    = "e.p.msg.receipt-chain"
-	CodeInvalid  = "e.p.msg.receipt-invalid"
-)
-
-// ProposeBody proposes a window's receipt: a's figures, the chain position
-// and a's latest receipt of the pair (so b catches up after a crash).
-type ProposeBody struct {
-	WindowStart int64        `json:"window_start"`
-	WindowSecs  int64        `json:"window_secs"`
-	Seq         uint64       `json:"seq"`
-	Prev        []byte       `json:"prev"`
-	Counts      receipt.Side `json:"counts"`
-	Head        []byte       `json:"head,omitempty"`
-	Round       int          `json:"round"`
-}
-
-// ReceiptBody carries one receipt (sign, countersign, fork-proof's
-// receipts, disputed).
-type ReceiptBody struct {
-	Receipt []byte `json:"receipt"`
-}
-
-// DisputeBody opens a dispute: the sender's own figures for the window
-// and what disagrees.
-type DisputeBody struct {
-	WindowStart int64        `json:"window_start"`
-	Counts      receipt.Side `json:"counts"`
-	Round       int          `json:"round"`
-	Reason      string       `json:"reason"`
-}
-
-// RequestBody asks a, the proposer, to propose a window.
-type RequestBody struct {
-	WindowStart int64 `json:"window_start"`
-}
 
 func problem(code, format string, args ...any) error {
 	return &didcomm.Problem{Code: code, Err: fmt.Errorf(format, args...)}
@@ -137,7 +83,10 @@ func splitPair(pair string) (string, string) {
 func (s *Service) exchangeWith(ctx context.Context, peer string, now time.Time) {
 	a, b := receipt.Pair(s.did, peer)
 	pair := a + " " + b
-	s.resendCountersign(ctx, pair, peer)
+	leaf := s.leaf(peer)
+	if !leaf {
+		s.resendCountersign(ctx, pair, peer)
+	}
 	var ps []pending
 	s.db.b.View(func(tx *bolt.Tx) error {
 		var err error
@@ -146,6 +95,9 @@ func (s *Service) exchangeWith(ctx context.Context, peer string, now time.Time) 
 	})
 	for _, p := range ps {
 		deadline := time.Unix(p.end(), 0).Add(s.cfg.DisputePeriod.Duration)
+		if leaf {
+			deadline = time.Unix(p.end(), 0).Add(s.cfg.LeafDisputePeriod)
+		}
 		if now.After(deadline) || p.Rounds >= s.cfg.DisputeRounds {
 			if s.signedFor(pair, p.Start) {
 				continue // b signed it: wait for a's countersignature
@@ -153,6 +105,11 @@ func (s *Service) exchangeWith(ctx context.Context, peer string, now time.Time) 
 			if err := s.markDisputed(pair, peer, p); err != nil {
 				s.log.Warn("accounting: marking a window disputed", "peer", peer, "window", p.Start, "err", err)
 			}
+			continue
+		}
+		if leaf {
+			// A leaf proposes when it wakes (spec/leaf.md): a home
+			// cannot reach it, so it only waits, oldest window first.
 			continue
 		}
 		if s.did != a {
@@ -170,7 +127,7 @@ func (s *Service) exchangeWith(ctx context.Context, peer string, now time.Time) 
 }
 
 func (s *Service) request(ctx context.Context, peer string, window int64) {
-	m, _ := didcomm.NewMessage(TypeRequest, RequestBody{WindowStart: window})
+	m, _ := didcomm.NewMessage(exchange.TypeRequest, exchange.RequestBody{WindowStart: window})
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if _, err := s.agent.Request(ctx, peer, m); err != nil && !errors.Is(err, agent.ErrNoAnswer) {
@@ -188,13 +145,8 @@ func (s *Service) propose(ctx context.Context, pair, peer string, p pending) err
 	}); err != nil {
 		return err
 	}
-	body := ProposeBody{WindowStart: p.Start, WindowSecs: p.Secs, Seq: 1, Counts: p.Mine, Round: p.Rounds + 1}
-	if h != nil {
-		c, _ := h.CID()
-		body.Seq, body.Prev = h.Seq+1, c.Bytes()
-		body.Head, _ = h.Encode()
-	}
-	m, err := didcomm.NewMessage(TypePropose, body)
+	body := exchange.Propose(h, p.Start, p.Secs, p.Mine, p.Rounds+1)
+	m, err := didcomm.NewMessage(exchange.TypePropose, body)
 	if err != nil {
 		return err
 	}
@@ -211,10 +163,10 @@ func (s *Service) propose(ctx context.Context, pair, peer string, p pending) err
 		return err
 	}
 	switch reply.Type {
-	case TypeSign:
+	case exchange.TypeSign:
 		return s.countersign(ctx, pair, peer, reply, h)
-	case TypeDisputeOpen:
-		var d DisputeBody
+	case exchange.TypeDisputeOpen:
+		var d exchange.DisputeBody
 		if err := json.Unmarshal(reply.Body, &d); err != nil {
 			return err
 		}
@@ -235,47 +187,26 @@ func (s *Service) propose(ctx context.Context, pair, peer string, p pending) err
 // countersign checks b's signed receipt against a's own figures and chain,
 // stores it (fsynced) and only then sends a's signature.
 func (s *Service) countersign(ctx context.Context, pair, peer string, reply *didcomm.Message, h *receipt.Receipt) error {
-	var rb ReceiptBody
-	if err := json.Unmarshal(reply.Body, &rb); err != nil {
-		return err
-	}
-	r, err := receipt.Decode(rb.Receipt)
+	r, err := exchange.CheckSigned(reply.Body, s.did, peer, h, s.meter.Length(), func(window int64) (mine receipt.Side, ok bool) {
+		s.db.b.View(func(tx *bolt.Tx) error {
+			if v := tx.Bucket(bPending).Get(key(peer, uint64(window))); v != nil {
+				var p pending
+				if json.Unmarshal(v, &p) == nil {
+					mine, ok = p.Mine, true
+				}
+			} else if v := tx.Bucket(bDisputed).Get(key(pair, uint64(window))); v != nil {
+				// a gave up on the window while b had signed it: b's
+				// signature still stands, and a's figures are in its record.
+				if d, err := receipt.Decode(v); err == nil {
+					mine, ok = d.Side(s.did), true
+				}
+			}
+			return nil
+		})
+		return mine, ok
+	})
 	if err != nil {
 		return err
-	}
-	if r.PairKey() != pair || r.Disputed || r.SigA != nil {
-		return fmt.Errorf("signed receipt is for %s, disputed %v", r.PairKey(), r.Disputed)
-	}
-	if err := s.checkB(r); err != nil {
-		return err
-	}
-	wantSeq, wantPrev := uint64(1), cid.Undef
-	if h != nil {
-		wantSeq = h.Seq + 1
-		wantPrev, _ = h.CID()
-	}
-	gotPrev, _ := r.PrevCID()
-	if r.Seq != wantSeq || !gotPrev.Equals(wantPrev) {
-		return fmt.Errorf("b signed seq %d after %s, a's chain is at seq %d", r.Seq, gotPrev, wantSeq-1)
-	}
-	var mine *receipt.Side
-	s.db.b.View(func(tx *bolt.Tx) error {
-		if v := tx.Bucket(bPending).Get(key(peer, uint64(r.WindowStart))); v != nil {
-			var p pending
-			if json.Unmarshal(v, &p) == nil {
-				mine = &p.Mine
-			}
-		} else if v := tx.Bucket(bDisputed).Get(key(pair, uint64(r.WindowStart))); v != nil {
-			// a gave up on the window while b had signed it: b's
-			// signature still stands, and a's figures are in its record.
-			if d, err := receipt.Decode(v); err == nil {
-				mine = &d.CountsA
-			}
-		}
-		return nil
-	})
-	if mine == nil || *mine != r.CountsA || r.WindowSecs != s.meter.Length() {
-		return fmt.Errorf("b signed window %d with figures for a that a does not hold", r.WindowStart)
 	}
 	if err := r.Sign(s.key); err != nil {
 		return err
@@ -290,27 +221,10 @@ func (s *Service) countersign(ctx context.Context, pair, peer string, reply *did
 	return s.sendCountersign(ctx, r, peer)
 }
 
-// checkB verifies b's signature on a receipt a has not signed yet.
-func (s *Service) checkB(r *receipt.Receipt) error {
-	cp := *r
-	cp.SigA = nil
-	b, err := cp.SigningBytes()
-	if err != nil {
-		return err
-	}
-	pub, err := identity.PublicKeyFromDID(r.B)
-	if err != nil {
-		return err
-	}
-	if len(r.SigB) != ed25519.SignatureSize || !ed25519.Verify(pub, append([]byte(receipt.SignaturePrefix), b...), r.SigB) {
-		return fmt.Errorf("b's signature does not verify")
-	}
-	return nil
-}
-
 // storeOwn stores a complete receipt of one of this node's pairs and
-// advances the pair's head; the window's pending figures and b's signed
-// record go, and a marks the countersignature unacknowledged.
+// advances the pair's head; the window's pending figures and the
+// responder's signed record go, and the proposer marks the
+// countersignature unacknowledged.
 func (s *Service) storeOwn(tx *bolt.Tx, r *receipt.Receipt, peer string) error {
 	if old, err := putReceipt(tx, r); err != nil {
 		if errors.Is(err, errFork) {
@@ -326,7 +240,7 @@ func (s *Service) storeOwn(tx *bolt.Tx, r *receipt.Receipt, peer string) error {
 	tx.Bucket(bSigned).Delete(key(pair, r.Seq))
 	tx.Bucket(bDisputed).Delete(key(pair, uint64(r.WindowStart)))
 	tx.Bucket(bToReport).Put(u64(uint64(r.WindowStart)), nil)
-	if r.A == s.did {
+	if s.proposer(peer) == s.did {
 		return tx.Bucket(bUnacked).Put([]byte(pair), u64(r.Seq))
 	}
 	return nil
@@ -334,7 +248,7 @@ func (s *Service) storeOwn(tx *bolt.Tx, r *receipt.Receipt, peer string) error {
 
 func (s *Service) sendCountersign(ctx context.Context, r *receipt.Receipt, peer string) error {
 	raw, _ := r.Encode()
-	m, err := didcomm.NewMessage(TypeCountersign, ReceiptBody{Receipt: raw})
+	m, err := didcomm.NewMessage(exchange.TypeCountersign, exchange.ReceiptBody{Receipt: raw})
 	if err != nil {
 		return err
 	}
@@ -387,23 +301,7 @@ func (s *Service) signedFor(pair string, window int64) bool {
 // receipt with both sides' figures (the peer's as last heard, zero if
 // never), signed by this node, reported with the window.
 func (s *Service) markDisputed(pair, peer string, p pending) error {
-	a, b := splitPair(pair)
-	var ca, cb receipt.Side
-	theirs := receipt.Side{}
-	if p.Theirs != nil {
-		theirs = *p.Theirs
-	}
-	if s.did == a {
-		ca, cb = p.Mine, theirs
-	} else {
-		ca, cb = theirs, p.Mine
-	}
-	r := receipt.New(a, b, p.Start, p.Secs, 0, cid.Undef, ca, cb)
-	r.Disputed = true
-	if err := r.Sign(s.key); err != nil {
-		return err
-	}
-	raw, err := r.Encode()
+	raw, err := exchange.Disputed(s.key, peer, p.Start, p.Secs, p.Mine, p.Theirs)
 	if err != nil {
 		return err
 	}
@@ -428,15 +326,15 @@ func (s *Service) handleReceipt(ctx context.Context, u *didcomm.Unpacked) (*didc
 		return nil, problem(didcomm.CodeUnauthorized, "receipt messages must be authcrypted by a node")
 	}
 	switch msg.Type {
-	case TypePropose:
+	case exchange.TypePropose:
 		return s.handlePropose(msg)
-	case TypeCountersign:
+	case exchange.TypeCountersign:
 		return s.handleCountersign(msg)
-	case TypeRequest:
+	case exchange.TypeRequest:
 		return s.handleRequest(msg)
-	case TypeForkProof:
+	case exchange.TypeForkProof:
 		return s.handleForkProof(ctx, msg)
-	case TypeAck:
+	case exchange.TypeAck:
 		return nil, nil
 	}
 	return nil, problem(didcomm.CodeUnsupportedType, "receipt/1.0 has no message %s", msg.Type)
@@ -446,22 +344,22 @@ func (s *Service) handleReceipt(ctx context.Context, u *didcomm.Unpacked) (*didc
 // position, compare the figures, and either sign (storing what it signed
 // first) or open a dispute.
 func (s *Service) handlePropose(msg *didcomm.Message) (*didcomm.Message, error) {
-	var body ProposeBody
+	var body exchange.ProposeBody
 	if err := json.Unmarshal(msg.Body, &body); err != nil {
 		return nil, problem(didcomm.CodeMalformed, "propose body: %v", err)
 	}
 	a, b := receipt.Pair(s.did, msg.From)
-	if a != msg.From || b != s.did {
-		return nil, problem(CodeInvalid, "the receipt of %s and %s is proposed by %s, whose DID sorts first", a, b, a)
+	if msg.From == s.did || s.proposer(msg.From) != msg.From {
+		return nil, problem(exchange.CodeInvalid, "the receipt of %s and %s is proposed by %s, whose DID sorts first (or by the leaf of a leaf pair)", a, b, a)
 	}
 	if body.WindowStart < 0 || body.WindowStart%s.meter.Length() != 0 {
-		return nil, problem(CodeInvalid, "window_start %d is not a UTC-aligned window start", body.WindowStart)
+		return nil, problem(exchange.CodeInvalid, "window_start %d is not a UTC-aligned window start", body.WindowStart)
 	}
 	if body.WindowSecs != s.meter.Length() {
-		return nil, problem(CodeInvalid, "window of %ds; this node's windows are %ds", body.WindowSecs, s.meter.Length())
+		return nil, problem(exchange.CodeInvalid, "window of %ds; this node's windows are %ds", body.WindowSecs, s.meter.Length())
 	}
 	if body.WindowStart+body.WindowSecs > s.readyBefore.Load() {
-		return nil, problem(CodeNotReady, "window %d has not closed here yet", body.WindowStart)
+		return nil, problem(exchange.CodeNotReady, "window %d has not closed here yet", body.WindowStart)
 	}
 	pair := a + " " + b
 	mu := s.pairLock(pair)
@@ -478,18 +376,14 @@ func (s *Service) handlePropose(msg *didcomm.Message) (*didcomm.Message, error) 
 				return err
 			}
 		}
-		wantSeq, wantPrev := uint64(1), cid.Undef
-		if h != nil {
-			wantSeq = h.Seq + 1
-			wantPrev, _ = h.CID()
-		}
-		if body.Seq != wantSeq || !bytes.Equal(body.Prev, prevBytes(wantPrev)) {
-			return problem(CodeChain, "proposed seq %d; this node's chain of the pair is at seq %d", body.Seq, wantSeq-1)
+		if !exchange.SamePosition(body, h) {
+			wantSeq, _ := exchange.Next(h)
+			return problem(exchange.CodeChain, "proposed seq %d; this node's chain of the pair is at seq %d", body.Seq, wantSeq-1)
 		}
 		// What b signed at this seq before is what it signs again: never
 		// two different receipts for one seq.
 		if raw := get(tx, bSigned, key(pair, body.Seq)); raw != nil {
-			out, err = didcomm.NewMessage(TypeSign, ReceiptBody{Receipt: raw})
+			out, err = didcomm.NewMessage(exchange.TypeSign, exchange.ReceiptBody{Receipt: raw})
 			return err
 		}
 		var mine receipt.Side
@@ -504,18 +398,18 @@ func (s *Service) handlePropose(msg *didcomm.Message) (*didcomm.Message, error) 
 			p = pending{Start: body.WindowStart, Secs: body.WindowSecs}
 		}
 		if h != nil && body.WindowStart <= h.WindowStart {
-			return problem(CodeChain, "window %d is not after the pair's last receipt (window %d)", body.WindowStart, h.WindowStart)
+			return problem(exchange.CodeChain, "window %d is not after the pair's last receipt (window %d)", body.WindowStart, h.WindowStart)
 		}
-		if why := agree(body.Counts, mine, s.cfg.Tolerance, s.cfg.Slack); why != "" {
+		if why := exchange.Agree(body.Counts, mine, s.cfg.Tolerance, s.cfg.Slack); why != "" {
 			p.Theirs, p.Rounds = &body.Counts, body.Round
 			if err := putJSON(tx, bPending, k, p); err != nil {
 				return err
 			}
 			s.m.disputes.WithLabelValues("opened").Inc()
-			out, err = didcomm.NewMessage(TypeDisputeOpen, DisputeBody{WindowStart: body.WindowStart, Counts: mine, Round: body.Round, Reason: why})
+			out, err = didcomm.NewMessage(exchange.TypeDisputeOpen, exchange.DisputeBody{WindowStart: body.WindowStart, Counts: mine, Round: body.Round, Reason: why})
 			return err
 		}
-		r := receipt.New(a, b, body.WindowStart, body.WindowSecs, body.Seq, wantPrev, body.Counts, mine)
+		r := exchange.Build(msg.From, s.did, body, mine)
 		if err := r.Sign(s.key); err != nil {
 			return err
 		}
@@ -526,7 +420,7 @@ func (s *Service) handlePropose(msg *didcomm.Message) (*didcomm.Message, error) 
 		if err := tx.Bucket(bSigned).Put(key(pair, body.Seq), raw); err != nil {
 			return err
 		}
-		out, err = didcomm.NewMessage(TypeSign, ReceiptBody{Receipt: raw})
+		out, err = didcomm.NewMessage(exchange.TypeSign, exchange.ReceiptBody{Receipt: raw})
 		return err
 	})
 	if err != nil {
@@ -541,13 +435,13 @@ func (s *Service) handlePropose(msg *didcomm.Message) (*didcomm.Message, error) 
 func (s *Service) catchUp(tx *bolt.Tx, h *receipt.Receipt, raw []byte, from string) (*receipt.Receipt, error) {
 	r, err := receipt.Decode(raw)
 	if err != nil {
-		return h, problem(CodeInvalid, "head: %v", err)
+		return h, problem(exchange.CodeInvalid, "head: %v", err)
 	}
 	if err := r.Verify(); err != nil {
-		return h, problem(CodeInvalid, "head: %v", err)
+		return h, problem(exchange.CodeInvalid, "head: %v", err)
 	}
 	if pair, _ := pairOf(s.did, from); r.PairKey() != pair {
-		return h, problem(CodeInvalid, "head is of another pair")
+		return h, problem(exchange.CodeInvalid, "head is of another pair")
 	}
 	if h != nil && r.Seq <= h.Seq {
 		return h, nil
@@ -557,7 +451,7 @@ func (s *Service) catchUp(tx *bolt.Tx, h *receipt.Receipt, raw []byte, from stri
 		wantSeq = h.Seq + 1
 	}
 	if r.Seq != wantSeq {
-		return h, problem(CodeChain, "head is seq %d, this node holds the pair to seq %d", r.Seq, wantSeq-1)
+		return h, problem(exchange.CodeChain, "head is seq %d, this node holds the pair to seq %d", r.Seq, wantSeq-1)
 	}
 	if err := s.storeOwn(tx, r, from); err != nil {
 		return h, err
@@ -568,7 +462,7 @@ func (s *Service) catchUp(tx *bolt.Tx, h *receipt.Receipt, raw []byte, from stri
 
 // handleCountersign is b's side of the end: store the complete receipt.
 func (s *Service) handleCountersign(msg *didcomm.Message) (*didcomm.Message, error) {
-	var rb ReceiptBody
+	var rb exchange.ReceiptBody
 	if err := json.Unmarshal(msg.Body, &rb); err != nil {
 		return nil, problem(didcomm.CodeMalformed, "countersign body: %v", err)
 	}
@@ -578,10 +472,10 @@ func (s *Service) handleCountersign(msg *didcomm.Message) (*didcomm.Message, err
 	}
 	if err != nil {
 		s.m.receipts.WithLabelValues("refused", "invalid").Inc()
-		return nil, problem(CodeInvalid, "%v", err)
+		return nil, problem(exchange.CodeInvalid, "%v", err)
 	}
-	if r.A != msg.From || r.B != s.did {
-		return nil, problem(CodeInvalid, "receipt of %s is not one of this pair", r.PairKey())
+	if !r.Has(msg.From) || !r.Has(s.did) || msg.From == s.did || s.proposer(msg.From) != msg.From {
+		return nil, problem(exchange.CodeInvalid, "receipt of %s is not one of this pair, countersigned by its proposer", r.PairKey())
 	}
 	pair := r.PairKey()
 	mu := s.pairLock(pair)
@@ -597,7 +491,7 @@ func (s *Service) handleCountersign(msg *didcomm.Message) (*didcomm.Message, err
 				if _, err := putReceipt(tx, r); errors.Is(err, errFork) {
 					o, _ := receipt.Decode(old)
 					go s.forkFound(o, r)
-					return problem(CodeChain, "a different receipt is stored for seq %d: fork proof built", r.Seq)
+					return problem(exchange.CodeChain, "a different receipt is stored for seq %d: fork proof built", r.Seq)
 				}
 			}
 			return nil // already stored
@@ -608,7 +502,7 @@ func (s *Service) handleCountersign(msg *didcomm.Message) (*didcomm.Message, err
 	if err != nil {
 		return nil, err
 	}
-	out, _ := didcomm.NewMessage(TypeAck, nil)
+	out, _ := didcomm.NewMessage(exchange.TypeAck, nil)
 	out.Thid = msg.ID
 	return out, nil
 }
@@ -616,16 +510,16 @@ func (s *Service) handleCountersign(msg *didcomm.Message) (*didcomm.Message, err
 // handleRequest is a's side of b's request to propose: a window a has no
 // figures for is proposed with zero figures, as a measured it.
 func (s *Service) handleRequest(msg *didcomm.Message) (*didcomm.Message, error) {
-	var body RequestBody
+	var body exchange.RequestBody
 	if err := json.Unmarshal(msg.Body, &body); err != nil {
 		return nil, problem(didcomm.CodeMalformed, "request body: %v", err)
 	}
 	a, _ := receipt.Pair(s.did, msg.From)
 	if a != s.did {
-		return nil, problem(CodeInvalid, "this node does not propose for the pair")
+		return nil, problem(exchange.CodeInvalid, "this node does not propose for the pair")
 	}
 	if body.WindowStart%s.meter.Length() != 0 || body.WindowStart+s.meter.Length() > s.readyBefore.Load() {
-		return nil, problem(CodeNotReady, "window %d is not a closed window here", body.WindowStart)
+		return nil, problem(exchange.CodeNotReady, "window %d is not a closed window here", body.WindowStart)
 	}
 	pair, _ := pairOf(s.did, msg.From)
 	err := s.db.b.Update(func(tx *bolt.Tx) error {
@@ -639,13 +533,6 @@ func (s *Service) handleRequest(msg *didcomm.Message) (*didcomm.Message, error) 
 		return putJSON(tx, bPending, k, pending{Start: body.WindowStart, Secs: s.meter.Length()})
 	})
 	return nil, err
-}
-
-func prevBytes(c cid.Cid) []byte {
-	if !c.Defined() {
-		return nil
-	}
-	return c.Bytes()
 }
 
 func pairOf(x, y string) (string, error) {

@@ -8,6 +8,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"fleetmesh.org/fleetmesh/accounting/exchange"
 	"fleetmesh.org/fleetmesh/didcomm"
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/receipt"
@@ -59,7 +60,7 @@ func (s *Service) keepAndSpread(ctx context.Context, p *receipt.ForkProof, from 
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			m, _ := didcomm.NewMessage(TypeForkProof, ForkProofBody{Proof: raw})
+			m, _ := didcomm.NewMessage(exchange.TypeForkProof, ForkProofBody{Proof: raw})
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
 			if _, err := s.agent.Request(cctx, did, m); err != nil && !isNoAnswer(err) {
@@ -81,7 +82,7 @@ func (s *Service) handleForkProof(ctx context.Context, msg *didcomm.Message) (*d
 	p, err := receipt.DecodeForkProof(b.Proof)
 	if err != nil {
 		s.m.forkProofs.WithLabelValues("refused").Inc()
-		return nil, problem(CodeInvalid, "%v", err)
+		return nil, problem(exchange.CodeInvalid, "%v", err)
 	}
 	if s.keepAndSpread(ctx, p, msg.From) {
 		s.m.forkProofs.WithLabelValues("received").Inc()
@@ -109,10 +110,10 @@ func (s *Service) ForkProofs() ([]*receipt.ForkProof, error) {
 // outside a proposal, are kept for the disputed receipt.
 func (s *Service) handleDispute(_ context.Context, u *didcomm.Unpacked) (*didcomm.Message, error) {
 	msg := u.Message
-	if msg.Type != TypeDisputeOpen || !u.Authenticated {
-		return nil, problem(didcomm.CodeUnsupportedType, "dispute/1.0 takes authcrypted %s", TypeDisputeOpen)
+	if msg.Type != exchange.TypeDisputeOpen || !u.Authenticated {
+		return nil, problem(didcomm.CodeUnsupportedType, "dispute/1.0 takes authcrypted %s", exchange.TypeDisputeOpen)
 	}
-	var d DisputeBody
+	var d exchange.DisputeBody
 	if err := json.Unmarshal(msg.Body, &d); err != nil {
 		return nil, problem(didcomm.CodeMalformed, "dispute body: %v", err)
 	}

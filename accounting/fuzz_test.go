@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"fleetmesh.org/fleetmesh/accounting/exchange"
 	"fleetmesh.org/fleetmesh/didcomm"
 	"fleetmesh.org/fleetmesh/grant"
 )
@@ -15,8 +16,8 @@ import (
 func FuzzMessages(f *testing.F) {
 	nodes := newNodes(f, 2, testConfig(), nil)
 	s, from := nodes[0].s, nodes[1].key.DID()
-	types := []string{TypePropose, TypeCountersign, TypeRequest, TypeForkProof, TypeDisputeOpen, TypeQuery, grant.TypeOffer, grant.TypeRevoke}
-	seed, _ := json.Marshal(ProposeBody{WindowStart: t0.Unix(), WindowSecs: 10, Seq: 1})
+	types := []string{exchange.TypePropose, exchange.TypeCountersign, exchange.TypeRequest, exchange.TypeForkProof, exchange.TypeDisputeOpen, TypeQuery, grant.TypeOffer, grant.TypeRevoke}
+	seed, _ := json.Marshal(exchange.ProposeBody{WindowStart: t0.Unix(), WindowSecs: 10, Seq: 1})
 	f.Add(uint8(0), seed)
 	f.Add(uint8(1), []byte(`{"receipt":"oWF2AQ"}`))
 	f.Add(uint8(3), []byte(`{"proof":""}`))
@@ -32,7 +33,7 @@ func FuzzMessages(f *testing.F) {
 		switch {
 		case m.Type == TypeQuery:
 			s.handleReport(ctx, u)
-		case m.Type == TypeDisputeOpen:
+		case m.Type == exchange.TypeDisputeOpen:
 			s.handleDispute(ctx, u)
 		case m.Type == grant.TypeOffer || m.Type == grant.TypeRevoke:
 			s.handleGrant(ctx, u)

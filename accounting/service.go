@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"fleetmesh.org/fleetmesh/accounting/exchange"
 	"fleetmesh.org/fleetmesh/config/setting"
 	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/identity"
@@ -43,6 +43,11 @@ type Config struct {
 	// DisputeRounds bounds the proposals of one window (rounds of the
 	// dispute exchange); 0 is 3.
 	DisputeRounds int `toml:"dispute_rounds" comment:"proposals of one window at most (0: 3)"`
+	// LeafDisputePeriod is DisputePeriod for a pair with a leaf
+	// (SetLeaves): a leaf proposes only when it wakes, so its windows
+	// wait this long after their end before they are disputed. It is
+	// not a key of the file.
+	LeafDisputePeriod time.Duration `toml:"-"`
 	// RequireGrant lists the services this node gives only under a grant.
 	RequireGrant []meter.Service `toml:"require_grant" comment:"services this node gives only under a grant"`
 	// AcceptGrants accepts grants offered to this node.
@@ -72,6 +77,11 @@ func (c *Config) Check() error {
 	return nil
 }
 
+// DefaultLeafDisputePeriod is Config.LeafDisputePeriod unless set: a
+// phone that stays asleep, offline or uninstalled for a week has its
+// windows disputed, and until then they wait for its next wake.
+const DefaultLeafDisputePeriod = 7 * 24 * time.Hour
+
 // Service is a node's accounting. Its methods are safe for concurrent use.
 type Service struct {
 	key   *identity.Key
@@ -92,6 +102,8 @@ type Service struct {
 
 	forkMu   sync.Mutex
 	forkSeen map[string]bool
+
+	leaves atomic.Pointer[func(did string) bool] // SetLeaves
 
 	closing *meter.Window // rolled, to be snapshotted on the next tick (loop only)
 	// readyBefore is the end of the windows whose figures are saved: b
@@ -115,6 +127,10 @@ func New(key *identity.Key, cfg Config, dir string, m *meter.Meter, ag *agent.Se
 	if cfg.DisputeRounds <= 0 {
 		cfg.DisputeRounds = 3
 	}
+	if cfg.LeafDisputePeriod <= 0 {
+		cfg.LeafDisputePeriod = DefaultLeafDisputePeriod
+	}
+	cfg.LeafDisputePeriod = max(cfg.LeafDisputePeriod, cfg.DisputePeriod.Duration)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -130,11 +146,32 @@ func New(key *identity.Key, cfg Config, dir string, m *meter.Meter, ag *agent.Se
 		d.close()
 		return nil, err
 	}
-	ag.Register(PIURIReceipt, s.handleReceipt, "proposer", "responder")
-	ag.Register(PIURIDispute, s.handleDispute, "party")
+	ag.Register(exchange.PIURIReceipt, s.handleReceipt, "proposer", "responder")
+	ag.Register(exchange.PIURIDispute, s.handleDispute, "party")
 	ag.Register(PIURIReport, s.handleReport, "requester", "responder")
 	ag.Register(grantPIURI, s.handleGrant, "grantor", "grantee")
 	return s, nil
+}
+
+// SetLeaves tells the service which counterparties are leaves (the DIDs
+// this node mediates for): with a leaf the leaf proposes every window's
+// receipt, whichever way the DIDs sort, and this node never proposes or
+// asks it to, but waits for its wake (spec/leaf.md "Receipts").
+func (s *Service) SetLeaves(isLeaf func(did string) bool) { s.leaves.Store(&isLeaf) }
+
+func (s *Service) leaf(did string) bool {
+	f := s.leaves.Load()
+	return f != nil && *f != nil && (*f)(did)
+}
+
+// proposer is the side of the pair with peer that proposes its receipts:
+// a leaf, else the DID sorting first.
+func (s *Service) proposer(peer string) string {
+	if s.leaf(peer) {
+		return peer
+	}
+	a, _ := receipt.Pair(s.did, peer)
+	return a
 }
 
 // DID is the node's DID.
@@ -196,32 +233,6 @@ func (s *Service) Round(ctx context.Context, now time.Time) {
 	if err := s.publishDue(now); err != nil {
 		s.log.Warn("accounting: reports", "err", err)
 	}
-}
-
-// agree compares a's and b's figures for one window: what a gave against
-// what b received and the other way round, service by service, within the
-// tolerance. It returns "" or what disagrees.
-func agree(a, b receipt.Side, tol float64, slack uint64) string {
-	cmp := func(what string, x, y receipt.Counts) string {
-		fx, fy := x.Fields(), y.Fields()
-		events := max(x.Events, y.Events)
-		for i := range fx {
-			hi := max(fx[i].Value, fy[i].Value)
-			diff := hi - min(fx[i].Value, fy[i].Value)
-			allowed := slack
-			if fx[i].Name == "bytes" && events > 0 {
-				allowed = slack * ((hi + events - 1) / events)
-			}
-			if float64(diff) > max(math.Floor(tol*float64(hi)), float64(allowed)) {
-				return fmt.Sprintf("%s %s: %d against %d", what, fx[i].Name, fx[i].Value, fy[i].Value)
-			}
-		}
-		return ""
-	}
-	if d := cmp("a gave / b received", a.Gave, b.Received); d != "" {
-		return d
-	}
-	return cmp("b gave / a received", b.Gave, a.Received)
 }
 
 func (s *Service) pairLock(pair string) *sync.Mutex {

@@ -43,11 +43,19 @@ type Config struct {
 	Eviction string
 	// DeliveryBatch is the messages asked for per pickup delivery.
 	DeliveryBatch int64
+	// WindowSecs is the accounting window in seconds: it must equal the
+	// home nodes' `[accounting] window`, or they refuse the leaf's
+	// receipts (spec/leaf.md "Receipts").
+	WindowSecs int64
+	// DisputePeriodSecs is how long after a window's end the leaf keeps
+	// proposing its receipt before it reports the window disputed.
+	DisputePeriodSecs int64
 }
 
 // NewConfig returns the defaults with dir.
 func NewConfig(dir string) *Config {
-	return &Config{Dir: dir, BudgetMs: DefaultBudgetMs, MaxStoreBytes: DefaultMaxStoreBytes, Eviction: EvictOldest, DeliveryBatch: DefaultDeliveryBatch}
+	return &Config{Dir: dir, BudgetMs: DefaultBudgetMs, MaxStoreBytes: DefaultMaxStoreBytes, Eviction: EvictOldest, DeliveryBatch: DefaultDeliveryBatch,
+		WindowSecs: DefaultWindowSecs, DisputePeriodSecs: DefaultDisputePeriodSecs}
 }
 
 func (c Config) filled() (Config, error) {
@@ -62,6 +70,12 @@ func (c Config) filled() (Config, error) {
 	}
 	if c.DeliveryBatch <= 0 {
 		c.DeliveryBatch = DefaultDeliveryBatch
+	}
+	if c.WindowSecs <= 0 {
+		c.WindowSecs = DefaultWindowSecs
+	}
+	if c.DisputePeriodSecs <= 0 {
+		c.DisputePeriodSecs = DefaultDisputePeriodSecs
 	}
 	switch c.Eviction {
 	case "":
@@ -88,7 +102,7 @@ type Ranker interface {
 }
 
 // Progress receives a wake's progress: stage is "dial", "pickup",
-// "catchup", "outbox" or "done"; done and total count that stage's items
+// "catchup", "outbox", "receipts" or "done"; done and total count that stage's items
 // (total is -1 while unknown). It is called from the wake's goroutines,
 // one call at a time, and must return quickly.
 type Progress interface {
@@ -138,6 +152,11 @@ type Summary struct {
 	RoundTrips    int64 `json:"round_trips"`
 	// FirstPickupMs is when the first message was stored (-1: none).
 	FirstPickupMs int64 `json:"first_pickup_ms"`
+	// Receipts is the receipts co-signed with home nodes in this wake;
+	// ReceiptsLeft the closed windows whose exchange waits for a later
+	// wake (not ready at the home, in dispute, or no time left).
+	Receipts     int64 `json:"receipts"`
+	ReceiptsLeft int64 `json:"receipts_left"`
 	// Stalls counts exchanges abandoned because the network went silent.
 	Stalls int64 `json:"stalls"`
 	// Cancelled says the wake was cancelled or ran out of budget.

@@ -14,6 +14,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"fleetmesh.org/fleetmesh/nostr"
+	"fleetmesh.org/fleetmesh/receipt"
 )
 
 // DBFile is the leaf's database inside Config.Dir.
@@ -61,7 +62,7 @@ func openDB(dir string) (*db, error) {
 		return nil, fmt.Errorf("leaf: open %s: %w (is another leaf using this directory?)", filepath.Join(dir, DBFile), err)
 	}
 	err = b.Update(func(tx *bolt.Tx) error {
-		for _, n := range [][]byte{bMeta, bEvents, bRank, bTomb, bTombOrder, bMsgs, bMsgIDs, bDelivered, bDelivOrder, bOutbox, bRejected} {
+		for _, n := range append([][]byte{bMeta, bEvents, bRank, bTomb, bTombOrder, bMsgs, bMsgIDs, bDelivered, bDelivOrder, bOutbox, bRejected}, acctBuckets...) {
 			if _, err := tx.CreateBucketIfNotExists(n); err != nil {
 				return err
 			}
@@ -350,11 +351,18 @@ type message struct {
 }
 
 // putMessages stores a delivery's messages in one transaction, dropping
-// those whose delivery id or DIDComm id is stored already. It returns how
-// many it stored.
-func (d *db) putMessages(ms []message) (int, error) {
+// those whose delivery id or DIDComm id is stored already, and counts the
+// whole delivery as mediation the home gave in the window of now (secs
+// long), as the home counts what it delivers. It returns how many it
+// stored.
+func (d *db) putMessages(ms []message, home string, secs int64, now time.Time) (int, error) {
 	added := 0
 	err := d.bolt.Update(func(tx *bolt.Tx) error {
+		if len(ms) > 0 {
+			if err := count(tx, home, secs, now, func(s *receipt.Side) { s.Received.MediationMessages += uint64(len(ms)) }); err != nil {
+				return err
+			}
+		}
 		mb, ib, db, ob := tx.Bucket(bMsgs), tx.Bucket(bMsgIDs), tx.Bucket(bDelivered), tx.Bucket(bDelivOrder)
 		for _, m := range ms {
 			if db.Get([]byte(m.DeliveryID)) != nil {

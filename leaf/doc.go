@@ -21,8 +21,12 @@
 //
 // State lives in one bbolt file (leaf.db under Config.Dir): picked-up
 // messages, the local event store with its eviction index, the outbox,
-// the delivery ids already stored, and each subscription's catch-up
-// progress, so a wake that is cut short is resumed by the next one.
+// the delivery ids already stored, each subscription's catch-up
+// progress, so a wake that is cut short is resumed by the next one, and
+// the leaf's accounting: its figures per home per window and the
+// receipts it co-signed with its homes (receipts.go; spec/leaf.md
+// "Receipts"), exchanged at the end of each wake with the protocol of
+// package accounting/exchange, the leaf always proposing.
 //
 // It is not a relay (it serves nothing) and not a mediator: the home
 // side is didcomm/agent and didcomm/mediator, including the push-wake

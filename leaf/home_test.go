@@ -11,11 +11,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"fleetmesh.org/fleetmesh/accounting"
+	"fleetmesh.org/fleetmesh/config/setting"
 	"fleetmesh.org/fleetmesh/didcomm"
 	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/didcomm/oob"
 	"fleetmesh.org/fleetmesh/didcomm/routing"
 	"fleetmesh.org/fleetmesh/identity"
+	"fleetmesh.org/fleetmesh/meter"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
 	"fleetmesh.org/fleetmesh/store"
@@ -37,9 +40,27 @@ type testHome struct {
 	dc  *agent.Service
 	srv *http.Server
 	wg  sync.WaitGroup
+
+	// acctWindow, when set, runs the home's accounting (as node.Open
+	// wires it) with that window; acct is it while the home runs.
+	acctWindow time.Duration
+	acct       *accounting.Service
+}
+
+// newAccountingHome is a test home whose accounting runs with window.
+func newAccountingHome(t testing.TB, window time.Duration) *testHome {
+	t.Helper()
+	return newHome(t, nil, window)
 }
 
 func newTestHome(t testing.TB, cfg func(*relay.Config)) *testHome {
+	t.Helper()
+	return newHome(t, cfg, 0)
+}
+
+// newHome starts a test home with relay config cfg and, for a window
+// above zero, accounting.
+func newHome(t testing.TB, cfg func(*relay.Config), window time.Duration) *testHome {
 	t.Helper()
 	key, err := identity.GenerateKey()
 	if err != nil {
@@ -50,7 +71,7 @@ func newTestHome(t testing.TB, cfg func(*relay.Config)) *testHome {
 	if cfg != nil {
 		cfg(&rc)
 	}
-	h := &testHome{t: t, dir: t.TempDir(), key: key, addr: "127.0.0.1:0", relCfg: rc}
+	h := &testHome{t: t, dir: t.TempDir(), key: key, addr: "127.0.0.1:0", relCfg: rc, acctWindow: window}
 	h.start()
 	t.Cleanup(h.stop)
 	return h
@@ -84,6 +105,16 @@ func (h *testHome) start() {
 	lim.RecipientPerSecond, lim.RecipientBurst = 1e6, 1e6
 	lim.AddrRecipientPerSecond, lim.AddrRecipientBurst = 1e6, 1e6
 	h.dc.SetLimits(lim)
+	if h.acctWindow > 0 {
+		m := meter.New(h.key.PeerID(), h.acctWindow, time.Now())
+		cfg := accounting.Config{Window: setting.DurationOf(h.acctWindow), Tolerance: 0.02, Slack: 2, DisputePeriod: setting.DurationOf(h.acctWindow), LeafDisputePeriod: time.Hour}
+		if h.acct, err = accounting.New(h.key, cfg, h.dir+"/accounting", m, h.dc, nil, prometheus.NewRegistry(), nil); err != nil {
+			h.t.Fatal(err)
+		}
+		h.dc.SetMeter(m)
+		h.acct.SetLeaves(h.dc.Mediates)
+		h.acct.Start()
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/", h.rl)
 	mux.Handle("/didcomm", h.dc)
@@ -104,6 +135,10 @@ func (h *testHome) stop() {
 	_ = h.rl.Shutdown(ctx)
 	_ = h.srv.Close()
 	h.wg.Wait()
+	if h.acct != nil {
+		_ = h.acct.Close()
+		h.acct = nil
+	}
 	_ = h.dc.Close()
 	_ = h.st.Close()
 	h.srv = nil

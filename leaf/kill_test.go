@@ -33,12 +33,16 @@ func childWake(dir string) int {
 	if n, err := strconv.Atoi(os.Getenv(childBatchEnv)); err == nil {
 		cfg.DeliveryBatch = int64(n)
 	}
+	if n, err := strconv.Atoi(os.Getenv(childWindowEnv)); err == nil {
+		cfg.WindowSecs = int64(n)
+	}
 	l, err := New(cfg, NewFileKeyStore(dir+"/leaf.key"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer l.Close()
+	fmt.Println(childWaking) // the parent times its kill from here
 	s, err := l.Sync(nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -48,8 +52,15 @@ func childWake(dir string) int {
 	return 0
 }
 
-// childBatchEnv sets the child's DeliveryBatch.
-const childBatchEnv = "FLEETMESH_LEAF_CHILD_BATCH"
+// childWaking is the line the child prints as its wake starts.
+const childWaking = "waking"
+
+// childBatchEnv sets the child's DeliveryBatch, childWindowEnv its
+// WindowSecs.
+const (
+	childBatchEnv  = "FLEETMESH_LEAF_CHILD_BATCH"
+	childWindowEnv = "FLEETMESH_LEAF_CHILD_WINDOW"
+)
 
 // TestKill9MidWake kills a leaf process with SIGKILL at random points of
 // its wakes, many times over: afterwards the messages stored are exactly

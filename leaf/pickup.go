@@ -22,7 +22,7 @@ func (w *wake) pickup(c *mediator.Client) error {
 		for _, d := range batch {
 			ms = append(ms, w.l.openDelivery(c.Mediator, d))
 		}
-		n, err := w.l.db.putMessages(ms)
+		n, err := w.l.db.putMessages(ms, c.Mediator, w.l.cfg.WindowSecs, time.Now())
 		if err != nil {
 			return permanent(fmt.Errorf("store picked-up messages: %w", err))
 		}

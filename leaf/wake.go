@@ -91,7 +91,9 @@ func (w *wake) dial(ctx context.Context, network, addr string) (net.Conn, error)
 // Sync runs one wake within the budget: dial every home node in parallel
 // on fresh connections, pick up queued DIDComm messages (stored on disk
 // before they are acknowledged), catch up the subscriptions (NIP-77,
-// else since windows), flush the outbox, and return the summary. A
+// else since windows), flush the outbox, exchange the receipts of closed
+// accounting windows with each home while time is left, and return the
+// summary. A
 // cancelled c, or the budget, ends it early (within 2 s); what is left is
 // resumed by the next Sync. ctx may be nil.
 func (l *Leaf) Sync(ctx *Context) (sum *Summary, err error) {
@@ -139,6 +141,7 @@ func (l *Leaf) Sync(ctx *Context) (sum *Summary, err error) {
 		return nil, err
 	}
 	w.run()
+	w.receipts()
 	w.bg.Wait()
 	w.tr.CloseIdleConnections()
 	return w.summary(ctx.ctx.Err() != nil), nil

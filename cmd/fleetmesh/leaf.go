@@ -30,14 +30,19 @@ func runLeaf(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	maxStore := fs.Int64("max-store-bytes", leaf.DefaultMaxStoreBytes, "bound of the local event store")
 	eviction := fs.String("eviction", leaf.EvictOldest, "which events go when the store is full: oldest or first-stored")
 	push := fs.String("push", "", "a UnifiedPush-style endpoint URL the home nodes POST a wake to (\"\" keeps the one set before)")
+	window := fs.Duration("window", leaf.DefaultWindowSecs*time.Second, "the accounting window of the receipts signed with the home nodes: their [accounting] window")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *budget <= 0 || *interval <= 0 {
 		return fmt.Errorf("%w: --budget and --wake-interval must be positive", errUsage)
 	}
+	if *window < time.Second || *window%time.Second != 0 {
+		return fmt.Errorf("%w: --window %s: whole seconds, at least 1s", errUsage, *window)
+	}
 	cfg := leaf.NewConfig(home(*dir).Path("leaf"))
 	cfg.BudgetMs, cfg.MaxStoreBytes, cfg.Eviction = budget.Milliseconds(), *maxStore, *eviction
+	cfg.WindowSecs = int64(*window / time.Second)
 	l, err := leaf.New(cfg, leaf.NewFileKeyStore(home(*dir).KeyPath()))
 	if err != nil {
 		return err

@@ -111,6 +111,10 @@ func Features() []discoverfeatures.Disclosure {
 // DID returns the node's DID.
 func (s *Service) DID() string { return s.did }
 
+// Mediates reports whether this node mediates for did (did is one of its
+// leaves).
+func (s *Service) Mediates(did string) bool { return s.mediator.Mediates(did) }
+
 // Close stops serving libp2p streams and closes the mediation queue.
 func (s *Service) Close() error {
 	s.mu.Lock()

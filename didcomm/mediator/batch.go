@@ -23,7 +23,7 @@ type Delivered struct {
 func (c *Client) CollectBatches(ctx context.Context, limit int, handle func([]Delivered) error) (int, error) {
 	n := 0
 	for {
-		r, err := c.request(ctx, TypeDeliveryRequest, DeliveryRequestBody{Limit: limit})
+		r, err := c.Request(ctx, TypeDeliveryRequest, DeliveryRequestBody{Limit: limit})
 		if err != nil {
 			return n, err
 		}
@@ -46,7 +46,7 @@ func (c *Client) CollectBatches(ctx context.Context, limit int, handle func([]De
 			return n, err
 		}
 		n += len(batch)
-		if _, err := c.request(ctx, TypeMessagesReceived, MessagesReceivedBody{MessageIDList: ids}); err != nil {
+		if _, err := c.Request(ctx, TypeMessagesReceived, MessagesReceivedBody{MessageIDList: ids}); err != nil {
 			return n, err
 		}
 	}

@@ -31,10 +31,11 @@ type Client struct {
 	Seen *Seen
 }
 
-// request sends an authcrypted request with return_route "all" and
-// returns the unpacked answer. A problem report comes back as a
-// *didcomm.Problem with the mediator's code.
-func (c *Client) request(ctx context.Context, typ string, body any) (*didcomm.Message, error) {
+// Request sends an authcrypted request of any protocol the mediator's
+// node serves (a leaf's receipts go to its home this way) with
+// return_route "all" and returns the unpacked answer. A problem report
+// comes back as a *didcomm.Problem with the mediator's code.
+func (c *Client) Request(ctx context.Context, typ string, body any) (*didcomm.Message, error) {
 	m, err := didcomm.NewMessage(typ, body)
 	if err != nil {
 		return nil, err
@@ -78,7 +79,7 @@ var ErrDenied = errors.New("mediator: mediation denied")
 // RequestMediation asks for mediation and returns the routing DIDs to give
 // senders.
 func (c *Client) RequestMediation(ctx context.Context) ([]string, error) {
-	r, err := c.request(ctx, TypeMediateRequest, struct{}{})
+	r, err := c.Request(ctx, TypeMediateRequest, struct{}{})
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +98,7 @@ func (c *Client) RequestMediation(ctx context.Context) ([]string, error) {
 
 // UpdateRecipients adds and removes recipient DIDs and returns the results.
 func (c *Client) UpdateRecipients(ctx context.Context, updates ...Update) ([]UpdateResult, error) {
-	r, err := c.request(ctx, TypeRecipientUpdate, RecipientUpdateBody{Updates: updates})
+	r, err := c.Request(ctx, TypeRecipientUpdate, RecipientUpdateBody{Updates: updates})
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +111,7 @@ func (c *Client) UpdateRecipients(ctx context.Context, updates ...Update) ([]Upd
 
 // Recipients lists the registered recipient DIDs.
 func (c *Client) Recipients(ctx context.Context) ([]string, error) {
-	r, err := c.request(ctx, TypeRecipientQuery, struct{}{})
+	r, err := c.Request(ctx, TypeRecipientQuery, struct{}{})
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +128,7 @@ func (c *Client) Recipients(ctx context.Context) ([]string, error) {
 
 // Status asks how many messages wait.
 func (c *Client) Status(ctx context.Context) (*StatusBody, error) {
-	r, err := c.request(ctx, TypeStatusRequest, struct{}{})
+	r, err := c.Request(ctx, TypeStatusRequest, struct{}{})
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +146,7 @@ func (c *Client) Status(ctx context.Context) (*StatusBody, error) {
 func (c *Client) Collect(ctx context.Context, limit int, handle func(id string, packed []byte) error) (int, error) {
 	n := 0
 	for {
-		r, err := c.request(ctx, TypeDeliveryRequest, DeliveryRequestBody{Limit: limit})
+		r, err := c.Request(ctx, TypeDeliveryRequest, DeliveryRequestBody{Limit: limit})
 		if err != nil {
 			return n, err
 		}
@@ -180,7 +181,7 @@ func (c *Client) Collect(ctx context.Context, limit int, handle func(id string, 
 				}
 			}
 		}
-		if _, err := c.request(ctx, TypeMessagesReceived, MessagesReceivedBody{MessageIDList: ids}); err != nil {
+		if _, err := c.Request(ctx, TypeMessagesReceived, MessagesReceivedBody{MessageIDList: ids}); err != nil {
 			return n, err
 		}
 	}

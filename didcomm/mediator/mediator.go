@@ -101,6 +101,13 @@ func (m *Mediator) Close() error {
 	return m.store.close()
 }
 
+// Mediates reports whether did holds a mediation grant here: it is a
+// leaf of this node (package accounting lets it propose its receipts).
+func (m *Mediator) Mediates(did string) bool {
+	ok, err := m.store.hasGrant(did)
+	return ok && err == nil
+}
+
 // Handles reports whether the mediator handles messages of this type.
 func Handles(typ string) bool {
 	switch typ {

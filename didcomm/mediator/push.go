@@ -237,7 +237,7 @@ func (p *pusher) send(ctx context.Context, leaf string) {
 // RegisterPush registers (or, with "", removes) the leaf's push endpoint
 // with the mediator.
 func (c *Client) RegisterPush(ctx context.Context, endpoint string) error {
-	r, err := c.request(ctx, TypePushRegister, PushRegisterBody{Endpoint: endpoint})
+	r, err := c.Request(ctx, TypePushRegister, PushRegisterBody{Endpoint: endpoint})
 	if err != nil {
 		return err
 	}
