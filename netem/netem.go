@@ -273,12 +273,15 @@ func (p *Proxy) pipe(pr *pair, src, dst net.Conn, dir int, done *sync.WaitGroup)
 			if pr.black.Load() {
 				continue
 			}
+			// Counted before the write, so that a reader who has the bytes
+			// never sees Stats without them; taken back if it fails.
+			p.stats[dir].Add(int64(len(s.b)))
 			if _, err := dst.Write(s.b); err != nil {
+				p.stats[dir].Add(-int64(len(s.b)))
 				failed = true
 				src.Close()
 				continue
 			}
-			p.stats[dir].Add(int64(len(s.b)))
 		}
 	}()
 	buf := make([]byte, SegmentBytes)
