@@ -75,24 +75,6 @@ func TestOldFilesLoadTheSame(t *testing.T) {
 
 var durationType = reflect.TypeFor[setting.Duration]()
 
-// fileKeys calls fn with the full key ("mesh.relay_limits.circuit_bytes")
-// and Go type of every scalar key of the file a struct of type t is.
-func fileKeys(t reflect.Type, prefix string, fn func(key string, ft reflect.Type)) {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
-		switch {
-		case !f.IsExported() || name == "-":
-		case f.Anonymous && name == "":
-			fileKeys(f.Type, prefix, fn)
-		case f.Type.Kind() == reflect.Struct && f.Type != durationType:
-			fileKeys(f.Type, prefix+name+".", fn)
-		default:
-			fn(prefix+name, f.Type)
-		}
-	}
-}
-
 // fileWith is a config file that sets key (a full key) to the TOML value v.
 func fileWith(key, v string) string {
 	table, name := "", key
@@ -110,7 +92,8 @@ func fileWith(key, v string) string {
 func TestBadValuesNameTheKey(t *testing.T) {
 	type bad struct{ key, value, want string }
 	var cases []bad
-	fileKeys(reflect.TypeFor[Config](), "", func(key string, ft reflect.Type) {
+	for _, k := range Keys() {
+		key, ft := k.Full(), k.typ
 		switch {
 		case ft == durationType:
 			cases = append(cases,
@@ -123,7 +106,7 @@ func TestBadValuesNameTheKey(t *testing.T) {
 				cases = append(cases, bad{key, "-1", "negative"})
 			}
 		}
-	})
+	}
 	durations := 0
 	for _, c := range cases {
 		if strings.Contains(c.want, "duration") {

@@ -15,6 +15,16 @@ type Key struct {
 	Name    string
 	Default string // as TOML writes it
 	Comment string // the one-line comment config.toml carries above it
+
+	typ reflect.Type // the field's Go type
+}
+
+// Full is the key with its table: "mesh.relay_limits.circuit_bytes".
+func (k Key) Full() string {
+	if k.Table == "" {
+		return k.Name
+	}
+	return k.Table + "." + k.Name
 }
 
 // Keys lists every setting of config.toml in file order, with its default
@@ -52,7 +62,7 @@ func walkKeys(v reflect.Value, table string, out *[]Key) {
 			// TOML writes a table's keys after its parent's plain keys.
 			tables = append(tables, func() { walkKeys(fv, sub, out) })
 		default:
-			*out = append(*out, Key{Table: table, Name: name, Default: tomlValue(v.Field(i)), Comment: f.Tag.Get("comment")})
+			*out = append(*out, Key{Table: table, Name: name, Default: tomlValue(v.Field(i)), Comment: f.Tag.Get("comment"), typ: f.Type})
 		}
 	}
 	for _, fn := range tables {
