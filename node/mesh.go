@@ -5,25 +5,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/protocol"
 	ma "github.com/multiformats/go-multiaddr"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"fleetmesh.org/fleetmesh/announce"
 	"fleetmesh.org/fleetmesh/boundary"
 	"fleetmesh.org/fleetmesh/config"
 	"fleetmesh.org/fleetmesh/descriptor"
 	"fleetmesh.org/fleetmesh/eventstore"
-	"fleetmesh.org/fleetmesh/internal/periodic"
 	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/mesh/peerexchange"
 	"fleetmesh.org/fleetmesh/meshsync"
@@ -36,53 +30,21 @@ import (
 // MeshDir holds the mesh's state (the address book) in a node home.
 const MeshDir = "mesh"
 
-// descriptorTTL is how long the node's signed descriptor is valid; it is
-// re-signed well before.
-const descriptorTTL = 24 * time.Hour
-
-// meshPart is the node's mesh side: live replication, anti-entropy and
-// lookups, the hooks that connect them to the relay, and the node's signed
-// descriptor, whose class and offers follow its NAT status.
+// meshPart is the node's mesh side: the mesh itself, the sync service and
+// the scheduler of its sessions (meshsync), the node's own descriptor
+// (node/selfdescriptor.go), and the hooks that connect them to the relay.
 type meshPart struct {
-	m       *mesh.Mesh
-	sync    *meshsync.Service
-	filters []nostr.Filter
-	every   time.Duration
-	lookups int
-	// natChanged is signalled by the mesh when the node's reachability,
-	// relaying or addresses change: the descriptor is re-signed.
-	natChanged chan struct{}
-	cfg        config.Config
-
-	// Owned by the descriptor goroutine once start has run.
-	lastSeq   uint64
-	lastClass descriptor.Class
-
+	m      *mesh.Mesh
+	sync   *meshsync.Service
+	rounds *meshsync.Scheduler
+	self   *selfDescriptor
 	// interest follows what the node's own clients subscribe to; nil
 	// when [mesh] client_shards is 0.
 	interest *clientInterest
-	// irohAddr is the iroh address the descriptor lists (node/iroh.go);
-	// nil when iroh is off.
-	irohAddr func() *descriptor.IrohAddr
-	// irohPeers are the peers reached over iroh only, for lookups.
-	irohPeers func() []peer.ID
-	// irohRelay is the iroh relay the descriptor offers (node/irohrelay.go).
-	irohRelay func(class descriptor.Class, relayURL string) *descriptor.IrohRelayOffer
 	// st and reprovide drive the re-announcement of durably held events
 	// (node/reprovide.go); reprovide 0 turns it off.
 	st        *store.Store
 	reprovide time.Duration
-	// Durability and content routing bounds (node/durability.go,
-	// node/lookup.go).
-	durablePeers, providers, dhtIDs int
-	lookupStats                     lookupCounters
-	// push carries new events to relayed peers (node/relaypush.go);
-	// relayPushed counts the events they accepted.
-	push        *relayPush
-	relayPushed atomic.Uint64
-	// announcer publishes the descriptor to [mesh] announce_relays
-	// (spec/announce.md); nil when none is configured.
-	announcer *announce.Announcer
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -106,15 +68,23 @@ func (l meshLocal) Ingest(ctx context.Context, ev *nostr.Event, _ peer.ID) error
 	return err
 }
 
-func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.Policy, acct *accountingPart) (*meshPart, error) {
+// schedulerConfig is the meshsync.Scheduler's part of [mesh].
+func schedulerConfig(mc config.MeshConfig, filters []nostr.Filter) meshsync.SchedulerConfig {
+	return meshsync.SchedulerConfig{
+		Filters:      filters,
+		Every:        mc.SyncInterval.Duration,
+		LookupPeers:  mc.LookupPeers,
+		DurablePeers: mc.DurableSyncPeers,
+		Providers:    mc.LookupProviders,
+		DHTIDs:       mc.LookupDHTIDs,
+	}
+}
+
+func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.Policy, acct *accountingPart) (_ *meshPart, err error) {
 	mc := opts.Config.Mesh
 	filters, err := mc.SubscribeFilters()
 	if err != nil {
 		return nil, err
-	}
-	every := mc.SyncInterval.Duration
-	if every <= 0 {
-		every = time.Minute
 	}
 	maintain := mc.MaintainInterval.Duration
 	local := meshLocal{Store: st, r: rl}
@@ -136,7 +106,9 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 		GossipTracer: meter.GossipTracer(acct.meter),
 	}
 	applyNATConfig(&mcfg, opts.Config)
-	natChanged := make(chan struct{}, 1)
+	// The descriptor exists before the mesh, whose NAT changes ask for it
+	// to be signed again; it signs only once start has run.
+	self := newSelfDescriptor(opts)
 	m, err := mesh.Open(opts.Key, mcfg, mesh.Hooks{
 		Sink: local,
 		Policy: func(ev *nostr.Event) (bool, string) {
@@ -147,38 +119,32 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 		},
 		VerifyDescriptor: peerexchange.VerifyWith(descriptor.NewVerifier(descriptor.VerifierConfig{})),
 		Logger:           opts.Log,
-		OnNATChange: func(mesh.NATStatus) {
-			select {
-			case natChanged <- struct{}{}:
-			default: // a re-sign is already due
-			}
-		},
+		OnNATChange:      func(mesh.NATStatus) { self.resign() },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
+	// The one cleanup path: whatever fails below closes the mesh.
+	defer func() {
+		if err != nil {
+			m.Close()
+		}
+	}()
+	self.m = m
 	if err := m.Subscribe(mesh.ShardsFor(filters)...); err != nil {
-		m.Close()
 		return nil, fmt.Errorf("node: %w", err)
 	}
+	svc := meshsync.New(m.Host(), local, policy, meshsync.Config{Meter: acct.meter, Allow: acct.allow}, opts.Log)
 	mp := &meshPart{
-		m:          m,
-		sync:       meshsync.New(m.Host(), local, policy, meshsync.Config{Meter: acct.meter, Allow: acct.allow}, opts.Log),
-		filters:    filters,
-		every:      every,
-		lookups:    mc.LookupPeers,
-		natChanged: natChanged,
-		cfg:        opts.Config,
-
-		durablePeers: mc.DurableSyncPeers,
-		providers:    mc.LookupProviders,
-		dhtIDs:       mc.LookupDHTIDs,
+		m:         m,
+		sync:      svc,
+		rounds:    meshsync.NewScheduler(svc, m, schedulerConfig(mc, filters), opts.Log),
+		self:      self,
+		st:        st,
+		reprovide: mc.ReprovideInterval.Duration,
 	}
-	mp.st = st
-	mp.reprovide = mc.ReprovideInterval.Duration
 	if len(mc.AnnounceRelays) > 0 {
-		if mp.announcer, err = openAnnouncer(opts); err != nil {
-			m.Close()
+		if self.announcer, err = openAnnouncer(opts); err != nil {
 			return nil, err
 		}
 	}
@@ -190,8 +156,8 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 }
 
 // wire hooks the mesh part into the relay: what the relay stores is
-// published and, in durably held shards, announced; REQs look up what the
-// node lacks.
+// published, in durably held shards announced, and pushed to relayed
+// peers; REQs look up what the node lacks.
 func (mp *meshPart) wire(rl *relay.Relay, log *slog.Logger) {
 	if mp.interest != nil {
 		rl.Interest = mp.interest.hook
@@ -205,32 +171,12 @@ func (mp *meshPart) wire(rl *relay.Relay, log *slog.Logger) {
 		}
 	})
 	mp.provideStored(rl)
-	mp.push = newRelayPush(mp, log)
-	rl.OnStored = append(rl.OnStored, mp.push.hook)
-	if mp.lookups > 0 {
+	rl.OnStored = append(rl.OnStored, func(ev *nostr.Event, _ relay.Origin) { mp.rounds.Stored(ev) })
+	if mp.rounds.Lookups() {
 		rl.Lookup = func(ctx context.Context, f *nostr.Filter, limit int, fn func(*nostr.Event)) {
-			mp.lookup(ctx, f, limit, fn)
+			mp.rounds.Lookup(ctx, f, limit, fn)
 		}
 	}
-}
-
-// syncPeers lists up to n connected peers that speak the sync protocol, in
-// random order so load spreads. A peer reached only through a relay is left
-// out: a stream to it waits for a direct connection that may never come,
-// and would hold up a REQ's lookup until its deadline.
-func (mp *meshPart) syncPeers(n int) []peer.ID {
-	h := mp.m.Host()
-	var out []peer.ID
-	for _, p := range h.Network().Peers() {
-		if h.Network().Connectedness(p) != network.Connected {
-			continue
-		}
-		if ok, err := h.Peerstore().SupportsProtocols(p, protocol.ID(meshsync.ProtocolID)); err == nil && len(ok) > 0 {
-			out = append(out, p)
-		}
-	}
-	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
-	return out[:min(len(out), n)]
 }
 
 // applyNATConfig sets the mesh's NAT traversal from the [mesh] keys and
@@ -259,15 +205,15 @@ func applyNATConfig(mcfg *mesh.Config, cfg config.Config) {
 	mcfg.NATPortMap = mc.NATPortMap
 }
 
-// start signs the node's descriptor, re-signs it whenever the node's NAT
-// status or addresses change (and every sync interval, so it never nears
-// expiry), and runs anti-entropy: soon after start, then every interval,
-// with a random connected peer, for each subscribed filter.
-func (mp *meshPart) start(opts Options, relayURL string) {
+// start signs the node's descriptor and starts the mesh part's loops: the
+// descriptor's re-signing, client interest, re-announcement, the
+// announcer, and the sync scheduler (anti-entropy rounds, durable
+// co-holder sync, the push to relayed peers).
+func (mp *meshPart) start(relayURL string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	mp.cancel = cancel
 	// Peers learn of this node through peer exchange from the start.
-	mp.publishDescriptor(opts, relayURL)
+	mp.self.publish(relayURL)
 	// Every goroutine of the mesh part is started here and waited for by
 	// close.
 	run := func(f func()) {
@@ -277,134 +223,21 @@ func (mp *meshPart) start(opts Options, relayURL string) {
 			f()
 		}()
 	}
-	run(func() {
-		periodic.Run(ctx, mp.every, mp.every, mp.natChanged, func() { mp.publishDescriptor(opts, relayURL) })
-	})
+	every := mp.rounds.Config().Every
+	run(func() { mp.self.run(ctx, every, relayURL) })
 	if mp.interest != nil {
 		run(func() { mp.interest.run(ctx) })
 	}
-	run(func() { mp.runReprovide(ctx, mp.st, mp.reprovide, opts.Log) })
-	run(func() { mp.runDurable(ctx, opts.Log) })
-	run(func() { mp.push.run(ctx) })
-	if mp.announcer != nil {
-		run(func() { mp.announcer.Run(ctx) })
+	run(func() { mp.runReprovide(ctx, mp.st, mp.reprovide, mp.self.log) })
+	if a := mp.self.announcer; a != nil {
+		run(func() { a.Run(ctx) })
 	}
-	run(func() {
-		periodic.Run(ctx, firstRound, mp.every, nil, func() {
-			for _, p := range mp.syncPeers(1) {
-				for _, f := range mp.filters {
-					st, err := mp.sync.SyncWith(ctx, p, f)
-					if err != nil {
-						opts.Log.Debug("mesh: sync", "peer", p, "err", err)
-						continue
-					}
-					if st.Need+st.Have > 0 {
-						opts.Log.Info("mesh: synced", "peer", p, "fetched", st.Fetched, "pushed", st.Pushed, "rounds", st.Rounds)
-					}
-				}
-			}
-		})
-	})
-}
-
-// firstRound is how soon after start the first anti-entropy round runs:
-// long enough for the first connections, short enough that a restarted
-// node catches up at once.
-const firstRound = 2 * time.Second
-
-// class is the class the node declares now (declaredClass).
-func (mp *meshPart) class(st mesh.NATStatus) descriptor.Class {
-	return declaredClass(mp.cfg.Class, st)
-}
-
-// declaredClass is the class a node configured with class declares given
-// its NAT status: the configured one, or with class auto, anchor while it
-// is publicly reachable and relays for others, home otherwise.
-func declaredClass(class string, st mesh.NATStatus) descriptor.Class {
-	if class != config.ClassAuto && class != "" {
-		return descriptor.Class(class)
-	}
-	if st.Reachability == network.ReachabilityPublic && st.RelayService {
-		return descriptor.ClassAnchor
-	}
-	return descriptor.ClassHome
-}
-
-// publishDescriptor signs the node's descriptor as things stand and hands
-// it to peer exchange. Only start and the descriptor goroutine call it,
-// never at once.
-func (mp *meshPart) publishDescriptor(opts Options, relayURL string) {
-	st := mp.m.NATStatus()
-	class := mp.class(st)
-	if mp.lastClass != "" && class != mp.lastClass {
-		opts.Log.Info("mesh: class changed", "from", mp.lastClass, "to", class, "reachability", st.Reachability.String(), "relay_service", st.RelayService)
-	}
-	mp.lastClass = class
-	now := time.Now()
-	// Strictly increasing, so a re-sign within the same millisecond still
-	// supersedes the last descriptor.
-	mp.lastSeq = max(uint64(now.UnixMilli()), mp.lastSeq+1)
-	d := descriptor.Descriptor{
-		DID:       opts.Key.DID(),
-		Class:     class,
-		Seq:       mp.lastSeq,
-		IssuedAt:  now.Unix(),
-		Expires:   now.Add(descriptorTTL).Unix(),
-		Addresses: descriptor.Addresses{Libp2p: mp.addrs(), Relays: []string{relayURL}},
-		Protocols: []string{meshsync.ProtocolID},
-		Offers:    descriptor.Offers{Storage: storageOffer(opts.Config)},
-	}
-	if st.RelayService {
-		l := mp.m.RelayLimits()
-		d.Offers.CircuitRelay = &descriptor.CircuitRelayOffer{
-			MaxReservations:   uint64(l.MaxReservations),
-			MaxCircuitSeconds: uint64(max(l.CircuitDuration.Duration/time.Second, 1)),
-			MaxCircuitBytes:   uint64(l.CircuitBytes),
-		}
-	}
-	if mp.irohAddr != nil {
-		d.Addresses.Iroh = mp.irohAddr()
-	}
-	if mp.irohRelay != nil {
-		d.Offers.IrohRelay = mp.irohRelay(class, relayURL)
-	}
-	signed, err := descriptor.Sign(opts.Key, d, descriptor.DefaultLimits())
-	if err != nil {
-		opts.Log.Warn("mesh: sign descriptor", "err", err)
-		return
-	}
-	if err := mp.m.SetLocalDescriptor(signed.JWS); err != nil {
-		opts.Log.Warn("mesh: set descriptor", "err", err)
-	}
-	if mp.announcer != nil {
-		mp.announcer.Set(signed)
-	}
-}
-
-// openAnnouncer loads (or makes) the home's announcement key and checks
-// [mesh] announce_relays.
-func openAnnouncer(opts Options) (*announce.Announcer, error) {
-	key, err := announce.LoadOrCreateKey(opts.Home.Path(announce.KeyFile))
-	if err != nil {
-		return nil, err
-	}
-	a, err := announce.NewAnnouncer(key, opts.Config.Mesh.AnnounceRelays, opts.Log)
-	if err != nil {
-		return nil, fmt.Errorf("[mesh] announce_relays: %w", err)
-	}
-	return a, nil
+	run(func() { mp.rounds.Run(ctx) })
 }
 
 // addrs are the node's mesh multiaddrs with its PeerID, as a peer would
 // use them to bootstrap.
-func (mp *meshPart) addrs() []string {
-	h := mp.m.Host()
-	var out []string
-	for _, a := range h.Addrs() {
-		out = append(out, a.String()+"/p2p/"+h.ID().String())
-	}
-	return out
-}
+func (mp *meshPart) addrs() []string { return meshAddrs(mp.m.Host()) }
 
 func (mp *meshPart) close() error {
 	if mp.cancel != nil {
@@ -449,8 +282,8 @@ func (mp *meshPart) debug() MeshDebug {
 	stats := mp.m.Stats()
 	d := MeshDebug{
 		PeerID:       h.ID().String(),
-		Class:        string(mp.class(st)),
-		ClassConfig:  mp.cfg.Class,
+		Class:        string(mp.self.class(st)),
+		ClassConfig:  mp.self.cfg.Class,
 		Reachability: strings.ToLower(st.Reachability.String()),
 		RelayService: st.RelayService,
 		Relays:       []string{},

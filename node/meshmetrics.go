@@ -99,15 +99,15 @@ func (o *meshObserver) Collect(ch chan<- prometheus.Metric) {
 	in, out := m.ProtocolBytes(protocol.ID(meshsync.ProtocolID))
 	counter(o.syncBytes, in, "in")
 	counter(o.syncBytes, out, "out")
-	l := &o.mp.lookupStats
-	counter(o.lookups, l.hits.Load(), "hit")
-	counter(o.lookups, l.misses.Load(), "miss")
-	counter(o.lookupDials, l.dials.Load())
+	sc := o.mp.rounds.Counters()
+	counter(o.lookups, sc.LookupHits, "hit")
+	counter(o.lookups, sc.LookupMisses, "miss")
+	counter(o.lookupDials, sc.LookupDials)
 	below, r := shardsBelowR(m.Placement())
 	gauge(o.belowR, float64(below))
 	gauge(o.replicate, float64(r))
 	gauge(o.addrBook, float64(m.AddrBookLen()))
-	counter(o.relayPushed, o.mp.relayPushed.Load())
+	counter(o.relayPushed, sc.RelayPushed)
 	gauge(o.syncPending, float64(o.mp.sync.Progress().Pending))
 }
 

@@ -7,10 +7,11 @@
 //
 // It is not where protocol logic lives: each part is its own package, and
 // this one only connects them and decides the order in which they start
-// and stop, and when the mesh's parts run and with whom: anti-entropy
-// rounds (mesh.go, durability.go) and the stages of a lookup (lookup.go),
-// as spec/mesh-placement.md says. cmd/fleetmesh turns flags and the config file into a node.Home
-// and calls Run.
+// and stop. When the node syncs and with whom (anti-entropy rounds, the
+// durable co-holder sync, the push to relayed peers, the stages of a
+// lookup) is meshsync.Scheduler's; the node signs its own descriptor
+// (selfdescriptor.go). cmd/fleetmesh turns flags and the config file into
+// a node.Home and calls Run.
 package node
 
 import (
@@ -339,10 +340,10 @@ func (n *Node) Serve(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- n.srv.Serve(n.ln) }()
 	n.opts.Log.Info("relay listening", "url", n.RelayURL(), "did", n.opts.Key.DID(), "signatures", nostr.Backend)
-	n.mesh.start(n.opts, n.RelayURL())
+	n.mesh.start(n.RelayURL())
 	n.acct.start()
 	if n.iroh != nil {
-		n.iroh.start(n.mesh.every, n.mesh.filters)
+		n.iroh.start()
 		n.iroh.waitIroh()
 	}
 	if err := n.writeRunFile(n.ln.Addr()); err != nil {
