@@ -126,7 +126,10 @@ func (p *testPart) start(t *testing.T, spec partSpec) {
 	p.opts.Config = spec.node
 	p.st, p.rl = st, rl
 	svc := meshsync.New(p.h, local, pol, meshsync.Config{}, nil)
-	sc := schedulerConfig(mc, nil)
+	sc, err := mc.SyncScheduler()
+	if err != nil {
+		t.Fatal(err)
+	}
 	sc.Every = 300 * time.Millisecond
 	self := newSelfDescriptor(p.opts)
 	self.m = m

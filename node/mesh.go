@@ -68,21 +68,9 @@ func (l meshLocal) Ingest(ctx context.Context, ev *nostr.Event, _ peer.ID) error
 	return err
 }
 
-// schedulerConfig is the meshsync.Scheduler's part of [mesh].
-func schedulerConfig(mc config.MeshConfig, filters []nostr.Filter) meshsync.SchedulerConfig {
-	return meshsync.SchedulerConfig{
-		Filters:      filters,
-		Every:        mc.SyncInterval.Duration,
-		LookupPeers:  mc.LookupPeers,
-		DurablePeers: mc.DurableSyncPeers,
-		Providers:    mc.LookupProviders,
-		DHTIDs:       mc.LookupDHTIDs,
-	}
-}
-
 func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.Policy, acct *accountingPart) (_ *meshPart, err error) {
 	mc := opts.Config.Mesh
-	filters, err := mc.SubscribeFilters()
+	sched, err := mc.SyncScheduler()
 	if err != nil {
 		return nil, err
 	}
@@ -131,14 +119,14 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 		}
 	}()
 	self.m = m
-	if err := m.Subscribe(mesh.ShardsFor(filters)...); err != nil {
+	if err := m.Subscribe(mesh.ShardsFor(sched.Filters)...); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	svc := meshsync.New(m.Host(), local, policy, meshsync.Config{Meter: acct.meter, Allow: acct.allow}, opts.Log)
 	mp := &meshPart{
 		m:         m,
 		sync:      svc,
-		rounds:    meshsync.NewScheduler(svc, m, schedulerConfig(mc, filters), opts.Log),
+		rounds:    meshsync.NewScheduler(svc, m, sched, opts.Log),
 		self:      self,
 		st:        st,
 		reprovide: mc.ReprovideInterval.Duration,
