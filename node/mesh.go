@@ -2,17 +2,12 @@ package node
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
-	ma "github.com/multiformats/go-multiaddr"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"fleetmesh.org/fleetmesh/boundary"
 	"fleetmesh.org/fleetmesh/config"
@@ -234,120 +229,4 @@ func (mp *meshPart) close() error {
 	mp.wg.Wait()
 	mp.sync.Close()
 	return mp.m.Close()
-}
-
-// MeshDebug is what /debug/mesh serves: the node's NAT status and its
-// connections, so an operator (or a test) can see whether a peer is
-// reached directly or through a relay.
-type MeshDebug struct {
-	PeerID       string            `json:"peer_id"`
-	Class        string            `json:"class"`
-	ClassConfig  string            `json:"class_config"`
-	Reachability string            `json:"reachability"`
-	RelayService bool              `json:"relay_service"`
-	Relays       []string          `json:"relays"`
-	Addrs        []string          `json:"addrs"`
-	Connections  []MeshConnection  `json:"connections"`
-	Stats        map[string]uint64 `json:"stats"`
-}
-
-// MeshConnection is one open libp2p connection.
-type MeshConnection struct {
-	Peer      string `json:"peer"`
-	Addr      string `json:"addr"`
-	Direction string `json:"direction"`
-	// Relayed is set for a connection through a circuit relay
-	// (/p2p-circuit); a hole-punched or dialled connection is direct.
-	Relayed bool `json:"relayed"`
-	// Limited is set when the relay limits the connection's duration and
-	// data (circuit relay v2 limits).
-	Limited bool `json:"limited"`
-}
-
-func (mp *meshPart) debug() MeshDebug {
-	h := mp.m.Host()
-	st := mp.m.NATStatus()
-	stats := mp.m.Stats()
-	d := MeshDebug{
-		PeerID:       h.ID().String(),
-		Class:        string(mp.self.class(st)),
-		ClassConfig:  mp.self.cfg.Class,
-		Reachability: strings.ToLower(st.Reachability.String()),
-		RelayService: st.RelayService,
-		Relays:       []string{},
-		Addrs:        mp.addrs(),
-		Connections:  []MeshConnection{},
-		Stats: map[string]uint64{
-			"reachability_changes":       stats.ReachabilityChanges,
-			"relay_reservations":         stats.RelayReservations,
-			"relay_reservations_served":  stats.RelayReservationsServed,
-			"relay_reservations_refused": stats.RelayReservationsRefused,
-			"relay_circuits":             stats.RelayCircuits,
-			"relay_circuits_refused":     stats.RelayCircuitsRefused,
-			"relay_bytes":                stats.RelayBytes,
-			"hole_punch_successes":       stats.HolePunchSuccesses,
-			"hole_punch_failures":        stats.HolePunchFailures,
-		},
-	}
-	for _, r := range st.Relays {
-		d.Relays = append(d.Relays, r.String())
-	}
-	for _, c := range h.Network().Conns() {
-		_, circuitErr := c.RemoteMultiaddr().ValueForProtocol(ma.P_CIRCUIT)
-		d.Connections = append(d.Connections, MeshConnection{
-			Peer:      c.RemotePeer().String(),
-			Addr:      c.RemoteMultiaddr().String(),
-			Direction: strings.ToLower(c.Stat().Direction.String()),
-			Relayed:   circuitErr == nil,
-			Limited:   c.Stat().Limited,
-		})
-	}
-	return d
-}
-
-func (mp *meshPart) serveDebug(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(mp.debug())
-}
-
-// registerMetrics exports the mesh's NAT traversal state and counters.
-func (mp *meshPart) registerMetrics(reg prometheus.Registerer) {
-	m := mp.m
-	counter := func(name, help string, f func(mesh.Stats) uint64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "fleetmesh", Subsystem: "mesh", Name: name, Help: help},
-			func() float64 { return float64(f(m.Stats())) })
-	}
-	reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "fleetmesh", Subsystem: "mesh", Name: "reachability",
-			Help: "Observed reachability: 0 unknown, 1 public, 2 private."},
-			func() float64 { return float64(m.NATStatus().Reachability) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "fleetmesh", Subsystem: "mesh", Name: "relay_service",
-			Help: "1 while this node relays circuits for others."},
-			func() float64 {
-				if m.NATStatus().RelayService {
-					return 1
-				}
-				return 0
-			}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "fleetmesh", Subsystem: "mesh", Name: "relay_reservations_held",
-			Help: "Relays this node holds a reservation with."},
-			func() float64 { return float64(len(m.NATStatus().Relays)) }),
-		counter("reachability_changes_total", "Changes of the observed reachability.", func(s mesh.Stats) uint64 { return s.ReachabilityChanges }),
-		counter("relay_reservations_total", "Reservations obtained from relays.", func(s mesh.Stats) uint64 { return s.RelayReservations }),
-		counter("relay_reservations_served_total", "Reservations this node's relay service granted.", func(s mesh.Stats) uint64 { return s.RelayReservationsServed }),
-		counter("relay_reservations_refused_total", "Reservations this node's relay service refused.", func(s mesh.Stats) uint64 { return s.RelayReservationsRefused }),
-		counter("relay_circuits_total", "Circuits this node's relay service opened.", func(s mesh.Stats) uint64 { return s.RelayCircuits }),
-		counter("relay_circuits_refused_total", "Circuits this node's relay service refused.", func(s mesh.Stats) uint64 { return s.RelayCircuitsRefused }),
-		counter("relay_bytes_total", "Bytes this node's relay service relayed.", func(s mesh.Stats) uint64 { return s.RelayBytes }),
-		counter("hole_punch_successes_total", "DCUtR hole punches that ended in a direct connection.", func(s mesh.Stats) uint64 { return s.HolePunchSuccesses }),
-		counter("hole_punch_failures_total", "DCUtR hole punches that failed.", func(s mesh.Stats) uint64 { return s.HolePunchFailures }),
-		counter("peers_banned_total", "Peers disconnected and refused for a while for misbehaviour (spec/limits.md).", func(s mesh.Stats) uint64 { return s.PeersBanned }),
-	)
-	for _, reason := range []string{mesh.MisbehaviorInvalidGossip, mesh.MisbehaviorPEXViolation, mesh.MisbehaviorPEXFlood, mesh.MisbehaviorStreamsRefuse} {
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "fleetmesh", Subsystem: "mesh", Name: "misbehavior_total",
-			Help: "Penalties given to peers for misbehaviour, by reason.", ConstLabels: prometheus.Labels{"reason": reason}},
-			func() float64 { return float64(m.Stats().Misbehavior[reason]) }))
-	}
 }
