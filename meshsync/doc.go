@@ -19,7 +19,15 @@
 // for durability (spec/mesh-placement.md), whose authors no filter can
 // list.
 //
-// It is not live propagation (GossipSub, package mesh) and it does not
-// decide when to sync or with whom: the node calls SyncWith and
-// SyncShards on a timer, with peers it picks.
+// The Scheduler decides when to sync and with whom (spec/mesh-sync.md,
+// spec/mesh-placement.md): a filter round with a random connected peer
+// every interval, the anti-entropy of the durably held shards with chosen
+// co-holders, the push of new events to peers reached only through a
+// relay, and the stages of a REQ's lookup (peers asked first, then known
+// peers dialled and content routing). It takes what it needs of the mesh
+// through the Mesh interface.
+//
+// It is not live propagation (GossipSub, package mesh), nor the durable
+// placement rule (mesh/placement), nor the node's wiring: package node
+// builds a Service and a Scheduler and runs the Scheduler.
 package meshsync

@@ -125,20 +125,25 @@ func (p *testPart) start(t *testing.T, spec partSpec) {
 	mc := spec.node.Mesh
 	p.opts.Config = spec.node
 	p.st, p.rl = st, rl
+	svc := meshsync.New(p.h, local, pol, meshsync.Config{}, nil)
+	sc, err := mc.SyncScheduler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Every = 300 * time.Millisecond
+	self := newSelfDescriptor(p.opts)
+	self.m = m
 	p.mp = &meshPart{
-		m:            m,
-		sync:         meshsync.New(p.h, local, pol, meshsync.Config{}, nil),
-		every:        300 * time.Millisecond,
-		lookups:      mc.LookupPeers,
-		durablePeers: mc.DurableSyncPeers,
-		providers:    mc.LookupProviders,
-		dhtIDs:       mc.LookupDHTIDs,
+		m:      m,
+		sync:   svc,
+		rounds: meshsync.NewScheduler(svc, m, sc, p.opts.Log),
+		self:   self,
 	}
 	if mc.ClientShards > 0 {
 		p.mp.interest = newClientInterest(m, mc.ClientShards, mc.ClientLinger.Duration, p.opts.Log)
 	}
 	p.mp.wire(rl, p.opts.Log)
-	p.mp.start(p.opts, "ws://127.0.0.1:7447")
+	p.mp.start("ws://127.0.0.1:7447")
 }
 
 func (p *testPart) close(t *testing.T) {

@@ -21,10 +21,8 @@ import (
 	"fleetmesh.org/fleetmesh/descriptor"
 	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/didcomm/transport"
-	"fleetmesh.org/fleetmesh/internal/periodic"
 	"fleetmesh.org/fleetmesh/iroh"
 	"fleetmesh.org/fleetmesh/meshsync"
-	"fleetmesh.org/fleetmesh/nostr"
 )
 
 // IrohDir holds the iroh helper's socket in a node home.
@@ -88,10 +86,7 @@ func openIroh(opts Options, mp *meshPart, dc *agent.Service) *irohPart {
 		OnReady: func(iroh.Info) {
 			once.Do(func() { close(ip.ready) })
 			// The descriptor lists iroh addresses: sign it again.
-			select {
-			case mp.natChanged <- struct{}{}:
-			default:
-			}
+			mp.self.resign()
 		},
 		Log: opts.Log,
 	})
@@ -100,8 +95,8 @@ func openIroh(opts Options, mp *meshPart, dc *agent.Service) *irohPart {
 		return nil
 	}
 	ip.ep = ep
-	mp.irohAddr = ip.descriptorAddr
-	mp.irohPeers = ip.irohOnlyPeers
+	mp.self.irohAddr = ip.descriptorAddr
+	mp.rounds.SetExtraPeers(ip.irohOnlyPeers)
 	mp.sync.SetDialer(ip.dialSync)
 	return ip
 }
@@ -147,28 +142,11 @@ func serveDIDComm(dc *agent.Service, s *iroh.Stream) {
 
 // start runs anti-entropy with the peers reached over iroh only: those
 // libp2p has no connection to, which the mesh's own round never picks.
-func (ip *irohPart) start(every time.Duration, filters []nostr.Filter) {
+func (ip *irohPart) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	ip.cancel = cancel
 	ip.learnRelays(ctx, ip.ep.Relays(), ip.maxLearned)
-	ip.wg.Add(1)
-	go func() {
-		defer ip.wg.Done()
-		periodic.Run(ctx, firstRound, every, nil, func() {
-			for _, p := range ip.irohOnlyPeers() {
-				for _, f := range filters {
-					st, err := ip.mp.sync.SyncWith(ctx, p, f)
-					if err != nil {
-						ip.log.Debug("iroh: sync", "peer", p, "err", err)
-						continue
-					}
-					if st.Need+st.Have > 0 {
-						ip.log.Info("iroh: synced", "peer", p, "fetched", st.Fetched, "pushed", st.Pushed, "rounds", st.Rounds)
-					}
-				}
-			}
-		})
-	}()
+	ip.wg.Go(func() { ip.mp.rounds.RunRounds(ctx, "iroh", ip.irohOnlyPeers) })
 }
 
 func (ip *irohPart) close() {

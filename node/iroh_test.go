@@ -147,7 +147,7 @@ func TestIrohOnlySyncDIDCommAndKill9(t *testing.T) {
 	}
 	lctx, lcancel := context.WithTimeout(context.Background(), 20*time.Second)
 	var found bool
-	b.n.mesh.lookup(lctx, &nostr.Filter{IDs: [][32]byte{only.ID}}, 1, func(ev *nostr.Event) { found = found || ev.ID == only.ID })
+	b.n.mesh.rounds.Lookup(lctx, &nostr.Filter{IDs: [][32]byte{only.ID}}, 1, func(ev *nostr.Event) { found = found || ev.ID == only.ID })
 	lcancel()
 	if !found {
 		t.Fatal("b's lookup did not find the event a holds")

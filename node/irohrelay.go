@@ -29,7 +29,7 @@ func openIrohRelay(opts Options, mp *meshPart, mux *http.ServeMux) *relay.Server
 		MaxClients: ic.RelayMaxClients, BytesPerSecond: ic.RelayBytesPerSecond,
 		BurstBytes: ic.RelayBurstBytes, QueueFrames: ic.RelayQueueFrames,
 	}, opts.Log)
-	anchor := func() bool { return mp.class(mp.m.NATStatus()) == descriptor.ClassAnchor }
+	anchor := func() bool { return mp.self.class(mp.m.NATStatus()) == descriptor.ClassAnchor }
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !anchor() {
 			http.Error(w, "error: this node is not an anchor now, so it serves no iroh relay", http.StatusNotFound)
@@ -41,7 +41,7 @@ func openIrohRelay(opts Options, mp *meshPart, mux *http.ServeMux) *relay.Server
 		mux.Handle(p, h)
 	}
 	l := srv.Limits()
-	mp.irohRelay = func(class descriptor.Class, relayURL string) *descriptor.IrohRelayOffer {
+	mp.self.irohRelay = func(class descriptor.Class, relayURL string) *descriptor.IrohRelayOffer {
 		u := irohRelayURL(ic.RelayURL, relayURL)
 		if class != descriptor.ClassAnchor || u == "" {
 			return nil

@@ -9,6 +9,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"fleetmesh.org/fleetmesh/mesh"
+	"fleetmesh.org/fleetmesh/meshsync"
 	"fleetmesh.org/fleetmesh/nostr"
 )
 
@@ -80,7 +81,7 @@ func TestLookupByContentRouting(t *testing.T) {
 	t.Logf("stored and announced after %v", time.Since(t0))
 	a := parts[asker]
 	f := &nostr.Filter{IDs: [][32]byte{ev.ID}}
-	var rep lookupReport
+	var rep meshsync.LookupReport
 	var got []*nostr.Event
 	// Disconnecting cannot be made atomic with the lookup's choice of
 	// peers: the DHT's own upkeep may dial the holder again in between,
@@ -95,7 +96,7 @@ func TestLookupByContentRouting(t *testing.T) {
 		}
 		got = nil
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		rep = a.mp.lookup(ctx, f, 1, func(e *nostr.Event) { got = append(got, e) })
+		rep = a.mp.rounds.Lookup(ctx, f, 1, func(e *nostr.Event) { got = append(got, e) })
 		cancel()
 		t.Logf("attempt %d, after %v: asked %d peers first, then %d providers of %d ids, found %d so",
 			attempt, time.Since(t0), len(rep.Asked), rep.Providers, rep.Routed, rep.FoundRouted)
@@ -124,7 +125,7 @@ func TestLookupByContentRouting(t *testing.T) {
 	got = nil
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	rep = a.mp.lookup(ctx, &nostr.Filter{Authors: [][32]byte{k.PubKey()}}, 10, func(e *nostr.Event) { got = append(got, e) })
+	rep = a.mp.rounds.Lookup(ctx, &nostr.Filter{Authors: [][32]byte{k.PubKey()}}, 10, func(e *nostr.Event) { got = append(got, e) })
 	if len(got) != 1 || got[0].ID != ev.ID {
 		t.Fatalf("lookup by author found %d events (report %+v)", len(got), rep)
 	}

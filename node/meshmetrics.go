@@ -99,15 +99,15 @@ func (o *meshObserver) Collect(ch chan<- prometheus.Metric) {
 	in, out := m.ProtocolBytes(protocol.ID(meshsync.ProtocolID))
 	counter(o.syncBytes, in, "in")
 	counter(o.syncBytes, out, "out")
-	l := &o.mp.lookupStats
-	counter(o.lookups, l.hits.Load(), "hit")
-	counter(o.lookups, l.misses.Load(), "miss")
-	counter(o.lookupDials, l.dials.Load())
+	sc := o.mp.rounds.Counters()
+	counter(o.lookups, sc.LookupHits, "hit")
+	counter(o.lookups, sc.LookupMisses, "miss")
+	counter(o.lookupDials, sc.LookupDials)
 	below, r := shardsBelowR(m.Placement())
 	gauge(o.belowR, float64(below))
 	gauge(o.replicate, float64(r))
 	gauge(o.addrBook, float64(m.AddrBookLen()))
-	counter(o.relayPushed, o.mp.relayPushed.Load())
+	counter(o.relayPushed, sc.RelayPushed)
 	gauge(o.syncPending, float64(o.mp.sync.Progress().Pending))
 }
 
@@ -121,4 +121,44 @@ func shardsBelowR(pl placement.Placement) (below, r int) {
 		}
 	}
 	return below, r
+}
+
+// registerMetrics exports the mesh's NAT traversal state and counters.
+func (mp *meshPart) registerMetrics(reg prometheus.Registerer) {
+	m := mp.m
+	counter := func(name, help string, f func(mesh.Stats) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "fleetmesh", Subsystem: "mesh", Name: name, Help: help},
+			func() float64 { return float64(f(m.Stats())) })
+	}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "fleetmesh", Subsystem: "mesh", Name: "reachability",
+			Help: "Observed reachability: 0 unknown, 1 public, 2 private."},
+			func() float64 { return float64(m.NATStatus().Reachability) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "fleetmesh", Subsystem: "mesh", Name: "relay_service",
+			Help: "1 while this node relays circuits for others."},
+			func() float64 {
+				if m.NATStatus().RelayService {
+					return 1
+				}
+				return 0
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "fleetmesh", Subsystem: "mesh", Name: "relay_reservations_held",
+			Help: "Relays this node holds a reservation with."},
+			func() float64 { return float64(len(m.NATStatus().Relays)) }),
+		counter("reachability_changes_total", "Changes of the observed reachability.", func(s mesh.Stats) uint64 { return s.ReachabilityChanges }),
+		counter("relay_reservations_total", "Reservations obtained from relays.", func(s mesh.Stats) uint64 { return s.RelayReservations }),
+		counter("relay_reservations_served_total", "Reservations this node's relay service granted.", func(s mesh.Stats) uint64 { return s.RelayReservationsServed }),
+		counter("relay_reservations_refused_total", "Reservations this node's relay service refused.", func(s mesh.Stats) uint64 { return s.RelayReservationsRefused }),
+		counter("relay_circuits_total", "Circuits this node's relay service opened.", func(s mesh.Stats) uint64 { return s.RelayCircuits }),
+		counter("relay_circuits_refused_total", "Circuits this node's relay service refused.", func(s mesh.Stats) uint64 { return s.RelayCircuitsRefused }),
+		counter("relay_bytes_total", "Bytes this node's relay service relayed.", func(s mesh.Stats) uint64 { return s.RelayBytes }),
+		counter("hole_punch_successes_total", "DCUtR hole punches that ended in a direct connection.", func(s mesh.Stats) uint64 { return s.HolePunchSuccesses }),
+		counter("hole_punch_failures_total", "DCUtR hole punches that failed.", func(s mesh.Stats) uint64 { return s.HolePunchFailures }),
+		counter("peers_banned_total", "Peers disconnected and refused for a while for misbehaviour (spec/limits.md).", func(s mesh.Stats) uint64 { return s.PeersBanned }),
+	)
+	for _, reason := range []string{mesh.MisbehaviorInvalidGossip, mesh.MisbehaviorPEXViolation, mesh.MisbehaviorPEXFlood, mesh.MisbehaviorStreamsRefuse} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "fleetmesh", Subsystem: "mesh", Name: "misbehavior_total",
+			Help: "Penalties given to peers for misbehaviour, by reason.", ConstLabels: prometheus.Labels{"reason": reason}},
+			func() float64 { return float64(m.Stats().Misbehavior[reason]) }))
+	}
 }

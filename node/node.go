@@ -7,10 +7,11 @@
 //
 // It is not where protocol logic lives: each part is its own package, and
 // this one only connects them and decides the order in which they start
-// and stop, and when the mesh's parts run and with whom: anti-entropy
-// rounds (mesh.go, durability.go) and the stages of a lookup (lookup.go),
-// as spec/mesh-placement.md says. cmd/fleetmesh turns flags and the config file into a node.Home
-// and calls Run.
+// and stop. When the node syncs and with whom (anti-entropy rounds, the
+// durable co-holder sync, the push to relayed peers, the stages of a
+// lookup) is meshsync.Scheduler's; the node signs its own descriptor
+// (selfdescriptor.go). cmd/fleetmesh turns flags and the config file into
+// a node.Home and calls Run.
 package node
 
 import (
@@ -156,20 +157,20 @@ func Open(opts Options) (*Node, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	// Every part opened is pushed on undo; if Open fails, deferred code
+	// closes them in reverse order, and the node, once returned, owns them.
+	var undo closers
+	ok := false
+	defer func() {
+		if !ok {
+			undo.close()
+		}
+	}()
 	lock, err := lockHome(opts.Home)
 	if err != nil {
 		return nil, err
 	}
-	n, err := open(opts, lock)
-	if err != nil {
-		lock.release()
-		return nil, err
-	}
-	return n, nil
-}
-
-// open is Open once the home is locked; the node it returns owns the lock.
-func open(opts Options, lock *homeLock) (*Node, error) {
+	undo.push(func() error { lock.release(); return nil })
 	errs := newErrorRing(opts.Log.Handler())
 	opts.Log = slog.New(errs)
 	token, err := newStatusToken()
@@ -188,6 +189,7 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	undo.push(st.Close)
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fleetmesh_store_bytes",
 			Help: "Space the store's files take on disk, as storage_max_bytes counts it."},
@@ -198,9 +200,9 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 	)
 	ln, err := net.Listen("tcp", cfg.Relay.Listen)
 	if err != nil {
-		st.Close()
 		return nil, fmt.Errorf("node: relay listen %s: %w (pick a free address with --listen)", cfg.Relay.Listen, err)
 	}
+	undo.push(func() error { return ln.Close() })
 	rcfg := cfg.Relay.Config
 	rcfg.Self = map[string]string{
 		"did":         opts.Key.DID(),
@@ -213,8 +215,6 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 	}
 	policy, err := boundary.New(cfg.Boundary.Rules, opts.Log, reg)
 	if err != nil {
-		ln.Close()
-		st.Close()
 		return nil, err
 	}
 	rl := relay.New(rcfg, st, opts.Log, reg)
@@ -224,25 +224,18 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 	rl.RejectEvent = append(rl.RejectEvent, policy.RelayHook)
 	dc, err := agent.New(opts.Key, opts.Home.Path(DIDCommDir), opts.Log)
 	if err != nil {
-		ln.Close()
-		st.Close()
 		return nil, err
 	}
+	undo.push(dc.Close)
 	acct := newMeter(opts)
 	mp, err := openMesh(opts, st, rl, policy, acct)
 	if err != nil {
-		dc.Close()
-		ln.Close()
-		st.Close()
 		return nil, err
 	}
+	undo.push(mp.close)
 	dc.AttachLibp2p(mp.m.Host())
 	dc.TrustProxies(rcfg.TrustedProxies)
 	if err := acct.open(opts, dc, mp.m.Host(), reg); err != nil {
-		mp.close()
-		dc.Close()
-		ln.Close()
-		st.Close()
 		return nil, err
 	}
 	ip := openIroh(opts, mp, dc)
@@ -297,7 +290,20 @@ func open(opts Options, lock *homeLock) (*Node, error) {
 		dash:   dash,
 		health: health,
 	}
+	ok = true
 	return n, nil
+}
+
+// closers are the parts Open has opened so far, closed in reverse order
+// when it fails.
+type closers []func() error
+
+func (c *closers) push(f func() error) { *c = append(*c, f) }
+
+func (c closers) close() {
+	for i := len(c) - 1; i >= 0; i-- {
+		c[i]()
+	}
 }
 
 // MeshAddrs are the node's libp2p multiaddrs with its PeerID, as another
@@ -334,10 +340,10 @@ func (n *Node) Serve(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- n.srv.Serve(n.ln) }()
 	n.opts.Log.Info("relay listening", "url", n.RelayURL(), "did", n.opts.Key.DID(), "signatures", nostr.Backend)
-	n.mesh.start(n.opts, n.RelayURL())
+	n.mesh.start(n.RelayURL())
 	n.acct.start()
 	if n.iroh != nil {
-		n.iroh.start(n.mesh.every, n.mesh.filters)
+		n.iroh.start()
 		n.iroh.waitIroh()
 	}
 	if err := n.writeRunFile(n.ln.Addr()); err != nil {

@@ -192,7 +192,7 @@ func (n *Node) status() Status {
 	st := Status{
 		DID:          n.opts.Key.DID(),
 		PeerID:       n.opts.Key.PeerID().String(),
-		Class:        string(mp.class(nat)),
+		Class:        string(mp.self.class(nat)),
 		ClassConfig:  n.opts.Config.Class,
 		Reachability: strings.ToLower(nat.Reachability.String()),
 		RelayService: nat.RelayService,

@@ -1,4 +1,4 @@
-package node
+package meshsync
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"fleetmesh.org/fleetmesh/nostr"
 )
 
-// lookupReport says how a lookup went, for tests and logs.
-type lookupReport struct {
+// LookupReport says how a lookup went, for tests and logs.
+type LookupReport struct {
 	// Asked are the peers of the first stage.
 	Asked []peer.ID
 	// Routed counts the ids searched for by content routing, Providers
@@ -26,23 +26,23 @@ type lookupReport struct {
 	Dialled, FoundDialled int
 }
 
-// lookup answers the relay's Lookup hook: the events matching f that this
+// Lookup answers the relay's Lookup hook: the events matching f that this
 // node lacks, from the mesh (spec/mesh-placement.md, "Lookups").
 //
-// First it asks up to lookups peers at once: for a filter naming authors,
+// First it asks up to LookupPeers peers at once: for a filter naming authors,
 // the holders of those authors' shards (connected ones first), then
 // connected peers. Then, for a filter naming ids, the ids still missing
-// are asked of up to lookups peers the first stage did not ask (connected
+// are asked of up to LookupPeers peers the first stage did not ask (connected
 // ones, then bootstrap peers and the address book's, dialled now), and at
-// the same time (at most dhtIDs of them) searched for by content routing: the
-// providers of each id's CID in the DHT (at most providers per id, peers
+// the same time (at most DHTIDs of them) searched for by content routing: the
+// providers of each id's CID in the DHT (at most Providers per id, peers
 // already asked left out) are asked for that id. The second stage starts
 // when the first has finished or half the time has passed, whichever is
 // first, so a slow peer cannot use up the whole budget; the first goes on
-// meanwhile. fn is never called concurrently, and never after lookup
+// meanwhile. fn is never called concurrently, and never after Lookup
 // returns.
-func (mp *meshPart) lookup(ctx context.Context, f *nostr.Filter, limit int, fn func(*nostr.Event)) lookupReport {
-	var rep lookupReport
+func (sc *Scheduler) Lookup(ctx context.Context, f *nostr.Filter, limit int, fn func(*nostr.Event)) LookupReport {
+	var rep LookupReport
 	var mu sync.Mutex
 	found := map[[32]byte]bool{}
 	keep := func(ev *nostr.Event) {
@@ -54,17 +54,17 @@ func (mp *meshPart) lookup(ctx context.Context, f *nostr.Filter, limit int, fn f
 		found[ev.ID] = true
 		fn(ev)
 	}
-	rep.Asked = mp.lookupPeers(f)
+	rep.Asked = sc.lookupPeers(f)
 	defer func() {
 		mu.Lock()
 		n := len(found)
 		mu.Unlock()
-		mp.lookupStats.record(n)
+		sc.recordLookup(n)
 	}()
 	first := make(chan struct{})
 	go func() {
 		defer close(first)
-		mp.sync.Lookup(ctx, rep.Asked, *f, limit, keep)
+		sc.s.Lookup(ctx, rep.Asked, *f, limit, keep)
 	}()
 	defer func() { <-first }()
 	if f.IDs == nil {
@@ -95,10 +95,10 @@ func (mp *meshPart) lookup(ctx context.Context, f *nostr.Filter, limit int, fn f
 	}
 	var stages sync.WaitGroup
 	stages.Go(func() {
-		rep.Dialled, rep.FoundDialled = mp.lookupKnown(ctx, f, missing, rep.Asked, keep)
+		rep.Dialled, rep.FoundDialled = sc.lookupKnown(ctx, f, missing, rep.Asked, keep)
 	})
-	if mp.providers > 0 && mp.dhtIDs > 0 && mp.m.ContentRouting() {
-		stages.Go(func() { mp.lookupProviders(ctx, f, missing[:min(len(missing), mp.dhtIDs)], &rep, keep) })
+	if sc.cfg.Providers > 0 && sc.cfg.DHTIDs > 0 && sc.m.ContentRouting() {
+		stages.Go(func() { sc.lookupProviders(ctx, f, missing[:min(len(missing), sc.cfg.DHTIDs)], &rep, keep) })
 	}
 	stages.Wait()
 	return rep
@@ -106,13 +106,13 @@ func (mp *meshPart) lookup(ctx context.Context, f *nostr.Filter, limit int, fn f
 
 // lookupProviders is the content routing stage of lookup: the providers
 // of each id in missing are asked for it.
-func (mp *meshPart) lookupProviders(ctx context.Context, f *nostr.Filter, missing [][32]byte, rep *lookupReport, keep func(*nostr.Event)) {
+func (sc *Scheduler) lookupProviders(ctx context.Context, f *nostr.Filter, missing [][32]byte, rep *LookupReport, keep func(*nostr.Event)) {
 	rep.Routed = len(missing)
 	var wg sync.WaitGroup
 	var rmu sync.Mutex
 	for _, id := range missing {
 		wg.Go(func() {
-			provs, err := mp.m.FindProviders(ctx, id, mp.providers)
+			provs, err := sc.m.FindProviders(ctx, id, sc.cfg.Providers)
 			if err != nil {
 				return
 			}
@@ -125,7 +125,7 @@ func (mp *meshPart) lookupProviders(ctx context.Context, f *nostr.Filter, missin
 			one := *f
 			one.IDs = [][32]byte{id}
 			n := 0
-			mp.sync.Lookup(ctx, ask, one, 1, func(ev *nostr.Event) {
+			sc.s.Lookup(ctx, ask, one, 1, func(ev *nostr.Event) {
 				n++
 				keep(ev)
 			})
@@ -138,14 +138,14 @@ func (mp *meshPart) lookupProviders(ctx context.Context, f *nostr.Filter, missin
 	wg.Wait()
 }
 
-// lookupPeers lists up to mp.lookups peers for the first stage: the
+// lookupPeers lists up to LookupPeers peers for the first stage: the
 // holders of the shards of f's authors, connected ones first, then
-// connected peers that speak the sync protocol.
-func (mp *meshPart) lookupPeers(f *nostr.Filter) []peer.ID {
-	self := mp.m.Host().ID()
+// connected peers that speak the sync protocol, then the extra peers.
+func (sc *Scheduler) lookupPeers(f *nostr.Filter) []peer.ID {
+	self := sc.m.Host().ID()
 	var connected, dialled []peer.ID
 	if f.Authors != nil {
-		pl := mp.m.Placement()
+		pl := sc.m.Placement()
 		seen := map[int]bool{}
 		for _, a := range f.Authors {
 			s := mesh.ShardOf(a)
@@ -157,7 +157,7 @@ func (mp *meshPart) lookupPeers(f *nostr.Filter) []peer.ID {
 				if p == self || slices.Contains(connected, p) || slices.Contains(dialled, p) {
 					continue
 				}
-				if mp.m.Host().Network().Connectedness(p) == network.Connected {
+				if sc.m.Host().Network().Connectedness(p) == network.Connected {
 					connected = append(connected, p)
 				} else {
 					dialled = append(dialled, p)
@@ -166,17 +166,17 @@ func (mp *meshPart) lookupPeers(f *nostr.Filter) []peer.ID {
 		}
 	}
 	out := append(connected, dialled...)
-	for _, p := range mp.syncPeers(mp.lookups) {
+	for _, p := range sc.syncPeers(sc.cfg.LookupPeers) {
 		if !slices.Contains(out, p) {
 			out = append(out, p)
 		}
 	}
-	if mp.irohPeers != nil {
-		for _, p := range mp.irohPeers() {
+	if sc.extraPeers != nil {
+		for _, p := range sc.extraPeers() {
 			if !slices.Contains(out, p) {
 				out = append(out, p)
 			}
 		}
 	}
-	return out[:min(len(out), mp.lookups)]
+	return out[:min(len(out), sc.cfg.LookupPeers)]
 }

@@ -1,18 +1,15 @@
-package node
+package meshsync
 
 import (
 	"context"
-	"log/slog"
+	"math"
 	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/protocol"
 
-	"fleetmesh.org/fleetmesh/meshsync"
 	"fleetmesh.org/fleetmesh/nostr"
-	"fleetmesh.org/fleetmesh/relay"
 )
 
 // Bounds of the push to relayed peers.
@@ -29,7 +26,10 @@ const (
 	relayPushTimeout = 10 * time.Second
 )
 
-// relayPush carries new events to peers reached only through a circuit
+// Stored queues ev for the push to relayed peers; the node calls it for
+// every event it stores, whatever brought it.
+//
+// The push carries new events to peers reached only through a circuit
 // relay. GossipSub opens no streams over limited (relayed) connections, so
 // a home node whose only path to a publisher is a relay heard of new
 // events only at its next anti-entropy round, and the filter rounds leave
@@ -40,35 +40,24 @@ const (
 // it lacks and nothing it has, within the relay's limits. A peer that
 // stores a pushed event pushes it on to its own relayed peers; the
 // session finds nothing to send to one that has it, so that stops.
-type relayPush struct {
-	mp    *meshPart
-	log   *slog.Logger
-	queue chan [32]byte
-}
-
-func newRelayPush(mp *meshPart, log *slog.Logger) *relayPush {
-	return &relayPush{mp: mp, log: log, queue: make(chan [32]byte, relayPushQueue)}
-}
-
-// hook is the relay's OnStored hook.
-func (rp *relayPush) hook(ev *nostr.Event, _ relay.Origin) {
+func (sc *Scheduler) Stored(ev *nostr.Event) {
 	if nostr.ClassOf(ev.Kind) == nostr.Ephemeral {
 		return
 	}
 	select {
-	case rp.queue <- ev.ID:
+	case sc.push <- ev.ID:
 	default:
 	}
 }
 
-// run pushes batches until ctx ends.
-func (rp *relayPush) run(ctx context.Context) {
+// runPush pushes batches until ctx ends.
+func (sc *Scheduler) runPush(ctx context.Context) {
 	for {
 		var batch [][32]byte
 		select {
 		case <-ctx.Done():
 			return
-		case id := <-rp.queue:
+		case id := <-sc.push:
 			batch = append(batch, id)
 		}
 		window := time.NewTimer(relayPushWindow)
@@ -78,20 +67,20 @@ func (rp *relayPush) run(ctx context.Context) {
 			case <-ctx.Done():
 				window.Stop()
 				return
-			case id := <-rp.queue:
+			case id := <-sc.push:
 				batch = append(batch, id)
 			case <-window.C:
 				break gather
 			}
 		}
 		window.Stop()
-		rp.push(ctx, batch)
+		sc.pushBatch(ctx, batch)
 	}
 }
 
-// push runs one session per relayed peer for the ids in batch.
-func (rp *relayPush) push(ctx context.Context, batch [][32]byte) {
-	peers := rp.relayedPeers()
+// pushBatch runs one session per relayed peer for the ids in batch.
+func (sc *Scheduler) pushBatch(ctx context.Context, batch [][32]byte) {
+	peers := sc.relayedPeers()
 	if len(peers) == 0 {
 		return
 	}
@@ -101,13 +90,13 @@ func (rp *relayPush) push(ctx context.Context, batch [][32]byte) {
 		wg.Go(func() {
 			sctx, cancel := context.WithTimeout(ctx, relayPushTimeout)
 			defer cancel()
-			st, err := rp.mp.sync.SyncWith(sctx, p, nostr.Filter{IDs: batch})
+			st, err := sc.s.SyncWith(sctx, p, nostr.Filter{IDs: batch})
 			if err != nil {
-				rp.log.Debug("mesh: push to a relayed peer", "peer", p, "err", err)
+				sc.log.Debug("mesh: push to a relayed peer", "peer", p, "err", err)
 				return
 			}
 			if st.Pushed > 0 {
-				rp.mp.relayPushed.Add(uint64(st.Pushed))
+				sc.relayPushed.Add(uint64(st.Pushed))
 			}
 		})
 	}
@@ -116,16 +105,6 @@ func (rp *relayPush) push(ctx context.Context, batch [][32]byte) {
 
 // relayedPeers are the connected peers reached only through a relay that
 // speak the sync protocol.
-func (rp *relayPush) relayedPeers() []peer.ID {
-	h := rp.mp.m.Host()
-	var out []peer.ID
-	for _, p := range h.Network().Peers() {
-		if h.Network().Connectedness(p) != network.Limited {
-			continue
-		}
-		if ok, err := h.Peerstore().SupportsProtocols(p, protocol.ID(meshsync.ProtocolID)); err == nil && len(ok) > 0 {
-			out = append(out, p)
-		}
-	}
-	return out
+func (sc *Scheduler) relayedPeers() []peer.ID {
+	return sc.peersConnected(network.Limited, math.MaxInt, false)
 }

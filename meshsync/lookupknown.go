@@ -1,4 +1,4 @@
-package node
+package meshsync
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 )
 
 // lookupKnown asks the peers the first stage of a lookup did not ask for
-// the ids it missed: up to mp.lookups of them, connected peers first (one
+// the ids it missed: up to LookupPeers of them, connected peers first (one
 // whose identify has not finished yet was not listed as speaking the sync
 // protocol), then bootstrap peers and the address book's
 // (Mesh.KnownPeers), dialled at once in parallel. Without it, a node whose
@@ -21,11 +21,11 @@ import (
 // it knows holds it: a mesh that lost the node it was formed around served
 // nothing until its next maintenance round reconnected it. It returns how
 // many peers it dialled and how many events they served.
-func (mp *meshPart) lookupKnown(ctx context.Context, f *nostr.Filter, missing [][32]byte, asked []peer.ID, keep func(*nostr.Event)) (dialled, served int) {
-	h := mp.m.Host()
+func (sc *Scheduler) lookupKnown(ctx context.Context, f *nostr.Filter, missing [][32]byte, asked []peer.ID, keep func(*nostr.Event)) (dialled, served int) {
+	h := sc.m.Host()
 	var targets []peer.AddrInfo
 	add := func(pi peer.AddrInfo) {
-		if len(targets) < mp.lookups && pi.ID != h.ID() && !slices.Contains(asked, pi.ID) &&
+		if len(targets) < sc.cfg.LookupPeers && pi.ID != h.ID() && !slices.Contains(asked, pi.ID) &&
 			!slices.ContainsFunc(targets, func(t peer.AddrInfo) bool { return t.ID == pi.ID }) {
 			targets = append(targets, pi)
 		}
@@ -35,7 +35,7 @@ func (mp *meshPart) lookupKnown(ctx context.Context, f *nostr.Filter, missing []
 			add(peer.AddrInfo{ID: id})
 		}
 	}
-	for _, pi := range mp.m.KnownPeers(mp.lookups + len(asked) + len(targets)) {
+	for _, pi := range sc.m.KnownPeers(sc.cfg.LookupPeers + len(asked) + len(targets)) {
 		add(pi)
 	}
 	if len(targets) == 0 {
@@ -46,7 +46,7 @@ func (mp *meshPart) lookupKnown(ctx context.Context, f *nostr.Filter, missing []
 	var wg sync.WaitGroup
 	for _, pi := range targets {
 		wg.Go(func() {
-			if err := mp.m.Host().Connect(ctx, pi); err != nil {
+			if err := sc.m.Host().Connect(ctx, pi); err != nil {
 				return
 			}
 			mu.Lock()
@@ -60,28 +60,22 @@ func (mp *meshPart) lookupKnown(ctx context.Context, f *nostr.Filter, missing []
 			dialled++
 		}
 	}
-	mp.lookupStats.dials.Add(uint64(dialled))
+	sc.lookupDials.Add(uint64(dialled))
 	one := *f
 	one.IDs = missing
 	var n atomic.Int64
-	mp.sync.Lookup(ctx, reached, one, len(missing), func(ev *nostr.Event) {
+	sc.s.Lookup(ctx, reached, one, len(missing), func(ev *nostr.Event) {
 		n.Add(1)
 		keep(ev)
 	})
 	return dialled, int(n.Load())
 }
 
-// lookupCounters count lookups for /metrics.
-type lookupCounters struct {
-	// hits and misses count lookups that found at least one event and
-	// none; dials the unconnected peers dialled for them.
-	hits, misses, dials atomic.Uint64
-}
-
-func (c *lookupCounters) record(found int) {
+// recordLookup counts a lookup that found found events.
+func (sc *Scheduler) recordLookup(found int) {
 	if found > 0 {
-		c.hits.Add(1)
+		sc.lookupHits.Add(1)
 	} else {
-		c.misses.Add(1)
+		sc.lookupMisses.Add(1)
 	}
 }
