@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
@@ -42,6 +43,10 @@ type selfDescriptor struct {
 	// announcer publishes the descriptor to [mesh] announce_relays
 	// (spec/announce.md); nil when none is configured.
 	announcer *announce.Announcer
+	// withdrawn is set while the store is nearly at its bound: the
+	// descriptor then offers no storage, so placement gives this node no
+	// new durable shards (watchStorage).
+	withdrawn atomic.Bool
 
 	// Owned by run once it has started.
 	lastSeq   uint64
@@ -111,6 +116,9 @@ func (sd *selfDescriptor) publish(relayURL string) {
 		Protocols: []string{meshsync.ProtocolID},
 		Offers:    descriptor.Offers{Storage: storageOffer(sd.cfg)},
 	}
+	if sd.withdrawn.Load() {
+		d.Offers.Storage = nil
+	}
 	if st.RelayService {
 		l := sd.m.RelayLimits()
 		d.Offers.CircuitRelay = &descriptor.CircuitRelayOffer{
@@ -147,6 +155,54 @@ func storageOffer(cfg config.Config) *descriptor.StorageOffer {
 	}
 	keep := cfg.Mesh.StorageRetention.Duration // Validate has held it to 1s or more
 	return &descriptor.StorageOffer{MaxBytes: cfg.Mesh.StorageMaxBytes, RetentionSeconds: uint64(keep / time.Second)}
+}
+
+// Storage offer watermarks, in percent of storage_max_bytes: at the high
+// one the node withdraws its storage offer, below the low one it offers
+// again (spec/mesh-placement.md, "A node at its storage bound"). The gap
+// keeps a store that hovers at the mark from flapping in and out of the
+// placement.
+const (
+	storageHighPercent = 90
+	storageLowPercent  = 80
+)
+
+// storageWithdrawn is whether the offer stays withdrawn, given whether it
+// was and the store's use of its bound (0: unbounded).
+func storageWithdrawn(was bool, used, bound uint64) bool {
+	switch {
+	case bound == 0:
+		return false
+	case used >= bound/100*storageHighPercent:
+		return true
+	case used < bound/100*storageLowPercent:
+		return false
+	}
+	return was
+}
+
+// storageWatchEvery is how often watchStorage reads the store's size.
+const storageWatchEvery = 10 * time.Second
+
+// watchStorage withdraws the storage offer while the store is nearly at
+// its bound and restores it once there is room, re-signing the descriptor
+// at each change, until ctx ends. used and bound read the store.
+func (sd *selfDescriptor) watchStorage(ctx context.Context, used, bound func() uint64) {
+	periodic.Run(ctx, 0, storageWatchEvery, nil, func() {
+		u, b := used(), bound()
+		was := sd.withdrawn.Load()
+		now := storageWithdrawn(was, u, b)
+		if now == was {
+			return
+		}
+		sd.withdrawn.Store(now)
+		if now {
+			sd.log.Warn("mesh: the store is nearly at its bound; storage offer withdrawn, so no new durable shards come here", "used_bytes", u, "storage_max_bytes", b)
+		} else {
+			sd.log.Info("mesh: the store has room again; storage offered again", "used_bytes", u, "storage_max_bytes", b)
+		}
+		sd.resign()
+	})
 }
 
 // openAnnouncer loads (or makes) the home's announcement key and checks
