@@ -212,7 +212,7 @@ func (mp *meshPart) start(relayURL string) {
 	}
 	every := mp.rounds.Config().Every
 	run(func() { mp.self.run(ctx, every, relayURL) })
-	if storageOffer(mp.self.cfg) != nil {
+	if mp.st != nil && storageOffer(mp.self.cfg) != nil {
 		run(func() { mp.self.watchStorage(ctx, mp.st.DiskBytes, mp.st.MaxBytes) })
 	}
 	if mp.interest != nil {
