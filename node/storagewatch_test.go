@@ -3,8 +3,11 @@ package node
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 func TestStorageWithdrawn(t *testing.T) {
@@ -49,4 +52,36 @@ func TestWatchStorageResigns(t *testing.T) {
 	if !sd.withdrawn.Load() {
 		t.Fatal("the storage offer was not withdrawn at 95 % of the bound")
 	}
+}
+
+// TestWithdrawnNodeLeavesPlacement runs four mesh parts on mocknet: once
+// one withdraws its storage offer (as watchStorage does near the bound)
+// every part, that one included, places the shards over the other three
+// and it holds none; offered again, it is back in the placement.
+func TestWithdrawnNodeLeavesPlacement(t *testing.T) {
+	const count = 4
+	_, parts := startParts(t, count, func(i int, parts []*testPart) partSpec {
+		s := testSpec()
+		if i > 0 {
+			s.mesh.Bootstrap = []string{parts[0].p2pAddr()}
+		}
+		return s
+	})
+	var all []peer.ID
+	for _, p := range parts {
+		all = append(all, p.h.ID())
+	}
+	agreeOn(t, parts, all)
+
+	full := parts[1]
+	full.mp.self.withdrawn.Store(true)
+	full.mp.self.resign()
+	agreeOn(t, parts, slices.DeleteFunc(slices.Clone(all), func(id peer.ID) bool { return id == full.h.ID() }))
+	if held := full.mp.m.Durable(); len(held) != 0 {
+		t.Fatalf("the node that withdrew its offer still holds %d durable shards", len(held))
+	}
+
+	full.mp.self.withdrawn.Store(false)
+	full.mp.self.resign()
+	agreeOn(t, parts, all)
 }
