@@ -2,7 +2,6 @@ package announce
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -35,45 +34,19 @@ func dial(ctx context.Context, url string) (*conn, func(), error) {
 	return &conn{ws: ws}, func() { stop(); ws.Close() }, nil
 }
 
-func (c *conn) send(v ...any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return c.ws.WriteMessage(websocket.TextMessage, b)
+func (c *conn) send(m nostr.ClientMessage) error {
+	return c.ws.WriteMessage(websocket.TextMessage, m.AppendJSON(nil))
 }
 
-// relayMsg is one relay-to-client message (NIP-01): its type, its second
-// element when that is a string (a subscription or event id), and the
-// elements after it.
-type relayMsg struct {
-	typ, first string
-	rest       []json.RawMessage
-}
-
-// parseRelayMsg decodes a relay message; ok is false for anything that is
-// not a JSON array starting with a string type.
-func parseRelayMsg(data []byte) (m relayMsg, ok bool) {
-	var arr []json.RawMessage
-	if json.Unmarshal(data, &arr) != nil || len(arr) == 0 || json.Unmarshal(arr[0], &m.typ) != nil {
-		return relayMsg{}, false
-	}
-	if len(arr) > 1 {
-		json.Unmarshal(arr[1], &m.first)
-		m.rest = arr[2:]
-	}
-	return m, true
-}
-
-// read returns the next relay message, skipping frames that are none: a
-// relay may send anything.
-func (c *conn) read() (relayMsg, error) {
+// read returns the next relay message, skipping frames that are none a
+// client knows: a relay may send anything (NIP-01 lets it add types).
+func (c *conn) read() (*nostr.RelayMessage, error) {
 	for {
 		_, data, err := c.ws.ReadMessage()
 		if err != nil {
-			return relayMsg{}, err
+			return nil, err
 		}
-		if m, ok := parseRelayMsg(data); ok {
+		if m, err := nostr.ParseRelayMessage(data); err == nil {
 			return m, nil
 		}
 	}
@@ -86,7 +59,7 @@ func publish(ctx context.Context, url string, ev *nostr.Event) error {
 		return err
 	}
 	defer closeConn()
-	if err := c.send("EVENT", ev); err != nil {
+	if err := c.send(nostr.ClientMessage{Type: nostr.MsgEvent, Event: ev}); err != nil {
 		return fmt.Errorf("announce: send to %s: %w", url, err)
 	}
 	for {
@@ -94,58 +67,50 @@ func publish(ctx context.Context, url string, ev *nostr.Event) error {
 		if err != nil {
 			return fmt.Errorf("announce: %s sent no OK: %w", url, err)
 		}
-		if m.typ != "OK" || m.first != ev.IDHex() || len(m.rest) == 0 {
+		if m.Type != nostr.MsgOK || m.EventID != ev.ID {
 			continue
 		}
-		var ok bool
-		if json.Unmarshal(m.rest[0], &ok) == nil && ok {
+		if m.OK {
 			return nil
 		}
-		var msg string
-		if len(m.rest) > 1 {
-			json.Unmarshal(m.rest[1], &msg)
-		}
-		return fmt.Errorf("announce: %s refused the announcement: %q", url, msg)
+		return fmt.Errorf("announce: %s refused the announcement: %q", url, m.Text)
 	}
 }
 
 // errClosed is a relay's CLOSED for the query.
 var errClosed = errors.New("relay closed the subscription")
 
-// query sends one REQ and collects the raw events until EOSE, at most max.
-func query(ctx context.Context, url string, filter map[string]any, max int) ([]json.RawMessage, error) {
+// query sends one REQ for f and collects the events until EOSE, at most
+// max.
+func query(ctx context.Context, url string, f nostr.Filter, max int) ([]*nostr.Event, error) {
 	c, closeConn, err := dial(ctx, url)
 	if err != nil {
 		return nil, err
 	}
 	defer closeConn()
 	const sub = "fleetmesh-join"
-	if err := c.send("REQ", sub, filter); err != nil {
+	if err := c.send(nostr.ClientMessage{Type: nostr.MsgReq, SubID: sub, Filters: []nostr.Filter{f}}); err != nil {
 		return nil, fmt.Errorf("announce: send to %s: %w", url, err)
 	}
-	var out []json.RawMessage
+	var out []*nostr.Event
 	for {
 		m, err := c.read()
 		if err != nil {
 			return out, fmt.Errorf("announce: %s sent no EOSE: %w", url, err)
 		}
-		if m.first != sub {
+		if m.SubID != sub {
 			continue
 		}
-		switch m.typ {
-		case "EVENT":
-			if len(m.rest) > 0 && len(out) < max {
-				out = append(out, m.rest[0])
+		switch m.Type {
+		case nostr.MsgEvent:
+			if len(out) < max {
+				out = append(out, m.Event)
 			}
-		case "EOSE":
-			c.send("CLOSE", sub)
+		case nostr.MsgEOSE:
+			c.send(nostr.ClientMessage{Type: nostr.MsgClose, SubID: sub})
 			return out, nil
-		case "CLOSED":
-			var msg string
-			if len(m.rest) > 0 {
-				json.Unmarshal(m.rest[0], &msg)
-			}
-			return out, fmt.Errorf("announce: %s: %w: %q", url, errClosed, msg)
+		case nostr.MsgClosed:
+			return out, fmt.Errorf("announce: %s: %w: %q", url, errClosed, m.Text)
 		}
 	}
 }

@@ -16,9 +16,10 @@
 // expiry) before it dials any address in it.
 //
 // It holds its own small NIP-01 client (publish one event and wait for OK;
-// one REQ until EOSE): package conformance's and package leaf's are shaped
-// for their checks and wakes and are not exported, and this one needs no
-// more than those two exchanges, each bounded in time, size and count.
+// one REQ until EOSE) on nostr's message codec: package conformance's and
+// package leaf's are shaped for their checks and wakes and are not
+// exported, and this one needs no more than those two exchanges, each
+// bounded in time, size and count.
 //
 // It is not a trust decision (a valid descriptor proves only that its key
 // made it) and not a relay: it only talks to relays as a client.

@@ -71,6 +71,9 @@ func ParseEvent(raw []byte, now time.Time, lim descriptor.Limits) (*descriptor.S
 
 // VerifyEvent is ParseEvent for a decoded event.
 func VerifyEvent(ev *nostr.Event, now time.Time, lim descriptor.Limits) (*descriptor.Signed, error) {
+	if n := len(ev.AppendJSON(nil)); n > MaxEventBytes {
+		return nil, fmt.Errorf("announce: event of %d bytes, at most %d: %w", n, MaxEventBytes, ErrNotAnnouncement)
+	}
 	if ev.Kind != Kind {
 		return nil, fmt.Errorf("announce: kind %d, want %d: %w", ev.Kind, Kind, ErrNotAnnouncement)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"fleetmesh.org/fleetmesh/descriptor"
 	"fleetmesh.org/fleetmesh/identity"
+	"fleetmesh.org/fleetmesh/nostr"
 )
 
 // MaxFound bounds the announcements Find reads from one relay.
@@ -18,7 +19,9 @@ type Found struct {
 	// Descriptors are the valid descriptors, the newest (highest seq) per
 	// DID, in the order the relay sent them.
 	Descriptors []*descriptor.Signed
-	// Refused counts the announcements that did not verify.
+	// Refused counts the announcements that did not verify; frames that
+	// are not NIP-01 messages at all are skipped uncounted, as a client
+	// skips what it cannot read.
 	Refused int
 }
 
@@ -29,15 +32,15 @@ func Find(ctx context.Context, url string, now time.Time) (Found, error) {
 	if err := CheckRelayURL(url); err != nil {
 		return Found{}, err
 	}
-	raws, err := query(ctx, url, map[string]any{"kinds": []int{Kind}, "limit": MaxFound}, MaxFound)
-	if err != nil && len(raws) == 0 {
+	evs, err := query(ctx, url, nostr.Filter{Kinds: []int{Kind}, Limit: MaxFound, HasLimit: true}, MaxFound)
+	if err != nil && len(evs) == 0 {
 		return Found{}, err
 	}
 	var f Found
 	at := map[string]int{}
 	lim := descriptor.DefaultLimits()
-	for _, raw := range raws {
-		d, err := ParseEvent(raw, now, lim)
+	for _, ev := range evs {
+		d, err := VerifyEvent(ev, now, lim)
 		if err != nil {
 			f.Refused++
 			continue
