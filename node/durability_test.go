@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/peer"
-
 	"fleetmesh.org/fleetmesh/config"
 	"fleetmesh.org/fleetmesh/mesh"
 )
@@ -20,17 +18,7 @@ import (
 // reach the other side through the durable anti-entropy once it is back.
 func TestDurableStorage(t *testing.T) {
 	const count = 6
-	mn, parts := startParts(t, count, func(i int, parts []*testPart) partSpec {
-		s := testSpec()
-		if i > 0 {
-			s.mesh.Bootstrap = []string{parts[0].p2pAddr()}
-		}
-		return s
-	})
-	var all []peer.ID
-	for _, p := range parts {
-		all = append(all, p.h.ID())
-	}
+	mn, parts, all := startStorageParts(t, count)
 	agreeOn(t, parts, all)
 	holders := holderIndexes(parts)
 

@@ -103,6 +103,24 @@ func startParts(t *testing.T, count int, specFor func(i int, parts []*testPart) 
 	return mn, parts
 }
 
+// startStorageParts starts count parts of testSpec, each after the first
+// bootstrapping from the first, and returns them with their PeerIDs.
+func startStorageParts(t *testing.T, count int) (mocknet.Mocknet, []*testPart, []peer.ID) {
+	t.Helper()
+	mn, parts := startParts(t, count, func(i int, parts []*testPart) partSpec {
+		s := testSpec()
+		if i > 0 {
+			s.mesh.Bootstrap = []string{parts[0].p2pAddr()}
+		}
+		return s
+	})
+	ids := make([]peer.ID, len(parts))
+	for i, p := range parts {
+		ids[i] = p.h.ID()
+	}
+	return mn, parts, ids
+}
+
 func (p *testPart) start(t *testing.T, spec partSpec) {
 	t.Helper()
 	st, err := store.Open(t.TempDir(), store.Options{})

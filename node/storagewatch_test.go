@@ -60,17 +60,7 @@ func TestWatchStorageResigns(t *testing.T) {
 // and it holds none; offered again, it is back in the placement.
 func TestWithdrawnNodeLeavesPlacement(t *testing.T) {
 	const count = 4
-	_, parts := startParts(t, count, func(i int, parts []*testPart) partSpec {
-		s := testSpec()
-		if i > 0 {
-			s.mesh.Bootstrap = []string{parts[0].p2pAddr()}
-		}
-		return s
-	})
-	var all []peer.ID
-	for _, p := range parts {
-		all = append(all, p.h.ID())
-	}
+	_, parts, all := startStorageParts(t, count)
 	agreeOn(t, parts, all)
 
 	full := parts[1]
