@@ -98,18 +98,9 @@ func TestIrohThroughAnchorRelay(t *testing.T) {
 	}
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		got, err := func() ([]event, error) {
-			c, err := b.ws(ctx)
-			if err != nil {
-				return nil, err
-			}
-			defer c.Close()
-			stop := context.AfterFunc(ctx, func() { c.Close() })
-			defer stop()
-			return storedEvents(c, "iroh", map[string]any{"ids": []string{ev.ID}})
-		}()
+		ok, err := b.serves(ctx, ev.ID)
 		cancel()
-		if err == nil && len(got) == 1 {
+		if ok {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -134,6 +134,21 @@ func (n *labNode) ws(ctx context.Context) (*websocket.Conn, error) {
 	return c, err
 }
 
+// serves asks the node's relay, from inside its namespace, for the event
+// id: whether it serves it. The connection is closed when ctx ends, so a
+// silent relay cannot hold the caller past it.
+func (n *labNode) serves(ctx context.Context, id string) (bool, error) {
+	c, err := n.ws(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	got, err := storedEvents(c, "serves", map[string]any{"ids": []string{id}})
+	return err == nil && len(got) == 1 && got[0].ID == id, err
+}
+
 // TestNATTraversal runs real fleetmesh processes in a lab internet: an
 // anchor with a public address and two home nodes, each behind its own NAT
 // router (iptables MASQUERADE), with netem delay on the internet links.
@@ -267,15 +282,7 @@ func TestNATTraversal(t *testing.T) {
 	}
 	published := time.Now()
 	poll("the event published at home A is served by home B", deadline, func(ctx context.Context) (bool, error) {
-		c, err := b.ws(ctx)
-		if err != nil {
-			return false, err
-		}
-		defer c.Close()
-		stop := context.AfterFunc(ctx, func() { c.Close() })
-		defer stop()
-		got, err := storedEvents(c, "nat", map[string]any{"ids": []string{ev.ID}})
-		return err == nil && len(got) == 1 && got[0].ID == ev.ID, err
+		return b.serves(ctx, ev.ID)
 	})
 	arrived := time.Since(published)
 

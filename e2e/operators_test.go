@@ -67,16 +67,9 @@ func TestAnchorPage(t *testing.T) {
 	}
 	for deadline := time.Now().Add(natTestBudget); ; {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		c, err := anchor.ws(ctx)
-		var got []event
-		if err == nil {
-			stop := context.AfterFunc(ctx, func() { c.Close() })
-			got, err = storedEvents(c, "page", map[string]any{"ids": []string{ev.ID}})
-			stop()
-			c.Close()
-		}
+		ok, err := anchor.serves(ctx, ev.ID)
 		cancel()
-		if err == nil && len(got) == 1 {
+		if ok {
 			break
 		}
 		if time.Now().After(deadline) {
