@@ -61,17 +61,22 @@ func FuzzFrameHead(f *testing.F) {
 	})
 }
 
-func TestWithoutRateLimits(t *testing.T) {
+func TestWithBenchLimits(t *testing.T) {
+	var limits strings.Builder
+	for _, kv := range benchLimits {
+		limits.WriteString(kv.key + " = " + kv.value + "\n")
+	}
+	l := limits.String()
 	tests := []struct{ name, in, want string }{
-		{"empty", "", "[relay]\nevents_per_second = 0\nip_events_per_second = 0\n"},
-		{"replaces existing", "[node]\nclass = \"home\"\n\n[relay]\nevents_per_second = 50\nmax_subs = 20\nip_events_per_second = 200\n",
-			"[node]\nclass = \"home\"\n\n[relay]\nevents_per_second = 0\nip_events_per_second = 0\nmax_subs = 20\n"},
-		{"other tables only", "[store]\npath = \"x\"\n", "[store]\npath = \"x\"\n\n[relay]\nevents_per_second = 0\nip_events_per_second = 0\n"},
-		{"keys of other tables kept", "[a]\nevents_per_second = 5\n[relay]\n", "[a]\nevents_per_second = 5\n[relay]\nevents_per_second = 0\nip_events_per_second = 0\n"},
+		{"empty", "", "[relay]\n" + l},
+		{"replaces existing", "[node]\nclass = \"home\"\n\n[relay]\nevents_per_second = 50\nmax_subs = 20\nip_req_ms_per_second = 200\n",
+			"[node]\nclass = \"home\"\n\n[relay]\n" + l + "max_subs = 20\n"},
+		{"other tables only", "[store]\npath = \"x\"\n", "[store]\npath = \"x\"\n\n[relay]\n" + l},
+		{"keys of other tables kept", "[a]\nevents_per_second = 5\n[relay]\n", "[a]\nevents_per_second = 5\n[relay]\n" + l},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := withoutRateLimits(tt.in); got != tt.want {
+			if got := withBenchLimits(tt.in); got != tt.want {
 				t.Errorf("got\n%s\nwant\n%s", got, tt.want)
 			}
 		})
