@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"fleetmesh.org/fleetmesh/eventstore"
 	"fleetmesh.org/fleetmesh/nostr"
 )
 
@@ -156,6 +157,36 @@ func withMeter(ctx context.Context) (context.Context, *workMeter) {
 // workMeter its context carries, so budgets see all the work of a REQ,
 // COUNT or NEG-OPEN whatever path served it.
 type meteredStore struct{ Store }
+
+// meteredRawStore is meteredStore over a store that also answers QueryRaw:
+// the meter must not hide that method, or every REQ would decode each
+// event into a nostr.Event and encode it again.
+type meteredRawStore struct {
+	meteredStore
+	raw rawQuerier
+}
+
+// metered wraps st for the work budgets, keeping its raw query path.
+func metered(st Store) Store {
+	if rq, ok := st.(rawQuerier); ok {
+		return meteredRawStore{meteredStore{st}, rq}
+	}
+	return meteredStore{st}
+}
+
+func (s meteredRawStore) QueryRaw(ctx context.Context, f *nostr.Filter, limit int, fn func(eventstore.Raw) bool) error {
+	m, ok := ctx.Value(workMeterKey{}).(*workMeter)
+	if !ok {
+		return s.raw.QueryRaw(ctx, f, limit, fn)
+	}
+	start := time.Now()
+	err := s.raw.QueryRaw(ctx, f, limit, func(r eventstore.Raw) bool {
+		m.rows.Add(1)
+		return fn(r)
+	})
+	m.nanos.Add(int64(time.Since(start)))
+	return err
+}
 
 func (s meteredStore) Query(ctx context.Context, f *nostr.Filter, limit int, fn func(*nostr.Event) bool) error {
 	m, ok := ctx.Value(workMeterKey{}).(*workMeter)

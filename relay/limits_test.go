@@ -2,6 +2,7 @@ package relay
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"fleetmesh.org/fleetmesh/config/setting"
+	"fleetmesh.org/fleetmesh/eventstore"
 	"fleetmesh.org/fleetmesh/nostr"
 )
 
@@ -300,5 +302,36 @@ func TestIPMaxSubscriptions(t *testing.T) {
 	a.send("CLOSE", "a2")
 	if _, closed := a.req("a3", `{"limit":0}`); closed != "" {
 		t.Fatalf("after CLOSE: %s", closed)
+	}
+}
+
+// TestMeterKeepsRawQueries checks that the work meter wrapped around a
+// store that answers QueryRaw keeps that path, so a REQ writes each
+// event's stored record instead of decoding and re-encoding it, and that
+// rows read through it are still metered.
+func TestMeterKeepsRawQueries(t *testing.T) {
+	tr := newTestRelay(t, nil)
+	rq, ok := tr.r.store.(rawQuerier)
+	if !ok {
+		t.Fatalf("the relay's metered store %T hides QueryRaw", tr.r.store)
+	}
+	k, _ := nostr.GenerateSecretKey()
+	ev := signed(t, k, 1, nil, "raw")
+	if _, err := tr.st.Save(context.Background(), ev); err != nil {
+		t.Fatal(err)
+	}
+	ctx, m := withMeter(context.Background())
+	n := 0
+	if err := rq.QueryRaw(ctx, &nostr.Filter{Kinds: []int{1}}, 10, func(r eventstore.Raw) bool {
+		n++
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || m.rows.Load() != 1 {
+		t.Fatalf("got %d events, %d rows metered; want 1 and 1", n, m.rows.Load())
+	}
+	if _, ok := metered(struct{ Store }{tr.st}).(rawQuerier); ok {
+		t.Fatal("a store without QueryRaw gained it through the meter")
 	}
 }

@@ -111,7 +111,7 @@ func New(cfg Config, st Store, log *slog.Logger, reg prometheus.Registerer) *Rel
 	m := newMetrics(reg)
 	r := &Relay{
 		cfg:      cfg,
-		store:    meteredStore{st},
+		store:    metered(st),
 		log:      log,
 		verifier: nostr.NewVerifier(cfg.VerifierKeys),
 		m:        m,
