@@ -39,8 +39,10 @@ type irohPart struct {
 	peers map[peer.ID]iroh.Addr // from [iroh] peers
 	log   *slog.Logger
 	ready chan struct{} // closed at the helper's first bind
-	// maxLearned bounds the relays taken from anchors' descriptors.
+	// maxLearned bounds the relays taken from anchors' descriptors;
+	// relayKey orders them (irohrelay.go).
 	maxLearned int
+	relayKey   []byte
 
 	mu sync.Mutex
 	// opened counts the streams the node opened, by transport and path
@@ -69,6 +71,7 @@ func openIroh(opts Options, mp *meshPart, dc *agent.Service) (*irohPart, string)
 		peers:  make(map[peer.ID]iroh.Addr),
 		opened: make(map[[2]string]uint64),
 		ctx:    ctx, cancel: cancel,
+		relayKey: relayKeyFor(opts.Key.PrivateKey().Seed()),
 	}
 	for _, p := range cfgPeers {
 		id, err := iroh.PeerID(p.ID)

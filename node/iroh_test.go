@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/iroh"
 	"fleetmesh.org/fleetmesh/meshsync"
+	"fleetmesh.org/fleetmesh/meter"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
 )
@@ -270,5 +272,63 @@ func TestIrohInteropJSSync(t *testing.T) {
 	}
 	if strings.Join(types, ",") != "EVENT,EOSE" {
 		t.Fatalf("the node answered %v, want EVENT then EOSE", types)
+	}
+}
+
+// TestIrohOnlyPeerExchangeRelayAndGrant: three nodes with libp2p
+// disabled. b is an anchor; a and c name only b in [iroh] peers and no
+// relay. Over iroh alone, a and c learn each other's descriptors through b
+// (peer exchange) and connect; a takes b's relay from b's descriptor as
+// its home relay; a's grant offer to c (an accounting exchange, through
+// agent.Service.Request) is answered over iroh; and a's status shows the
+// endpoint.
+func TestIrohOnlyPeerExchangeRelayAndGrant(t *testing.T) {
+	b := startIrohNodeWith(t, func(c *config.Config) { c.Class = config.ClassAnchor })
+	a := startIrohNode(t, []string{b.peerString()})
+	c := startIrohNode(t, []string{b.peerString()})
+	cID := c.key.EndpointID()
+
+	eventually(t, 90*time.Second, "a learns c's descriptor through b and connects to c over iroh", func() bool {
+		_, learnt := a.n.mesh.m.PeerExchange().Info(c.key.PeerID())
+		open, _ := a.n.IrohEndpoint().Connected(cID)
+		return learnt && open
+	})
+	if _, ok := c.n.mesh.m.PeerExchange().Info(a.key.PeerID()); !ok {
+		t.Error("c did not learn a's descriptor")
+	}
+
+	relayURL := irohRelayURL("", b.n.RelayURL())
+	eventually(t, 60*time.Second, "a uses b's relay, learnt from b's descriptor", func() bool {
+		info, _ := a.n.Iroh()
+		return info.Relay != "" && slices.Contains(a.n.IrohEndpoint().Relays(), relayURL)
+	})
+	if b.n.irohRelay.Stats().Clients == 0 {
+		t.Error("b's relay has no client")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	g, err := a.n.Accounting().Offer(ctx, c.key.DID(), meter.Events, 1000, time.Hour, time.Minute)
+	if err != nil {
+		t.Fatalf("grant offer from a to c over iroh: %v", err)
+	}
+	if g.Grant == nil || g.Grant.Grantee != c.key.DID() {
+		t.Fatalf("grant %+v", g)
+	}
+	for _, in := range []*irohNode{a, b, c} {
+		if peers := in.n.Mesh().Host().Network().Peers(); len(peers) != 0 {
+			t.Fatalf("libp2p connected to %v: the test must run over iroh only", peers)
+		}
+	}
+	a.n.iroh.mu.Lock()
+	viaIroh := a.n.iroh.opened[[2]string{transportIroh, pathDirect}]
+	a.n.iroh.mu.Unlock()
+	if viaIroh == 0 {
+		t.Error("a counted no stream over a direct iroh path")
+	}
+
+	st := a.n.status().Iroh
+	if st.State != "up" || st.EndpointID != a.key.EndpointID() || len(st.Addrs) == 0 || st.RelayURL == "" || st.Connections["direct"] == 0 {
+		t.Fatalf("a's status: iroh %+v", st)
 	}
 }
