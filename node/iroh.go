@@ -19,6 +19,7 @@ import (
 	"fleetmesh.org/fleetmesh/didcomm/transport"
 	"fleetmesh.org/fleetmesh/internal/periodic"
 	"fleetmesh.org/fleetmesh/iroh"
+	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/mesh/peerexchange"
 	"fleetmesh.org/fleetmesh/meshsync"
 )
@@ -57,7 +58,8 @@ type irohPart struct {
 
 // openIroh starts the iroh endpoint, or returns nil and why iroh is off
 // (also logged): the node runs on libp2p alone then.
-func openIroh(opts Options, mp *meshPart, dc *agent.Service) (*irohPart, string) {
+// streams is the file budget's iroh share (relay.FileBudget.Iroh).
+func openIroh(opts Options, mp *meshPart, dc *agent.Service, streams int) (*irohPart, string) {
 	ic := opts.Config.Iroh
 	if !ic.Enabled {
 		why := "[iroh] enabled = false"
@@ -88,10 +90,12 @@ func openIroh(opts Options, mp *meshPart, dc *agent.Service) (*irohPart, string)
 		Relays:    ic.Relays,
 		Bind:      ic.Bind,
 		Handlers: map[string]iroh.Handler{
-			meshsync.ProtocolID:           ip.serveSync,
-			string(transport.ProtocolID):  ip.serveDIDComm,
-			string(peerexchange.Protocol): ip.servePEX,
+			meshsync.ProtocolID:           ip.guard(ip.serveSync),
+			string(transport.ProtocolID):  ip.guard(ip.serveDIDComm),
+			string(peerexchange.Protocol): ip.guard(ip.servePEX),
 		},
+		Limits:    iroh.Limits{Streams: streams},
+		OnRefused: ip.refused,
 		OnReady: func(iroh.Info) {
 			once.Do(func() { close(ip.ready) })
 			// The descriptor lists iroh addresses: sign it again.
@@ -104,7 +108,9 @@ func openIroh(opts Options, mp *meshPart, dc *agent.Service) (*irohPart, string)
 		opts.Log.Warn("iroh off: the node runs on libp2p alone", "why", err.Error())
 		return nil, err.Error()
 	}
+	ip.mu.Lock()
 	ip.ep = ep
+	ip.mu.Unlock()
 	mp.self.irohAddr = ip.descriptorAddr
 	mp.rounds.SetExtraPeers(ip.irohPeers)
 	mp.sync.SetDialer(func(ctx context.Context, p peer.ID) (meshsync.Stream, error) {
@@ -138,6 +144,64 @@ func (ip *irohPart) serveSync(s *iroh.Stream) {
 		return
 	}
 	ip.mp.sync.ServeStream(s, p)
+}
+
+// guard refuses the streams of a peer the mesh banned for misbehaviour
+// (on either transport), and has the helper refuse it too.
+func (ip *irohPart) guard(h iroh.Handler) iroh.Handler {
+	return func(s *iroh.Stream) {
+		p, err := s.RemotePeer()
+		if err != nil {
+			s.Close()
+			return
+		}
+		if until, banned := ip.mp.m.Banned(p); banned {
+			s.Close()
+			if ep := ip.endpoint(); ep != nil {
+				ep.Ban(s.Remote(), until)
+			}
+			return
+		}
+		h(s)
+	}
+}
+
+// maxPenaltiesAtOnce bounds the penalties one refusal report adds: past a
+// ban more change nothing.
+const maxPenaltiesAtOnce = 64
+
+// refused scores down a peer whose connections or streams the endpoint
+// refused over its own per-peer bounds, as the resource manager's
+// refusals do for a libp2p peer (spec/limits.md), and bans it over iroh
+// too once the mesh bans it. Refusals at the endpoint's total bounds are
+// nobody's fault alone, and are only counted.
+func (ip *irohPart) refused(remote, reason string, n uint64) {
+	switch reason {
+	case iroh.RefusedPeerStreams, iroh.RefusedProtocolStreams, iroh.RefusedPeerConns:
+	default:
+		return
+	}
+	p, err := iroh.PeerID(remote)
+	if err != nil {
+		return
+	}
+	for range min(n, maxPenaltiesAtOnce) {
+		ip.mp.m.Penalize(p, mesh.MisbehaviorIrohRefused)
+	}
+	if until, banned := ip.mp.m.Banned(p); banned {
+		if ep := ip.endpoint(); ep != nil {
+			ep.Ban(remote, until)
+		}
+	}
+}
+
+// endpoint is ip.ep for the endpoint's own goroutines (handlers and
+// callbacks), which may start before openIroh has set it: ip.mu orders
+// the two. Everything else runs after openIroh returns.
+func (ip *irohPart) endpoint() *iroh.Endpoint {
+	ip.mu.Lock()
+	defer ip.mu.Unlock()
+	return ip.ep
 }
 
 // servePEX answers a peer exchange a peer started over iroh: the same
@@ -305,8 +369,8 @@ func (ip *irohPart) waitIroh() {
 
 // irohCollector exports the iroh endpoint's state to /metrics.
 type irohCollector struct {
-	ip                                  *irohPart
-	up, conns, restarts, streams, dials *prometheus.Desc
+	ip                                                 *irohPart
+	up, conns, restarts, streams, dials, open, refused *prometheus.Desc
 }
 
 func newIrohCollector(ip *irohPart) *irohCollector {
@@ -316,6 +380,8 @@ func newIrohCollector(ip *irohPart) *irohCollector {
 		conns:    prometheus.NewDesc("fleetmesh_iroh_connections", "Open iroh connections by selected path (direct, relay, none).", []string{"path"}, nil),
 		restarts: prometheus.NewDesc("fleetmesh_iroh_helper_restarts_total", "Times the iroh helper stopped and was started again.", nil, nil),
 		streams:  prometheus.NewDesc("fleetmesh_iroh_streams_total", "iroh streams by direction.", []string{"direction"}, nil),
+		open:     prometheus.NewDesc("fleetmesh_iroh_open_streams", "iroh streams open now, both ways (each a socket to the helper; bounded by the file budget's iroh share).", nil, nil),
+		refused:  prometheus.NewDesc("fleetmesh_iroh_refused_total", "Inbound iroh connections and streams refused, by the bound they hit (spec/limits.md).", []string{"reason"}, nil),
 		dials:    prometheus.NewDesc("fleetmesh_transport_streams_total", "Sync, peer exchange and DIDComm streams this node opened, by the transport it chose and the path the stream took (direct, relay, unknown).", []string{"transport", "path"}, nil),
 	}
 }
@@ -326,6 +392,8 @@ func (c *irohCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.restarts
 	ch <- c.streams
 	ch <- c.dials
+	ch <- c.open
+	ch <- c.refused
 }
 
 func (c *irohCollector) Collect(ch chan<- prometheus.Metric) {
@@ -346,6 +414,10 @@ func (c *irohCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.restarts, prometheus.CounterValue, float64(st.Restarts))
 	ch <- prometheus.MustNewConstMetric(c.streams, prometheus.CounterValue, float64(st.StreamsIn), "in")
 	ch <- prometheus.MustNewConstMetric(c.streams, prometheus.CounterValue, float64(st.StreamsOut), "out")
+	ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, float64(st.OpenStreams))
+	for _, r := range iroh.RefusedReasons {
+		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(st.Refused[r]), r)
+	}
 	c.ip.mu.Lock()
 	defer c.ip.mu.Unlock()
 	for _, t := range []string{transportIroh, transportLibp2p} {

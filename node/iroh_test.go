@@ -19,9 +19,11 @@ import (
 	"fleetmesh.org/fleetmesh/config"
 	"fleetmesh.org/fleetmesh/config/setting"
 	"fleetmesh.org/fleetmesh/didcomm"
+	"fleetmesh.org/fleetmesh/didcomm/transport"
 	"fleetmesh.org/fleetmesh/didcomm/trustping"
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/iroh"
+	"fleetmesh.org/fleetmesh/mesh/peerexchange"
 	"fleetmesh.org/fleetmesh/meshsync"
 	"fleetmesh.org/fleetmesh/meter"
 	"fleetmesh.org/fleetmesh/nostr"
@@ -331,4 +333,80 @@ func TestIrohOnlyPeerExchangeRelayAndGrant(t *testing.T) {
 	if st.State != "up" || st.EndpointID != a.key.EndpointID() || len(st.Addrs) == 0 || st.RelayURL == "" || st.Connections["direct"] == 0 {
 		t.Fatalf("a's status: iroh %+v", st)
 	}
+}
+
+// TestIrohHostileEndpoint: an unmodified @number0/iroh endpoint opens 12
+// connections and 160 streams to a node over the sync, peer exchange and
+// DIDComm ALPNs and holds them. The node holds no more of its streams than the per-peer bound,
+// never more stream sockets than its file budget's iroh share, scores the
+// endpoint down and bans it; an honest peer syncs throughout.
+func TestIrohHostileEndpoint(t *testing.T) {
+	k, _ := nostr.GenerateSecretKey()
+	a := startIrohNode(t, nil)
+	b := startIrohNode(t, []string{a.peerString()})
+	publishNotes(t, a, k, "before", 5)
+	eventually(t, 60*time.Second, "b syncs with a before the attack", func() bool { return b.count(t) == 5 })
+
+	ep := a.n.IrohEndpoint()
+	lim := ep.Limits()
+	id, addr, _ := strings.Cut(a.peerString(), "@")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	helper, _ := filepath.Abs("../iroh/helper")
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(helper, "interop", "hostile.mjs"), id, addr,
+		strings.Join([]string{meshsync.ProtocolID, string(peerexchange.Protocol), string(transport.ProtocolID)}, ","), "12", "160", "8")
+	cmd.Stderr = os.Stderr
+	stop, done := make(chan struct{}), make(chan struct{})
+	var maxOpen int
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			maxOpen = max(maxOpen, ep.Stats().OpenStreams)
+			if _, err := a.n.Relay().AddEvent(context.Background(), note(t, k, fmt.Sprint("during ", i)), relay.FromClient); err != nil {
+				t.Error(err)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	out, err := cmd.Output()
+	close(stop)
+	<-done
+	if err != nil {
+		t.Fatalf("hostile.mjs: %v: %s", err, out)
+	}
+	var got struct {
+		ID                     string
+		Conns, ConnsClosed     int
+		Held, Refused, Blocked int
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("hostile.mjs printed %q: %v", out, err)
+	}
+	st := ep.Stats()
+	t.Logf("attacker got %+v; node: open streams at most %d, refused %v", got, maxOpen, st.Refused)
+	if got.Held > lim.StreamsPerPeer {
+		t.Errorf("the attacker held %d streams open, the bound is %d per peer", got.Held, lim.StreamsPerPeer)
+	}
+	if maxOpen > lim.Streams {
+		t.Errorf("%d stream sockets open, the file budget's iroh share is %d", maxOpen, lim.Streams)
+	}
+	if st.Refused["peer_conns"] == 0 || st.Refused["peer_streams"]+st.Refused["protocol_streams"] == 0 {
+		t.Errorf("refusals %v: want connections and streams over the per-peer bounds", st.Refused)
+	}
+	attacker, err := iroh.PeerID(got.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, banned := a.n.Mesh().Banned(attacker); !banned {
+		t.Errorf("the attacker is not banned; misbehaviour %v", a.n.Mesh().Stats().Misbehavior)
+	}
+	if n := a.n.Mesh().Stats().Misbehavior["iroh_over_limit"]; n == 0 {
+		t.Error("no iroh_over_limit penalty counted")
+	}
+	want := a.count(t)
+	eventually(t, 60*time.Second, "b holds every event a took during the attack", func() bool { return b.count(t) == want })
 }
