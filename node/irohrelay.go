@@ -132,9 +132,10 @@ type relayCandidate struct {
 // knows the order, so no one can make up anchor identities or URLs that
 // come first for every node or for a chosen one: a stranger who
 // publishes descriptors gets at most its share of the slots by number,
-// and none ahead of anchors the node is connected to. The order is
-// stable, so the list does not flap. Anchors offering a URL already
-// taken are skipped.
+// and only of those the connected anchors leave (each connection is
+// bounded by the transports' per-peer and per-address limits). The
+// order is stable, so the list does not flap. Anchors offering a URL
+// already taken are skipped.
 func pickRelays(key []byte, cands []relayCandidate, max int) []string {
 	type ranked struct {
 		relayCandidate
