@@ -13,7 +13,7 @@ import (
 
 // TestIrohRunLine: with the helper installed, `fleetmesh run` prints one
 // `iroh ENDPOINT_ID ADDR...` line, with the EndpointId `fleetmesh id`
-// prints, and /metrics says iroh is up.
+// prints, /metrics says iroh is up, and so does `fleetmesh status`.
 func TestIrohRunLine(t *testing.T) {
 	needNode(t)
 	helper := filepath.Join(moduleRoot, "iroh", "helper")
@@ -57,6 +57,39 @@ func TestIrohRunLine(t *testing.T) {
 	if !strings.Contains(string(body), "fleetmesh_iroh_up 1") {
 		t.Fatalf("/metrics has no fleetmesh_iroh_up 1:\n%s", body)
 	}
+	st := irohStatus(t, home)
+	if st.State != "up" || st.EndpointID != want || len(st.Addrs) == 0 || st.Addrs[0] != f[2] || st.Connections == nil {
+		t.Fatalf("fleetmesh status --json: iroh %+v, want up at %s", st, f[2])
+	}
+	out, _, err := cli(t, "status", "--home", home)
+	if err != nil || !strings.Contains(out, "iroh          up: "+want+" at "+f[2]) {
+		t.Fatalf("fleetmesh status has no iroh line for %s at %s (%v):\n%s", want, f[2], err, out)
+	}
+}
+
+// irohState is the iroh part of `fleetmesh status --json`.
+type irohState struct {
+	State       string         `json:"state"`
+	Why         string         `json:"why"`
+	EndpointID  string         `json:"endpoint_id"`
+	Addrs       []string       `json:"addrs"`
+	RelayURL    string         `json:"relay_url"`
+	Connections map[string]int `json:"connections"`
+}
+
+func irohStatus(t *testing.T, home string) irohState {
+	t.Helper()
+	out, errOut, err := cli(t, "status", "--home", home, "--json")
+	if err != nil {
+		t.Fatalf("fleetmesh status --json: %v\n%s", err, errOut)
+	}
+	var st struct {
+		Iroh irohState `json:"iroh"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("fleetmesh status --json printed %q: %v", out, err)
+	}
+	return st.Iroh
 }
 
 // TestIrohOffWithoutHelper: a node whose iroh helper is not installed
@@ -77,5 +110,8 @@ func TestIrohOffWithoutHelper(t *testing.T) {
 	}
 	if !strings.Contains(n.stderr.String(), "no helper.mjs") {
 		t.Fatalf("the log does not say why iroh is off:\n%s", n.output())
+	}
+	if st := irohStatus(t, home); st.State != "off" || !strings.Contains(st.Why, "no helper.mjs") {
+		t.Fatalf("fleetmesh status --json: iroh %+v, want off because there is no helper.mjs", st)
 	}
 }

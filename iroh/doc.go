@@ -40,8 +40,13 @@
 //
 // Each iroh bi-stream is one connection to the socket, so a Stream is a
 // Unix socket with deadlines and half-close, and no multiplexer is
-// hand-written here. The socket's protocol (JSON lines, then raw bytes) is
-// fleetmesh's own and is in spec/iroh.md.
+// hand-written here. The price is a file descriptor per stream, so Limits
+// bound the streams (in all: the node's file budget share; and per remote
+// endpoint and ALPN) and the inbound connections, in the helper as they
+// arrive and again here; refusals are reported (Config.OnRefused) for the
+// node to score the remote down, and Ban shuts a remote out. The
+// socket's protocol (JSON lines, then raw bytes) is fleetmesh's own and
+// is in spec/iroh.md.
 //
 // It is not a relay server (package iroh/relay is, on anchors), it does
 // not decide which transport reaches a peer (the

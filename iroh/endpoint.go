@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -43,8 +44,70 @@ type Config struct {
 	// OnReady is called each time the helper serves (after every start
 	// and restart) with its addresses.
 	OnReady func(Info)
-	Log     *slog.Logger
+	// Limits bound what remote endpoints may open; a zero field takes
+	// DefaultLimits' value.
+	Limits Limits
+	// OnRefused, if set, is told of connections and streams refused over
+	// Limits (or from a banned endpoint): the remote EndpointId ("" before
+	// the handshake named it), the reason (one of the Refused* constants)
+	// and how many since the last call. It must not block.
+	OnRefused func(remote, reason string, n uint64)
+	Log       *slog.Logger
 }
+
+// Limits bound what remote endpoints may open on this one (spec/limits.md,
+// "iroh peers"). The helper applies them as connections and streams
+// arrive; the node checks the stream bounds again as streams reach it.
+type Limits struct {
+	// Streams bounds the streams open at once, both ways: each is a
+	// socket between the node and the helper, so this is the file
+	// budget's iroh share (relay.FileBudget.Iroh).
+	Streams int
+	// StreamsPerPeer bounds the inbound streams one remote endpoint has
+	// open, over all its connections; StreamsPerProtocol those on one
+	// ALPN, which is also each inbound connection's QUIC stream credit.
+	StreamsPerPeer     int
+	StreamsPerProtocol int
+	// Conns bounds the inbound connections, handshakes included;
+	// ConnsPerPeer those of one remote endpoint.
+	Conns        int
+	ConnsPerPeer int
+}
+
+// DefaultLimits are the bounds a zero Limits field takes.
+func DefaultLimits() Limits {
+	return Limits{Streams: 256, StreamsPerPeer: 16, StreamsPerProtocol: 8, Conns: 1024, ConnsPerPeer: 8}
+}
+
+func (l Limits) fill() Limits {
+	d := DefaultLimits()
+	for _, f := range []struct{ v, def *int }{
+		{&l.Streams, &d.Streams}, {&l.StreamsPerPeer, &d.StreamsPerPeer}, {&l.StreamsPerProtocol, &d.StreamsPerProtocol},
+		{&l.Conns, &d.Conns}, {&l.ConnsPerPeer, &d.ConnsPerPeer},
+	} {
+		if *f.v <= 0 {
+			*f.v = *f.def
+		}
+	}
+	return l
+}
+
+// Reasons a connection or stream is refused (Config.OnRefused,
+// Stats.Refused).
+const (
+	RefusedStreams         = "streams"          // Limits.Streams: the node's share of files
+	RefusedPeerStreams     = "peer_streams"     // Limits.StreamsPerPeer
+	RefusedProtocolStreams = "protocol_streams" // Limits.StreamsPerProtocol
+	RefusedConns           = "conns"            // Limits.Conns
+	RefusedPeerConns       = "peer_conns"       // Limits.ConnsPerPeer
+	RefusedBanned          = "banned"           // an endpoint the node banned (Ban)
+)
+
+// RefusedReasons lists every reason, for metrics.
+var RefusedReasons = []string{RefusedStreams, RefusedPeerStreams, RefusedProtocolStreams, RefusedConns, RefusedPeerConns, RefusedBanned}
+
+// ErrBusy is returned by Dial when Limits.Streams streams are open.
+var ErrBusy = errors.New("iroh: the node's iroh streams are at their bound (the file budget's iroh share)")
 
 // Info is what the endpoint serves at.
 type Info struct {
@@ -110,6 +173,15 @@ type Endpoint struct {
 	restarts uint64
 	streams  map[string]uint64 // by "in"/"out"
 	dialErrs uint64
+	// open counts the stream sockets open, both ways; inByPeer and
+	// inByProto the inbound ones by remote and by remote and ALPN.
+	open      int
+	inByPeer  map[string]int
+	inByProto map[[2]string]int
+	refused   map[string]uint64
+	// banned are remote endpoints refused until a time (Ban), bounded by
+	// maxBanned.
+	banned map[string]time.Time
 	// rebind are the sockets the last helper bound: a restarted helper
 	// binds them again, so peers that know its addresses still reach it.
 	rebind []string
@@ -176,11 +248,14 @@ func Start(cfg Config) (*Endpoint, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &Endpoint{
 		cfg: cfg, log: cfg.Log, ln: ln, path: path, ctx: ctx, cancel: cancel,
-		ctlCh:   make(chan *net.UnixConn, 1),
-		pending: make(map[uint64]chan dialResult),
-		conns:   make(map[uint64]ConnInfo),
-		streams: make(map[string]uint64),
+		ctlCh:    make(chan *net.UnixConn, 1),
+		pending:  make(map[uint64]chan dialResult),
+		conns:    make(map[uint64]ConnInfo),
+		streams:  make(map[string]uint64),
+		inByPeer: make(map[string]int), inByProto: make(map[[2]string]int),
+		refused: make(map[string]uint64), banned: make(map[string]time.Time),
 	}
+	e.cfg.Limits = cfg.Limits.fill()
 	e.wg.Add(2)
 	go func() { defer e.wg.Done(); e.acceptLoop() }()
 	go func() { defer e.wg.Done(); e.supervise() }()
@@ -237,13 +312,73 @@ type Stats struct {
 	StreamsIn  uint64
 	StreamsOut uint64
 	DialErrors uint64
+	// OpenStreams are the stream sockets open now, both ways.
+	OpenStreams int
+	// Refused counts refused connections and streams by reason.
+	Refused map[string]uint64
 }
 
 // Stats returns the endpoint's counters.
 func (e *Endpoint) Stats() Stats {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return Stats{Restarts: e.restarts, StreamsIn: e.streams["in"], StreamsOut: e.streams["out"], DialErrors: e.dialErrs}
+	return Stats{Restarts: e.restarts, StreamsIn: e.streams["in"], StreamsOut: e.streams["out"], DialErrors: e.dialErrs,
+		OpenStreams: e.open, Refused: maps.Clone(e.refused)}
+}
+
+// Limits are the bounds in use, defaults filled in.
+func (e *Endpoint) Limits() Limits { return e.cfg.Limits }
+
+// maxBanned bounds the endpoints Ban remembers; the soonest to end is
+// forgotten first.
+const maxBanned = 4096
+
+// Ban refuses the remote endpoint id until the time given: the helper
+// closes its connections and refuses new ones, and the node refuses its
+// streams. The node bans an endpoint its misbehaviour score banned.
+func (e *Endpoint) Ban(id string, until time.Time) {
+	e.mu.Lock()
+	if old, ok := e.banned[id]; ok && !until.After(old) {
+		e.mu.Unlock()
+		return
+	}
+	if len(e.banned) >= maxBanned {
+		var first string
+		for k, t := range e.banned {
+			if first == "" || t.Before(e.banned[first]) {
+				first = k
+			}
+		}
+		delete(e.banned, first)
+	}
+	e.banned[id] = until
+	ctl, serving := e.ctl, e.serving
+	e.mu.Unlock()
+	if serving && ctl != nil {
+		if err := writeMsg(ctl, msg{T: "ban", ID: id, Until: until.UnixMilli()}); err != nil {
+			e.log.Warn("iroh: tell the helper of a ban", "err", err)
+		}
+	}
+}
+
+// isBanned reports whether id is banned now; e.mu is held.
+func (e *Endpoint) isBanned(id string) bool {
+	until, ok := e.banned[id]
+	if ok && time.Now().After(until) {
+		delete(e.banned, id)
+		return false
+	}
+	return ok
+}
+
+// refuse counts a refusal and tells Config.OnRefused.
+func (e *Endpoint) refuse(remote, reason string, n uint64) {
+	e.mu.Lock()
+	e.refused[reason] += n
+	e.mu.Unlock()
+	if e.cfg.OnRefused != nil {
+		e.cfg.OnRefused(remote, reason, n)
+	}
 }
 
 // Dial opens a bi-stream to a over alpn, reusing an open connection.
@@ -257,6 +392,21 @@ func (e *Endpoint) Dial(ctx context.Context, a Addr, alpn string) (*Stream, erro
 		e.mu.Unlock()
 		return nil, ErrDown
 	}
+	if e.open >= e.cfg.Limits.Streams {
+		e.mu.Unlock()
+		return nil, ErrBusy
+	}
+	// The slot is the stream's from here; released unless a stream
+	// takes it.
+	e.open++
+	taken := false
+	defer func() {
+		if !taken {
+			e.mu.Lock()
+			e.open--
+			e.mu.Unlock()
+		}
+	}()
 	e.nextReq++
 	req := e.nextReq
 	e.pending[req] = ch
@@ -289,6 +439,8 @@ func (e *Endpoint) Dial(ctx context.Context, a Addr, alpn string) (*Stream, erro
 		e.mu.Lock()
 		e.streams["out"]++
 		e.mu.Unlock()
+		taken = true
+		r.s.release = e.releaseOut
 		return r.s, nil
 	case <-ctx.Done():
 		// A stream that arrives later finds no pending entry and is closed.
@@ -364,10 +516,56 @@ func (e *Endpoint) route(c *net.UnixConn) {
 		c.Close()
 		return
 	}
-	e.mu.Lock()
-	e.streams["in"]++
-	e.mu.Unlock()
+	if why := e.admit(m.Remote, m.ALPN); why != "" {
+		c.Close()
+		e.refuse(m.Remote, why, 1)
+		return
+	}
+	s.release = func() { e.releaseIn(m.Remote, m.ALPN) }
 	h(s)
+}
+
+// admit takes a slot for an inbound stream from remote on alpn, or says
+// why not. The helper refuses first; this holds the bounds if it did
+// not.
+func (e *Endpoint) admit(remote, alpn string) string {
+	l := e.cfg.Limits
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.isBanned(remote):
+		return RefusedBanned
+	case e.open >= l.Streams:
+		return RefusedStreams
+	case e.inByPeer[remote] >= l.StreamsPerPeer:
+		return RefusedPeerStreams
+	case e.inByProto[[2]string{remote, alpn}] >= l.StreamsPerProtocol:
+		return RefusedProtocolStreams
+	}
+	e.open++
+	e.inByPeer[remote]++
+	e.inByProto[[2]string{remote, alpn}]++
+	e.streams["in"]++
+	return ""
+}
+
+func (e *Endpoint) releaseIn(remote, alpn string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.open--
+	if e.inByPeer[remote]--; e.inByPeer[remote] <= 0 {
+		delete(e.inByPeer, remote)
+	}
+	k := [2]string{remote, alpn}
+	if e.inByProto[k]--; e.inByProto[k] <= 0 {
+		delete(e.inByProto, k)
+	}
+}
+
+func (e *Endpoint) releaseOut() {
+	e.mu.Lock()
+	e.open--
+	e.mu.Unlock()
 }
 
 // supervise runs the helper, and runs it again with backoff whenever it
@@ -449,9 +647,21 @@ func (e *Endpoint) runOnce() error {
 		// next start binds afresh.
 		e.rebind = nil
 	}
+	// A restarted helper keeps refusing the banned endpoints.
+	var bans []msg
+	for id, until := range e.banned {
+		bans = append(bans, msg{T: "ban", ID: id, Until: until.UnixMilli()})
+	}
 	e.mu.Unlock()
-	if err := writeMsg(ctl, msg{T: "config", Key: hex.EncodeToString(seed), ALPNs: alpns, Relays: relays, Bind: bind}); err != nil {
+	l := e.cfg.Limits
+	lim := &wireLimits{Streams: l.Streams, StreamsPerPeer: l.StreamsPerPeer, StreamsPerProtocol: l.StreamsPerProtocol, Conns: l.Conns, ConnsPerPeer: l.ConnsPerPeer}
+	if err := writeMsg(ctl, msg{T: "config", Key: hex.EncodeToString(seed), ALPNs: alpns, Relays: relays, Bind: bind, Limits: lim}); err != nil {
 		return fmt.Errorf("configure helper: %w", err)
+	}
+	for _, b := range bans {
+		if err := writeMsg(ctl, b); err != nil {
+			return fmt.Errorf("configure helper: %w", err)
+		}
 	}
 	lines := make(chan msg)
 	readErr := make(chan error, 1)
@@ -533,6 +743,12 @@ func (e *Endpoint) handleControl(ctl *net.UnixConn, m msg) {
 		}
 	case "closed":
 		delete(e.conns, m.CID)
+	case "refused":
+		e.mu.Unlock()
+		if slices.Contains(RefusedReasons, m.Why) && m.N > 0 {
+			e.refuse(m.Remote, m.Why, m.N)
+		}
+		return
 	case "error":
 		e.log.Warn("iroh: helper", "err", m.Err)
 	}

@@ -36,6 +36,12 @@ func helperDir(t *testing.T) string {
 // startEndpoint starts an Endpoint whose handlers answer "go got: MSG".
 func startEndpoint(t *testing.T, key *identity.Key) (*Endpoint, Info) {
 	t.Helper()
+	return startEndpointWith(t, key, Limits{})
+}
+
+// startEndpointWith is startEndpoint with limits.
+func startEndpointWith(t *testing.T, key *identity.Key, limits Limits) (*Endpoint, Info) {
+	t.Helper()
 	ready := make(chan Info, 8)
 	e, err := Start(Config{
 		Key:       key,
@@ -44,6 +50,7 @@ func startEndpoint(t *testing.T, key *identity.Key) (*Endpoint, Info) {
 		SocketDir: t.TempDir(),
 		Bind:      []string{"127.0.0.1:0"},
 		Handlers:  map[string]Handler{testALPN: answer},
+		Limits:    limits,
 		OnReady:   func(i Info) { ready <- i },
 	})
 	if err != nil {

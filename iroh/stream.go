@@ -3,6 +3,7 @@ package iroh
 import (
 	"bufio"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -18,6 +19,9 @@ type Stream struct {
 	r      *bufio.Reader
 	alpn   string
 	remote string
+	// release gives back the stream's slot in the endpoint's bounds, once.
+	release func()
+	once    sync.Once
 }
 
 // Read reads what the remote endpoint sent.
@@ -27,14 +31,22 @@ func (s *Stream) Read(p []byte) (int, error) { return s.r.Read(p) }
 func (s *Stream) Write(p []byte) (int, error) { return s.c.Write(p) }
 
 // Close ends the stream in both directions.
-func (s *Stream) Close() error { return s.c.Close() }
+func (s *Stream) Close() error {
+	err := s.c.Close()
+	s.once.Do(func() {
+		if s.release != nil {
+			s.release()
+		}
+	})
+	return err
+}
 
 // CloseWrite finishes the sending half.
 func (s *Stream) CloseWrite() error { return s.c.CloseWrite() }
 
 // Reset abandons the stream. A Unix socket has no reset of its own, so
 // the helper sees a close.
-func (s *Stream) Reset() error { return s.c.Close() }
+func (s *Stream) Reset() error { return s.Close() }
 
 // SetDeadline bounds reads and writes.
 func (s *Stream) SetDeadline(t time.Time) error { return s.c.SetDeadline(t) }

@@ -32,6 +32,20 @@ type msg struct {
 	Dir    string   `json:"dir,omitempty"`
 	Path   string   `json:"path,omitempty"`
 	Err    string   `json:"err,omitempty"`
+	// Limits (config), Why and N (refused), Until (ban, Unix ms).
+	Limits *wireLimits `json:"limits,omitempty"`
+	Why    string      `json:"why,omitempty"`
+	N      uint64      `json:"n,omitempty"`
+	Until  int64       `json:"until,omitempty"`
+}
+
+// wireLimits is Limits on the helper socket.
+type wireLimits struct {
+	Streams            int `json:"streams"`
+	StreamsPerPeer     int `json:"streams_per_peer"`
+	StreamsPerProtocol int `json:"streams_per_protocol"`
+	Conns              int `json:"conns"`
+	ConnsPerPeer       int `json:"conns_per_peer"`
 }
 
 // errLineTooLong is returned for a line over MaxLineBytes.

@@ -19,6 +19,7 @@ const (
 	MisbehaviorPEXViolation  = "pex_violation"      // a peer exchange out of protocol
 	MisbehaviorPEXFlood      = "pex_flood"          // exchanges started more often than allowed
 	MisbehaviorStreamsRefuse = "streams_over_limit" // streams the resource manager refused
+	MisbehaviorIrohRefused   = "iroh_over_limit"    // iroh connections or streams over their bounds
 )
 
 // Penalty weights: a peer whose decayed score reaches banScore is
@@ -29,6 +30,7 @@ var misbehaviorWeight = map[string]float64{
 	MisbehaviorPEXViolation:  3,
 	MisbehaviorPEXFlood:      1,
 	MisbehaviorStreamsRefuse: 0.25,
+	MisbehaviorIrohRefused:   0.25,
 }
 
 const (
@@ -102,16 +104,31 @@ func (b *misbehavior) penalize(p peer.ID, reason string) {
 	}
 }
 
+// Penalize counts one misbehaviour of p that another transport saw (the
+// node's iroh side: reason MisbehaviorIrohRefused), scored as the mesh's
+// own are; Banned then says whether it crossed the line.
+func (m *Mesh) Penalize(p peer.ID, reason string) { m.misb.penalize(p, reason) }
+
+// Banned reports whether p is refused now for misbehaviour, and until
+// when.
+func (m *Mesh) Banned(p peer.ID) (time.Time, bool) { return m.misb.bannedUntil(p) }
+
 // isBanned says whether p is refused now.
 func (b *misbehavior) isBanned(p peer.ID) bool {
+	_, ok := b.bannedUntil(p)
+	return ok
+}
+
+// bannedUntil says whether p is refused now, and until when.
+func (b *misbehavior) bannedUntil(p peer.ID) (time.Time, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	until, ok := b.banned.Get(p)
 	if ok && time.Now().After(until) {
 		b.banned.Remove(p)
-		return false
+		return time.Time{}, false
 	}
-	return ok
+	return until, ok
 }
 
 // run closes the connections of banned peers, those it is handed and

@@ -74,3 +74,8 @@ func (m *Mesh) Descriptor(id peer.ID) ([]byte, bool) {
 	}
 	return m.pex.Descriptor(id)
 }
+
+// PeerExchange is the mesh's peer exchange, nil without
+// Hooks.VerifyDescriptor. The node serves it over iroh as well and gives
+// it its transport chooser (SetTransport).
+func (m *Mesh) PeerExchange() *peerexchange.Service { return m.pex }

@@ -1,19 +1,15 @@
 package node
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -21,7 +17,10 @@ import (
 	"fleetmesh.org/fleetmesh/descriptor"
 	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/didcomm/transport"
+	"fleetmesh.org/fleetmesh/internal/periodic"
 	"fleetmesh.org/fleetmesh/iroh"
+	"fleetmesh.org/fleetmesh/mesh"
+	"fleetmesh.org/fleetmesh/mesh/peerexchange"
 	"fleetmesh.org/fleetmesh/meshsync"
 )
 
@@ -37,33 +36,44 @@ const irohReadyWait = 20 * time.Second
 type irohPart struct {
 	ep    *iroh.Endpoint
 	mp    *meshPart
+	dc    *agent.Service
 	peers map[peer.ID]iroh.Addr // from [iroh] peers
 	log   *slog.Logger
 	ready chan struct{} // closed at the helper's first bind
-	// maxLearned bounds the relays taken from anchors' descriptors.
+	// maxLearned bounds the relays taken from anchors' descriptors;
+	// relayKey orders them (irohrelay.go).
 	maxLearned int
+	relayKey   []byte
 
 	mu sync.Mutex
-	// byTransport counts the streams the node opened, per transport.
-	byTransport map[string]uint64
+	// opened counts the streams the node opened, by transport and path
+	// (irohroute.go).
+	opened map[[2]string]uint64
 
+	// ctx ends at close: it bounds the rounds and the streams served.
+	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
-// openIroh starts the iroh endpoint, or returns nil and logs why iroh is
-// off: the node runs on libp2p alone then.
-func openIroh(opts Options, mp *meshPart, dc *agent.Service) *irohPart {
+// openIroh starts the iroh endpoint, or returns nil and why iroh is off
+// (also logged): the node runs on libp2p alone then.
+// streams is the file budget's iroh share (relay.FileBudget.Iroh).
+func openIroh(opts Options, mp *meshPart, dc *agent.Service, streams int) (*irohPart, string) {
 	ic := opts.Config.Iroh
 	if !ic.Enabled {
-		opts.Log.Info("iroh off: [iroh] enabled = false")
-		return nil
+		why := "[iroh] enabled = false"
+		opts.Log.Info("iroh off: " + why)
+		return nil, why
 	}
 	cfgPeers, _ := ic.ParsePeers() // validated with the config
+	ctx, cancel := context.WithCancel(context.Background())
 	ip := &irohPart{
-		mp: mp, log: opts.Log, ready: make(chan struct{}), maxLearned: ic.MaxLearnedRelays,
-		peers:       make(map[peer.ID]iroh.Addr),
-		byTransport: make(map[string]uint64),
+		mp: mp, dc: dc, log: opts.Log, ready: make(chan struct{}), maxLearned: ic.MaxLearnedRelays,
+		peers:  make(map[peer.ID]iroh.Addr),
+		opened: make(map[[2]string]uint64),
+		ctx:    ctx, cancel: cancel,
+		relayKey: relayKeyFor(opts.Key.PrivateKey().Seed()),
 	}
 	for _, p := range cfgPeers {
 		id, err := iroh.PeerID(p.ID)
@@ -80,9 +90,12 @@ func openIroh(opts Options, mp *meshPart, dc *agent.Service) *irohPart {
 		Relays:    ic.Relays,
 		Bind:      ic.Bind,
 		Handlers: map[string]iroh.Handler{
-			meshsync.ProtocolID:          ip.serveSync,
-			string(transport.ProtocolID): func(s *iroh.Stream) { serveDIDComm(dc, s) },
+			meshsync.ProtocolID:           ip.guard(ip.serveSync),
+			string(transport.ProtocolID):  ip.guard(ip.serveDIDComm),
+			string(peerexchange.Protocol): ip.guard(ip.servePEX),
 		},
+		Limits:    iroh.Limits{Streams: streams},
+		OnRefused: ip.refused,
 		OnReady: func(iroh.Info) {
 			once.Do(func() { close(ip.ready) })
 			// The descriptor lists iroh addresses: sign it again.
@@ -91,14 +104,25 @@ func openIroh(opts Options, mp *meshPart, dc *agent.Service) *irohPart {
 		Log: opts.Log,
 	})
 	if err != nil {
+		cancel()
 		opts.Log.Warn("iroh off: the node runs on libp2p alone", "why", err.Error())
-		return nil
+		return nil, err.Error()
 	}
+	ip.mu.Lock()
 	ip.ep = ep
+	ip.mu.Unlock()
 	mp.self.irohAddr = ip.descriptorAddr
-	mp.rounds.SetExtraPeers(ip.irohOnlyPeers)
-	mp.sync.SetDialer(ip.dialSync)
-	return ip
+	mp.rounds.SetExtraPeers(ip.irohPeers)
+	mp.sync.SetDialer(func(ctx context.Context, p peer.ID) (meshsync.Stream, error) {
+		return ip.open(ctx, p, meshsync.ProtocolID)
+	})
+	if pex := mp.m.PeerExchange(); pex != nil {
+		pex.SetTransport(func(ctx context.Context, p peer.ID) (peerexchange.Stream, error) {
+			return ip.open(ctx, p, string(peerexchange.Protocol))
+		}, ip.irohPeers)
+	}
+	dc.SetSender(ip.sendDIDComm)
+	return ip, ""
 }
 
 // helperDir is [iroh] helper_dir, or iroh/helper beside the executable.
@@ -122,66 +146,132 @@ func (ip *irohPart) serveSync(s *iroh.Stream) {
 	ip.mp.sync.ServeStream(s, p)
 }
 
-// serveDIDComm answers one DIDComm message on an iroh stream: the same
-// framing as the libp2p binding (one length-prefixed frame each way).
-func serveDIDComm(dc *agent.Service, s *iroh.Stream) {
-	defer s.Close()
-	_ = s.SetDeadline(time.Now().Add(transport.StreamTimeout))
-	in, err := transport.ReadFrame(bufio.NewReader(s), transport.MaxFrameBytes)
+// guard refuses the streams of a peer the mesh banned for misbehaviour
+// (on either transport), and has the helper refuse it too.
+func (ip *irohPart) guard(h iroh.Handler) iroh.Handler {
+	return func(s *iroh.Stream) {
+		p, err := s.RemotePeer()
+		if err != nil {
+			s.Close()
+			return
+		}
+		if until, banned := ip.mp.m.Banned(p); banned {
+			s.Close()
+			if ep := ip.endpoint(); ep != nil {
+				ep.Ban(s.Remote(), until)
+			}
+			return
+		}
+		h(s)
+	}
+}
+
+// maxPenaltiesAtOnce bounds the penalties one refusal report adds: past a
+// ban more change nothing.
+const maxPenaltiesAtOnce = 64
+
+// refused scores down a peer whose connections or streams the endpoint
+// refused over its own per-peer bounds, as the resource manager's
+// refusals do for a libp2p peer (spec/limits.md), and bans it over iroh
+// too once the mesh bans it. Refusals at the endpoint's total bounds are
+// nobody's fault alone, and are only counted.
+func (ip *irohPart) refused(remote, reason string, n uint64) {
+	switch reason {
+	case iroh.RefusedPeerStreams, iroh.RefusedProtocolStreams, iroh.RefusedPeerConns:
+	default:
+		return
+	}
+	p, err := iroh.PeerID(remote)
 	if err != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), transport.StreamTimeout)
-	defer cancel()
-	out, err := dc.Handle(ctx, in)
-	if err != nil && out == nil {
+	for range min(n, maxPenaltiesAtOnce) {
+		ip.mp.m.Penalize(p, mesh.MisbehaviorIrohRefused)
+	}
+	if until, banned := ip.mp.m.Banned(p); banned {
+		if ep := ip.endpoint(); ep != nil {
+			ep.Ban(remote, until)
+		}
+	}
+}
+
+// endpoint is ip.ep for the endpoint's own goroutines (handlers and
+// callbacks), which may start before openIroh has set it: ip.mu orders
+// the two. Everything else runs after openIroh returns.
+func (ip *irohPart) endpoint() *iroh.Endpoint {
+	ip.mu.Lock()
+	defer ip.mu.Unlock()
+	return ip.ep
+}
+
+// servePEX answers a peer exchange a peer started over iroh: the same
+// exchange as over libp2p, bounded and penalised by the same rules.
+func (ip *irohPart) servePEX(s *iroh.Stream) {
+	p, err := s.RemotePeer()
+	pex := ip.mp.m.PeerExchange()
+	if err != nil || pex == nil {
+		s.Close()
 		return
 	}
-	_ = transport.WriteFrame(s, out)
+	pex.ServeStream(s, p)
+}
+
+// serveDIDComm answers one DIDComm message on an iroh stream: the same
+// framing as the libp2p binding (one length-prefixed frame each way). The
+// endpoint's per-address limits apply to the remote endpoint, as libp2p's
+// resource manager bounds a libp2p peer (spec/limits.md).
+func (ip *irohPart) serveDIDComm(s *iroh.Stream) {
+	defer s.Close()
+	from := "iroh:" + s.Remote()
+	transport.Serve(ip.ctx, s, func(ctx context.Context, packed []byte) ([]byte, error) {
+		return ip.dc.HandleFrom(ctx, from, packed)
+	})
 }
 
 // start runs anti-entropy with the peers reached over iroh only: those
-// libp2p has no connection to, which the mesh's own round never picks.
+// libp2p has no connection to, which the mesh's own round never picks;
+// and, while the node is joining, peer exchange with each of them.
 func (ip *irohPart) start() {
-	ctx, cancel := context.WithCancel(context.Background())
-	ip.cancel = cancel
+	ctx := ip.ctx
 	ip.learnRelays(ctx, ip.ep.Relays(), ip.maxLearned)
-	ip.wg.Go(func() { ip.mp.rounds.RunRounds(ctx, "iroh", ip.irohOnlyPeers) })
+	ip.wg.Go(func() { ip.mp.rounds.RunRounds(ctx, "iroh", ip.irohPeers) })
+	ip.wg.Go(func() { periodic.Run(ctx, time.Second, irohJoinEvery, nil, ip.join) })
+}
+
+// irohJoinEvery is how often a joining node exchanges descriptors with
+// its iroh peers.
+const irohJoinEvery = 5 * time.Second
+
+// join runs peer exchange with every iroh peer while the node is joining
+// (peerexchange.Service.Joining), as the mesh does with every libp2p peer
+// it connects to then; after that the mesh's maintenance round, whose
+// speakers include the iroh peers, runs one exchange a round.
+func (ip *irohPart) join() {
+	pex := ip.mp.m.PeerExchange()
+	if pex == nil || !pex.Joining() {
+		return
+	}
+	if _, up := ip.ep.Info(); !up {
+		return
+	}
+	for _, p := range ip.irohPeers() {
+		pex.TryExchange(p)
+	}
 }
 
 func (ip *irohPart) close() {
-	if ip.cancel != nil {
-		ip.cancel()
-	}
+	ip.cancel()
 	ip.wg.Wait()
 	ip.ep.Close()
 }
 
-// irohOnlyPeers are the peers with an iroh address and no libp2p
-// connection.
-func (ip *irohPart) irohOnlyPeers() []peer.ID {
-	var out []peer.ID
-	for p := range ip.peers {
-		if ip.mp.m.Host().Network().Connectedness(p) != network.Connected {
-			out = append(out, p)
-		}
-	}
-	for _, c := range ip.ep.Conns() {
-		p, err := iroh.PeerID(c.Remote)
-		if err == nil && !slices.Contains(out, p) && ip.mp.m.Host().Network().Connectedness(p) != network.Connected {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// addrOf is how iroh reaches p: its descriptor's iroh address if the mesh
-// holds one, else [iroh] peers, else the bare id when an iroh connection
-// to it is open (the helper reuses it).
+// addrOf is how iroh reaches p: the iroh address of its verified
+// descriptor if peer exchange holds one, else [iroh] peers, else the bare
+// id when an iroh connection to it is open (the helper reuses it).
 func (ip *irohPart) addrOf(p peer.ID) (iroh.Addr, bool) {
-	if raw, ok := ip.mp.m.Descriptor(p); ok {
-		if s, err := descriptor.Verify(raw, time.Now(), descriptor.DefaultLimits()); err == nil && s.Descriptor.Addresses.Iroh != nil {
-			a := s.Descriptor.Addresses.Iroh
+	if pex := ip.mp.m.PeerExchange(); pex != nil {
+		if info, ok := pex.Info(p); ok && info.Iroh != nil {
+			a := info.Iroh
 			return iroh.Addr{ID: a.EndpointID, Relay: a.RelayURL, Addrs: a.Direct}, true
 		}
 	}
@@ -196,50 +286,6 @@ func (ip *irohPart) addrOf(p peer.ID) (iroh.Addr, bool) {
 		return iroh.Addr{ID: id}, true
 	}
 	return iroh.Addr{}, false
-}
-
-// useIroh says whether a stream to p should go over iroh: libp2p has no
-// direct connection to it, and iroh has an address for it. A libp2p
-// connection only through a circuit relay loses to iroh, whose own
-// connection may be direct.
-func (ip *irohPart) useIroh(p peer.ID) (iroh.Addr, bool) {
-	if _, up := ip.ep.Info(); !up {
-		return iroh.Addr{}, false
-	}
-	a, ok := ip.addrOf(p)
-	if !ok {
-		return a, false
-	}
-	for _, c := range ip.mp.m.Host().Network().ConnsToPeer(p) {
-		if !c.Stat().Limited {
-			return a, false // a direct libp2p connection
-		}
-	}
-	return a, true
-}
-
-func (ip *irohPart) count(transport string) {
-	ip.mu.Lock()
-	ip.byTransport[transport]++
-	ip.mu.Unlock()
-}
-
-// dialSync is the sync service's dialler: iroh when useIroh says so (with
-// libp2p as the fallback), libp2p otherwise.
-func (ip *irohPart) dialSync(ctx context.Context, p peer.ID) (meshsync.Stream, error) {
-	if a, ok := ip.useIroh(p); ok {
-		s, err := ip.ep.Dial(ctx, a, meshsync.ProtocolID)
-		if err == nil {
-			ip.count("iroh")
-			return s, nil
-		}
-		ip.log.Debug("iroh: sync dial failed; trying libp2p", "peer", p, "err", err)
-	}
-	s, err := ip.mp.sync.Libp2pStream(ctx, p)
-	if err == nil {
-		ip.count("libp2p")
-	}
-	return s, err
 }
 
 // descriptorAddr is the iroh address the descriptor lists, nil until the
@@ -273,45 +319,25 @@ func hostIP(s string) (net.IP, error) {
 	return ip, nil
 }
 
-// ErrNoIroh is returned by SendDIDComm when the node runs without iroh
-// or knows no iroh address for the peer.
-var ErrNoIroh = errors.New("node: no iroh route to the peer")
-
 // SendDIDComm sends one packed DIDComm message to p and returns its
-// answer: over iroh when useIroh says so, over libp2p otherwise.
+// answer, over the way the transport chooser picks (spec/iroh.md,
+// "Choosing a transport"), falling back to the next when a stream cannot
+// be opened. The node's own requests (agent.Service.Request: mediation,
+// grants, receipts, fork proofs) are sent this way.
 func (n *Node) SendDIDComm(ctx context.Context, p peer.ID, packed []byte) ([]byte, error) {
-	ip := n.iroh
-	if ip == nil {
+	if n.iroh == nil {
 		return transport.SendLibp2p(ctx, n.mesh.m.Host(), p, packed)
 	}
-	a, ok := ip.useIroh(p)
-	if !ok {
-		ip.count("libp2p")
-		return transport.SendLibp2p(ctx, n.mesh.m.Host(), p, packed)
-	}
-	s, err := ip.ep.Dial(ctx, a, string(transport.ProtocolID))
+	return n.iroh.sendDIDComm(ctx, p, packed)
+}
+
+func (ip *irohPart) sendDIDComm(ctx context.Context, p peer.ID, packed []byte) ([]byte, error) {
+	s, err := ip.open(ctx, p, string(transport.ProtocolID))
 	if err != nil {
 		return nil, err
 	}
-	ip.count("iroh")
 	defer s.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = s.SetDeadline(dl)
-	}
-	if err := transport.WriteFrame(s, packed); err != nil {
-		return nil, fmt.Errorf("node: didcomm over iroh: %w", err)
-	}
-	if err := s.CloseWrite(); err != nil {
-		return nil, fmt.Errorf("node: didcomm over iroh: %w", err)
-	}
-	out, err := transport.ReadFrame(bufio.NewReader(s), transport.MaxFrameBytes)
-	if err != nil {
-		return nil, fmt.Errorf("node: didcomm answer over iroh: %w", err)
-	}
-	if len(out) == 0 {
-		return nil, nil
-	}
-	return out, nil
+	return transport.Exchange(ctx, s, packed)
 }
 
 // Iroh is where the node's iroh endpoint serves, ok false while it does
@@ -343,8 +369,8 @@ func (ip *irohPart) waitIroh() {
 
 // irohCollector exports the iroh endpoint's state to /metrics.
 type irohCollector struct {
-	ip                                  *irohPart
-	up, conns, restarts, streams, dials *prometheus.Desc
+	ip                                                 *irohPart
+	up, conns, restarts, streams, dials, open, refused *prometheus.Desc
 }
 
 func newIrohCollector(ip *irohPart) *irohCollector {
@@ -354,7 +380,9 @@ func newIrohCollector(ip *irohPart) *irohCollector {
 		conns:    prometheus.NewDesc("fleetmesh_iroh_connections", "Open iroh connections by selected path (direct, relay, none).", []string{"path"}, nil),
 		restarts: prometheus.NewDesc("fleetmesh_iroh_helper_restarts_total", "Times the iroh helper stopped and was started again.", nil, nil),
 		streams:  prometheus.NewDesc("fleetmesh_iroh_streams_total", "iroh streams by direction.", []string{"direction"}, nil),
-		dials:    prometheus.NewDesc("fleetmesh_transport_streams_total", "Sync and DIDComm streams this node opened, by the transport it chose.", []string{"transport"}, nil),
+		open:     prometheus.NewDesc("fleetmesh_iroh_open_streams", "iroh streams open now, both ways (each a socket to the helper; bounded by the file budget's iroh share).", nil, nil),
+		refused:  prometheus.NewDesc("fleetmesh_iroh_refused_total", "Inbound iroh connections and streams refused, by the bound they hit (spec/limits.md).", []string{"reason"}, nil),
+		dials:    prometheus.NewDesc("fleetmesh_transport_streams_total", "Sync, peer exchange and DIDComm streams this node opened, by the transport it chose and the path the stream took (direct, relay, unknown).", []string{"transport", "path"}, nil),
 	}
 }
 
@@ -364,6 +392,8 @@ func (c *irohCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.restarts
 	ch <- c.streams
 	ch <- c.dials
+	ch <- c.open
+	ch <- c.refused
 }
 
 func (c *irohCollector) Collect(ch chan<- prometheus.Metric) {
@@ -384,9 +414,15 @@ func (c *irohCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.restarts, prometheus.CounterValue, float64(st.Restarts))
 	ch <- prometheus.MustNewConstMetric(c.streams, prometheus.CounterValue, float64(st.StreamsIn), "in")
 	ch <- prometheus.MustNewConstMetric(c.streams, prometheus.CounterValue, float64(st.StreamsOut), "out")
+	ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, float64(st.OpenStreams))
+	for _, r := range iroh.RefusedReasons {
+		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(st.Refused[r]), r)
+	}
 	c.ip.mu.Lock()
 	defer c.ip.mu.Unlock()
-	for _, t := range []string{"iroh", "libp2p"} {
-		ch <- prometheus.MustNewConstMetric(c.dials, prometheus.CounterValue, float64(c.ip.byTransport[t]), t)
+	for _, t := range []string{transportIroh, transportLibp2p} {
+		for _, p := range []string{pathDirect, pathRelay, pathUnknown} {
+			ch <- prometheus.MustNewConstMetric(c.dials, prometheus.CounterValue, float64(c.ip.opened[[2]string{t, p}]), t, p)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,10 +19,13 @@ import (
 	"fleetmesh.org/fleetmesh/config"
 	"fleetmesh.org/fleetmesh/config/setting"
 	"fleetmesh.org/fleetmesh/didcomm"
+	"fleetmesh.org/fleetmesh/didcomm/transport"
 	"fleetmesh.org/fleetmesh/didcomm/trustping"
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/iroh"
+	"fleetmesh.org/fleetmesh/mesh/peerexchange"
 	"fleetmesh.org/fleetmesh/meshsync"
+	"fleetmesh.org/fleetmesh/meter"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
 )
@@ -271,4 +275,138 @@ func TestIrohInteropJSSync(t *testing.T) {
 	if strings.Join(types, ",") != "EVENT,EOSE" {
 		t.Fatalf("the node answered %v, want EVENT then EOSE", types)
 	}
+}
+
+// TestIrohOnlyPeerExchangeRelayAndGrant: three nodes with libp2p
+// disabled. b is an anchor; a and c name only b in [iroh] peers and no
+// relay. Over iroh alone, a and c learn each other's descriptors through b
+// (peer exchange) and connect; a takes b's relay from b's descriptor as
+// its home relay; a's grant offer to c (an accounting exchange, through
+// agent.Service.Request) is answered over iroh; and a's status shows the
+// endpoint.
+func TestIrohOnlyPeerExchangeRelayAndGrant(t *testing.T) {
+	b := startIrohNodeWith(t, func(c *config.Config) { c.Class = config.ClassAnchor })
+	a := startIrohNode(t, []string{b.peerString()})
+	c := startIrohNode(t, []string{b.peerString()})
+	cID := c.key.EndpointID()
+
+	eventually(t, 90*time.Second, "a learns c's descriptor through b and connects to c over iroh", func() bool {
+		_, learnt := a.n.mesh.m.PeerExchange().Info(c.key.PeerID())
+		open, _ := a.n.IrohEndpoint().Connected(cID)
+		return learnt && open
+	})
+	if _, ok := c.n.mesh.m.PeerExchange().Info(a.key.PeerID()); !ok {
+		t.Error("c did not learn a's descriptor")
+	}
+
+	relayURL := irohRelayURL("", b.n.RelayURL())
+	eventually(t, 60*time.Second, "a uses b's relay, learnt from b's descriptor", func() bool {
+		info, _ := a.n.Iroh()
+		return info.Relay != "" && slices.Contains(a.n.IrohEndpoint().Relays(), relayURL)
+	})
+	if b.n.irohRelay.Stats().Clients == 0 {
+		t.Error("b's relay has no client")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	g, err := a.n.Accounting().Offer(ctx, c.key.DID(), meter.Events, 1000, time.Hour, time.Minute)
+	if err != nil {
+		t.Fatalf("grant offer from a to c over iroh: %v", err)
+	}
+	if g.Grant == nil || g.Grant.Grantee != c.key.DID() {
+		t.Fatalf("grant %+v", g)
+	}
+	for _, in := range []*irohNode{a, b, c} {
+		if peers := in.n.Mesh().Host().Network().Peers(); len(peers) != 0 {
+			t.Fatalf("libp2p connected to %v: the test must run over iroh only", peers)
+		}
+	}
+	a.n.iroh.mu.Lock()
+	viaIroh := a.n.iroh.opened[[2]string{transportIroh, pathDirect}]
+	a.n.iroh.mu.Unlock()
+	if viaIroh == 0 {
+		t.Error("a counted no stream over a direct iroh path")
+	}
+
+	st := a.n.status().Iroh
+	if st.State != "up" || st.EndpointID != a.key.EndpointID() || len(st.Addrs) == 0 || st.RelayURL == "" || st.Connections["direct"] == 0 {
+		t.Fatalf("a's status: iroh %+v", st)
+	}
+}
+
+// TestIrohHostileEndpoint: an unmodified @number0/iroh endpoint opens 12
+// connections and 160 streams to a node over the sync, peer exchange and
+// DIDComm ALPNs and holds them. The node holds no more of its streams than the per-peer bound,
+// never more stream sockets than its file budget's iroh share, scores the
+// endpoint down and bans it; an honest peer syncs throughout.
+func TestIrohHostileEndpoint(t *testing.T) {
+	k, _ := nostr.GenerateSecretKey()
+	a := startIrohNode(t, nil)
+	b := startIrohNode(t, []string{a.peerString()})
+	publishNotes(t, a, k, "before", 5)
+	eventually(t, 60*time.Second, "b syncs with a before the attack", func() bool { return b.count(t) == 5 })
+
+	ep := a.n.IrohEndpoint()
+	lim := ep.Limits()
+	id, addr, _ := strings.Cut(a.peerString(), "@")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	helper, _ := filepath.Abs("../iroh/helper")
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(helper, "interop", "hostile.mjs"), id, addr,
+		strings.Join([]string{meshsync.ProtocolID, string(peerexchange.Protocol), string(transport.ProtocolID)}, ","), "12", "160", "8")
+	cmd.Stderr = os.Stderr
+	stop, done := make(chan struct{}), make(chan struct{})
+	var maxOpen int
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			maxOpen = max(maxOpen, ep.Stats().OpenStreams)
+			if _, err := a.n.Relay().AddEvent(context.Background(), note(t, k, fmt.Sprint("during ", i)), relay.FromClient); err != nil {
+				t.Error(err)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	out, err := cmd.Output()
+	close(stop)
+	<-done
+	if err != nil {
+		t.Fatalf("hostile.mjs: %v: %s", err, out)
+	}
+	var got struct {
+		ID                     string
+		Conns, ConnsClosed     int
+		Held, Refused, Blocked int
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("hostile.mjs printed %q: %v", out, err)
+	}
+	st := ep.Stats()
+	t.Logf("attacker got %+v; node: open streams at most %d, refused %v", got, maxOpen, st.Refused)
+	if got.Held > lim.StreamsPerPeer {
+		t.Errorf("the attacker held %d streams open, the bound is %d per peer", got.Held, lim.StreamsPerPeer)
+	}
+	if maxOpen > lim.Streams {
+		t.Errorf("%d stream sockets open, the file budget's iroh share is %d", maxOpen, lim.Streams)
+	}
+	if st.Refused["peer_conns"] == 0 || st.Refused["peer_streams"]+st.Refused["protocol_streams"] == 0 {
+		t.Errorf("refusals %v: want connections and streams over the per-peer bounds", st.Refused)
+	}
+	attacker, err := iroh.PeerID(got.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, banned := a.n.Mesh().Banned(attacker); !banned {
+		t.Errorf("the attacker is not banned; misbehaviour %v", a.n.Mesh().Stats().Misbehavior)
+	}
+	if n := a.n.Mesh().Stats().Misbehavior["iroh_over_limit"]; n == 0 {
+		t.Error("no iroh_over_limit penalty counted")
+	}
+	want := a.count(t)
+	eventually(t, 60*time.Second, "b holds every event a took during the attack", func() bool { return b.count(t) == want })
 }

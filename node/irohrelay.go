@@ -1,11 +1,17 @@
 package node
 
 import (
+	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"net/http"
 	"net/url"
 	"slices"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"fleetmesh.org/fleetmesh/descriptor"
 	"fleetmesh.org/fleetmesh/internal/periodic"
@@ -13,8 +19,9 @@ import (
 )
 
 // relayLearnEvery is how often a node looks at the descriptors it holds
-// for anchors' iroh relays.
-const relayLearnEvery = 30 * time.Second
+// for anchors' iroh relays: cheap, since peer exchange verified them
+// already, and a changed list only is sent to the helper.
+const relayLearnEvery = 5 * time.Second
 
 // openIrohRelay mounts the iroh relay an anchor serves (spec/iroh.md,
 // "Anchors as iroh relays") on the relay port's mux, unless [iroh]
@@ -74,10 +81,9 @@ func irohRelayURL(configured, nostrURL string) string {
 	return u.String()
 }
 
-// learnRelays hands the iroh endpoint [iroh] relays and the iroh relays
-// of anchors whose verified descriptors the mesh holds, at most
-// max_learned_relays of these, chosen in URL order so the list does not
-// flap. No relay is built in.
+// learnRelays hands the iroh endpoint [iroh] relays and up to max iroh
+// relays of anchors whose verified descriptors peer exchange holds, as
+// pickRelays chooses them. No relay is built in.
 func (ip *irohPart) learnRelays(ctx context.Context, configured []string, max int) {
 	ip.wg.Add(1)
 	go func() {
@@ -88,29 +94,84 @@ func (ip *irohPart) learnRelays(ctx context.Context, configured []string, max in
 	}()
 }
 
-// anchorRelays are the iroh relay URLs of anchors in the descriptors the
-// mesh holds (the node's own left out).
+// anchorRelays are the relays pickRelays takes from the anchors' offers
+// peer exchange holds.
 func (ip *irohPart) anchorRelays(max int) []string {
-	h := ip.mp.m.Host()
-	var out []string
-	for _, p := range h.Peerstore().Peers() {
-		if p == h.ID() {
-			continue
-		}
-		raw, ok := ip.mp.m.Descriptor(p)
-		if !ok {
-			continue
-		}
-		s, err := descriptor.Verify(raw, time.Now(), descriptor.DefaultLimits())
-		if err != nil || s.Descriptor.Class != descriptor.ClassAnchor || s.Descriptor.Offers.IrohRelay == nil {
-			continue
-		}
-		out = append(out, s.Descriptor.Offers.IrohRelay.URL)
+	pex := ip.mp.m.PeerExchange()
+	if pex == nil {
+		return nil
 	}
-	slices.Sort(out)
-	out = slices.Compact(out)
-	if len(out) > max {
-		out = out[:max]
+	h := ip.mp.m.Host()
+	var cands []relayCandidate
+	for _, info := range pex.Infos() {
+		if info.IrohRelay == "" || info.ID == h.ID() {
+			continue
+		}
+		connected := h.Network().Connectedness(info.ID) == network.Connected
+		if !connected && info.Iroh != nil {
+			connected = ip.irohPath(info.Iroh.EndpointID) != ""
+		}
+		cands = append(cands, relayCandidate{id: info.ID, url: info.IrohRelay, connected: connected})
+	}
+	return pickRelays(ip.relayKey, cands, max)
+}
+
+// relayCandidate is an anchor's relay offer.
+type relayCandidate struct {
+	id  peer.ID
+	url string
+	// connected: this node holds a connection to the anchor (libp2p or
+	// iroh), so it is a node that answers, not only a descriptor.
+	connected bool
+}
+
+// pickRelays chooses up to max relay URLs among cands (spec/iroh.md,
+// "Relays"): anchors this node is connected to before the others, and
+// within each group in the order of HMAC-SHA256(key, anchor PeerID),
+// key being a secret derived from this node's own key. Nobody else
+// knows the order, so no one can make up anchor identities or URLs that
+// come first for every node or for a chosen one: a stranger who
+// publishes descriptors gets at most its share of the slots by number,
+// and only of those the connected anchors leave (each connection is
+// bounded by the transports' per-peer and per-address limits). The
+// order is stable, so the list does not flap. Anchors offering a URL
+// already taken are skipped.
+func pickRelays(key []byte, cands []relayCandidate, max int) []string {
+	type ranked struct {
+		relayCandidate
+		score []byte
+	}
+	rs := make([]ranked, len(cands))
+	for i, c := range cands {
+		m := hmac.New(sha256.New, key)
+		m.Write([]byte(c.id))
+		rs[i] = ranked{c, m.Sum(nil)}
+	}
+	slices.SortFunc(rs, func(a, b ranked) int {
+		if a.connected != b.connected {
+			if a.connected {
+				return -1
+			}
+			return 1
+		}
+		return bytes.Compare(a.score, b.score)
+	})
+	var out []string
+	for _, r := range rs {
+		if len(out) == max {
+			break
+		}
+		if !slices.Contains(out, r.url) {
+			out = append(out, r.url)
+		}
 	}
 	return out
+}
+
+// relayKeyFor derives pickRelays' key from the node's private key: stable
+// across restarts, and known to no one else.
+func relayKeyFor(seed []byte) []byte {
+	m := hmac.New(sha256.New, seed)
+	m.Write([]byte("fleetmesh iroh relay choice"))
+	return m.Sum(nil)
 }

@@ -156,7 +156,7 @@ func (mp *meshPart) registerMetrics(reg prometheus.Registerer) {
 		counter("hole_punch_failures_total", "DCUtR hole punches that failed.", func(s mesh.Stats) uint64 { return s.HolePunchFailures }),
 		counter("peers_banned_total", "Peers disconnected and refused for a while for misbehaviour (spec/limits.md).", func(s mesh.Stats) uint64 { return s.PeersBanned }),
 	)
-	for _, reason := range []string{mesh.MisbehaviorInvalidGossip, mesh.MisbehaviorPEXViolation, mesh.MisbehaviorPEXFlood, mesh.MisbehaviorStreamsRefuse} {
+	for _, reason := range []string{mesh.MisbehaviorInvalidGossip, mesh.MisbehaviorPEXViolation, mesh.MisbehaviorPEXFlood, mesh.MisbehaviorStreamsRefuse, mesh.MisbehaviorIrohRefused} {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "fleetmesh", Subsystem: "mesh", Name: "misbehavior_total",
 			Help: "Penalties given to peers for misbehaviour, by reason.", ConstLabels: prometheus.Labels{"reason": reason}},
 			func() float64 { return float64(m.Stats().Misbehavior[reason]) }))

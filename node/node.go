@@ -136,6 +136,7 @@ type Node struct {
 	mesh     *meshPart
 	acct     *accountingPart
 	iroh     *irohPart // nil when iroh is off
+	irohOff  string    // why iroh is off, "" when it runs
 	// irohRelay is the iroh relay an anchor serves; nil when off.
 	irohRelay *irohrelay.Server
 	ln        net.Listener
@@ -238,7 +239,7 @@ func Open(opts Options) (*Node, error) {
 	if err := acct.open(opts, dc, mp.m.Host(), reg); err != nil {
 		return nil, err
 	}
-	ip := openIroh(opts, mp, dc)
+	ip, irohOff := openIroh(opts, mp, dc, rl.FileBudget().Iroh)
 	if ip != nil {
 		reg.MustRegister(newIrohCollector(ip))
 	}
@@ -280,6 +281,7 @@ func Open(opts Options) (*Node, error) {
 		mesh:        mp,
 		acct:        acct,
 		iroh:        ip,
+		irohOff:     irohOff,
 		irohRelay:   irohRelay,
 		ln:          ln,
 		// An idle keep-alive connection holds a slot in the relay's accept

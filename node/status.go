@@ -64,6 +64,8 @@ type Status struct {
 	// Sync is the current catch-up of events other nodes have and this
 	// one lacks, or the last one when none runs.
 	Sync StatusSync `json:"sync"`
+	// Iroh is the node's iroh endpoint.
+	Iroh StatusIroh `json:"iroh"`
 	// Errors are the most recent warnings and errors the node logged,
 	// oldest first.
 	Errors        []StatusError `json:"errors"`
@@ -76,6 +78,30 @@ type StatusPeerKind struct {
 	Class     string `json:"class"`
 	Transport string `json:"transport"`
 	Count     int    `json:"count"`
+}
+
+// StatusIroh is the node's iroh endpoint (spec/iroh.md).
+type StatusIroh struct {
+	// State is "up" (the helper serves), "starting" (it is being started
+	// or restarted) or "off".
+	State string `json:"state"`
+	// Why says why iroh is off; empty otherwise.
+	Why string `json:"why,omitempty"`
+	// EndpointID is the node's EndpointId, off or not.
+	EndpointID string `json:"endpoint_id"`
+	// Addrs are the direct socket addresses it serves at.
+	Addrs []string `json:"addrs"`
+	// RelayURL is the home relay in use, "" for none; Relays are the
+	// relays the endpoint was given ([iroh] relays and those learnt from
+	// anchors).
+	RelayURL string   `json:"relay_url"`
+	Relays   []string `json:"relays"`
+	// Connections counts the open iroh connections by selected path:
+	// direct, relay, none.
+	Connections map[string]int `json:"connections"`
+	// HelperRestarts counts the times the helper stopped and was started
+	// again.
+	HelperRestarts uint64 `json:"helper_restarts"`
 }
 
 // StatusShards is the node's part of the author shards.
@@ -215,6 +241,7 @@ func (n *Node) status() Status {
 		return strings.Compare(a.Class+"/"+a.Transport, b.Class+"/"+b.Transport)
 	})
 	st.AddressBookPeers = m.AddrBookLen()
+	st.Iroh = n.irohStatus()
 	stats := m.Stats()
 	st.Shards = StatusShards{
 		Subscribed:   len(m.Subscribed()),
@@ -228,6 +255,29 @@ func (n *Node) status() Status {
 	st.Sync = StatusSync{Active: p.Active, Moved: p.Moved, Pending: p.Pending, Total: p.Total,
 		PerSecond: math.Round(p.Rate*10) / 10, LeftSeconds: int64(p.Left / time.Second),
 		ElapsedSeconds: int64(p.Elapsed / time.Second), Started: p.Started}
+	return st
+}
+
+// irohStatus is the iroh part of the status.
+func (n *Node) irohStatus() StatusIroh {
+	st := StatusIroh{State: "off", Why: n.irohOff, EndpointID: n.opts.Key.EndpointID(), Addrs: []string{}, Relays: []string{},
+		Connections: map[string]int{"direct": 0, "relay": 0, "none": 0}}
+	if n.iroh == nil {
+		return st
+	}
+	ep := n.iroh.ep
+	info, up := ep.Info()
+	st.State, st.Why = "starting", ""
+	if up {
+		st.State = "up"
+		st.Addrs = append(st.Addrs, info.Addrs...)
+		st.RelayURL = info.Relay
+	}
+	st.Relays = append(st.Relays, ep.Relays()...)
+	for _, c := range ep.Conns() {
+		st.Connections[c.Path]++
+	}
+	st.HelperRestarts = ep.Stats().Restarts
 	return st
 }
 

@@ -17,6 +17,9 @@ type FileBudget struct {
 	// Mesh is what the libp2p resource manager may use (its system FD
 	// limit).
 	Mesh int
+	// Iroh bounds the iroh streams open at once: each is a socket between
+	// the node and its iroh helper (package iroh, spec/iroh.md).
+	Iroh int
 	// Spare covers the operator's own requests (/metrics, /healthz), the
 	// DIDComm endpoint, logs, and the short-lived sockets of refusals.
 	Spare int
@@ -30,22 +33,23 @@ type FileBudget struct {
 const minConns = 16
 
 // BudgetFor splits a file limit. The store keeps an eighth (at least 256),
-// the mesh an eighth (at least 128), 64 are spare, and client connections
-// get the rest.
+// the mesh an eighth (at least 128), iroh a sixteenth (at least 64), 64
+// are spare, and client connections get the rest.
 func BudgetFor(limit int) FileBudget {
 	b := FileBudget{
 		Limit: limit,
 		Store: max(256, limit/8),
 		Mesh:  max(128, limit/8),
+		Iroh:  max(64, limit/16),
 		Spare: 64,
 	}
-	b.Conns = max(minConns, limit-b.Store-b.Mesh-b.Spare)
+	b.Conns = max(minConns, limit-b.Store-b.Mesh-b.Iroh-b.Spare)
 	return b
 }
 
 // String is the budget as a log line shows it.
 func (b FileBudget) String() string {
-	return fmt.Sprintf("files %d: store %d, mesh %d, spare %d, client connections %d", b.Limit, b.Store, b.Mesh, b.Spare, b.Conns)
+	return fmt.Sprintf("files %d: store %d, mesh %d, iroh %d, spare %d, client connections %d", b.Limit, b.Store, b.Mesh, b.Iroh, b.Spare, b.Conns)
 }
 
 // RaiseFileLimit raises the soft RLIMIT_NOFILE to the hard limit, as

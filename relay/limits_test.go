@@ -17,15 +17,15 @@ import (
 
 func TestBudgetFor(t *testing.T) {
 	for _, tc := range []struct{ limit, conns int }{
-		{1024, 1024 - 256 - 128 - 64},
-		{65536, 65536 - 8192 - 8192 - 64},
+		{1024, 1024 - 256 - 128 - 64 - 64},
+		{65536, 65536 - 8192 - 8192 - 4096 - 64},
 		{256, minConns},
 	} {
 		b := BudgetFor(tc.limit)
 		if b.Conns != tc.conns {
 			t.Errorf("BudgetFor(%d).Conns = %d, want %d", tc.limit, b.Conns, tc.conns)
 		}
-		if tc.limit > 512 && b.Store+b.Mesh+b.Spare+b.Conns != tc.limit {
+		if tc.limit > 512 && b.Store+b.Mesh+b.Iroh+b.Spare+b.Conns != tc.limit {
 			t.Errorf("BudgetFor(%d) does not add up: %s", tc.limit, b)
 		}
 	}

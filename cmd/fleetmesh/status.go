@@ -44,6 +44,26 @@ func runStatus(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 	return nil
 }
 
+// printIroh prints the iroh line: state, EndpointId, addresses, relay and
+// connections by path.
+func printIroh(w io.Writer, st node.StatusIroh) {
+	switch st.State {
+	case "off":
+		fmt.Fprintf(w, "iroh          off: %s\n", st.Why)
+		return
+	case "starting":
+		fmt.Fprintf(w, "iroh          starting (the helper is not serving yet; %d restarts): %s\n", st.HelperRestarts, st.EndpointID)
+		return
+	}
+	relay := st.RelayURL
+	if relay == "" {
+		relay = "none"
+	}
+	c := st.Connections
+	fmt.Fprintf(w, "iroh          up: %s at %s; relay %s (of %d known); connections %d direct, %d relayed, %d without a path\n",
+		st.EndpointID, strings.Join(st.Addrs, " "), relay, len(st.Relays), c["direct"], c["relay"], c["none"])
+}
+
 func printStatus(w io.Writer, st node.Status) {
 	fmt.Fprintf(w, "did           %s\n", st.DID)
 	fmt.Fprintf(w, "peer_id       %s\n", st.PeerID)
@@ -66,6 +86,7 @@ func printStatus(w io.Writer, st node.Status) {
 		fmt.Fprintf(w, " (%s)", strings.Join(kinds, ", "))
 	}
 	fmt.Fprintf(w, "; %d in the address book\n", st.AddressBookPeers)
+	printIroh(w, st.Iroh)
 	sh := st.Shards
 	fmt.Fprintf(w, "shards        %d subscribed, %d held for durability; %d of all below R=%d over %d storage nodes\n",
 		sh.Subscribed, len(sh.Durable), sh.BelowReplication, sh.Replication, sh.StorageNodes)

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"fleetmesh.org/fleetmesh/didcomm"
 	"fleetmesh.org/fleetmesh/didcomm/discoverfeatures"
 	"fleetmesh.org/fleetmesh/didcomm/mediator"
@@ -65,18 +68,42 @@ func (s *Service) handler(typ string) Handler {
 // ErrNoAnswer is returned by Request when the peer answered with nothing.
 var ErrNoAnswer = errors.New("agent: no answer")
 
-// Request sends m from this node to the node whose DID is to, authcrypted
-// over the libp2p binding, asking for the answer on the same stream, and
-// returns the answer. A problem report comes back as a *didcomm.Problem
-// with the peer's code and comment.
-func (s *Service) Request(ctx context.Context, to string, m *didcomm.Message) (*didcomm.Message, error) {
+// Sender sends one packed message to the node p and returns its answer on
+// the same stream (nil for none): how Request reaches other nodes. The
+// node supplies one that picks a transport (libp2p or iroh) per peer.
+type Sender func(ctx context.Context, p peer.ID, packed []byte) ([]byte, error)
+
+// SetSender makes Request send with f; until then, and with nil, it sends
+// over the libp2p binding on the first attached host.
+func (s *Service) SetSender(f Sender) {
 	s.mu.Lock()
-	if len(s.hosts) == 0 {
-		s.mu.Unlock()
-		return nil, errors.New("agent: no libp2p host attached")
+	defer s.mu.Unlock()
+	s.sender = f
+}
+
+// send is the Sender in use.
+func (s *Service) send(ctx context.Context, p peer.ID, packed []byte) ([]byte, error) {
+	s.mu.Lock()
+	f := s.sender
+	var h host.Host
+	if len(s.hosts) > 0 {
+		h = s.hosts[0]
 	}
-	h := s.hosts[0]
 	s.mu.Unlock()
+	switch {
+	case f != nil:
+		return f(ctx, p, packed)
+	case h != nil:
+		return transport.SendLibp2p(ctx, h, p, packed)
+	}
+	return nil, errors.New("agent: no libp2p host attached and no sender set")
+}
+
+// Request sends m from this node to the node whose DID is to, authcrypted
+// over the stream binding (the Sender picks the transport), asking for
+// the answer on the same stream, and returns the answer. A problem report
+// comes back as a *didcomm.Problem with the peer's code and comment.
+func (s *Service) Request(ctx context.Context, to string, m *didcomm.Message) (*didcomm.Message, error) {
 	p, err := identity.PeerIDFromDID(to)
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
@@ -86,7 +113,7 @@ func (s *Service) Request(ctx context.Context, to string, m *didcomm.Message) (*
 	if err != nil {
 		return nil, err
 	}
-	raw, err := transport.SendLibp2p(ctx, h, p, packed)
+	raw, err := s.send(ctx, p, packed)
 	if err != nil {
 		return nil, err
 	}

@@ -52,6 +52,7 @@ type Service struct {
 	mu       sync.Mutex
 	hosts    []host.Host
 	handlers map[string]Handler // by protocol identifier (protocols.go)
+	sender   Sender             // how Request sends; nil: libp2p (protocols.go)
 	meter    *meter.Meter       // counts pickup deliveries (protocols.go)
 	closed   bool
 }
@@ -255,6 +256,21 @@ func (s *Service) serveInvitation(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", didcomm.MediaTypePlain)
 	_, _ = w.Write(out)
+}
+
+// HandleFrom is Handle for a message from a sender that the transport
+// authenticated but that no per-peer bound of its own covers (a peer over
+// iroh: key "iroh:ENDPOINT_ID"): the /didcomm endpoint's per-address
+// limits apply with from as the address (spec/limits.md). Over them the
+// answer is a problem report with code e.p.me.res.rate-limited, and the
+// error says so.
+func (s *Service) HandleFrom(ctx context.Context, from string, packed []byte) ([]byte, error) {
+	release, _, p := s.limits.admit(from)
+	if p != nil {
+		return s.problem(nil, p), p
+	}
+	defer release()
+	return s.Handle(withSenderAddr(ctx, from), packed)
 }
 
 // Handle processes one packed message and returns the packed answer for

@@ -425,3 +425,53 @@ func TestLibp2pBinding(t *testing.T) {
 		t.Fatal("stream protocol still served after Close")
 	}
 }
+
+// TestRequestThroughSenderAndHandleFrom: Request sends through the Sender
+// the node set (here straight into another Service's HandleFrom, as the
+// node's iroh side does), and HandleFrom bounds one sender's messages in
+// flight as the /didcomm endpoint bounds one address, while another
+// sender still gets through.
+func TestRequestThroughSenderAndHandleFrom(t *testing.T) {
+	a, _ := newService(t, t.TempDir())
+	defer a.Close()
+	b, bKey := newService(t, t.TempDir())
+	defer b.Close()
+	l := DefaultLimits()
+	l.MaxInFlightPerAddr = 1
+	b.SetLimits(l)
+	var sent []peer.ID
+	a.SetSender(func(ctx context.Context, p peer.ID, packed []byte) ([]byte, error) {
+		sent = append(sent, p)
+		return b.HandleFrom(ctx, "iroh:alice", packed)
+	})
+	ping, _ := trustping.NewPing(a.DID(), bKey.DID())
+	got, err := a.Request(context.Background(), bKey.DID(), ping)
+	if err != nil || !trustping.IsResponseTo(got, ping.ID) {
+		t.Fatalf("Request through the Sender: %+v %v", got, err)
+	}
+	if len(sent) != 1 || sent[0] != bKey.PeerID() {
+		t.Fatalf("the Sender was asked for %v, want b's PeerID", sent)
+	}
+
+	// One message of "iroh:alice" in flight: a second is refused with
+	// rate-limited, one from "iroh:bob" is not.
+	release, _, p := b.limits.admit("iroh:alice")
+	if p != nil {
+		t.Fatal(p)
+	}
+	defer release()
+	alice := newPeer(t)
+	pingB, _ := trustping.NewPing(alice.key.DID(), bKey.DID())
+	packed, err := alice.packer.Pack(pingB, didcomm.PackOptions{Mode: didcomm.ModeAuthcrypt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := b.HandleFrom(context.Background(), "iroh:alice", packed)
+	var prob *didcomm.Problem
+	if !errors.As(err, &prob) || prob.Code != didcomm.CodeRateLimited || !bytes.Contains(out, []byte(didcomm.CodeRateLimited)) {
+		t.Fatalf("a second message in flight from one sender: %v %s", err, out)
+	}
+	if out, err := b.HandleFrom(context.Background(), "iroh:bob", packed); err != nil || len(out) == 0 {
+		t.Fatalf("another sender was refused: %v", err)
+	}
+}

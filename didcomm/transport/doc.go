@@ -17,7 +17,8 @@
 // answer) and closes. A frame is an unsigned varint length (as libp2p's own
 // protocols frame messages) followed by that many bytes; lengths over the
 // named bound are refused before reading. spec/didcomm.md § Transports has
-// the rules.
+// the rules. The same framing runs over iroh (spec/iroh.md): Serve and
+// Exchange take any Stream.
 //
 // It moves bytes; what they mean is didcomm/agent's business.
 package transport

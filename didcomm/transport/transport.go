@@ -110,28 +110,75 @@ func ReadFrame(r *bufio.Reader, max int) ([]byte, error) {
 	return b, nil
 }
 
+// Stream is what the stream binding runs on: a libp2p stream, or an iroh
+// bi-stream under the ALPN of ProtocolID's name (spec/iroh.md). The
+// framing is the same on both.
+type Stream interface {
+	io.ReadWriter
+	// CloseWrite finishes the sending half.
+	CloseWrite() error
+	// Reset abandons the stream in both directions.
+	Reset() error
+	SetDeadline(time.Time) error
+}
+
+// Serve answers one message on s: one frame in, the handler's answer as
+// one frame out (an empty frame for none). ctx bounds the handler, which
+// gets at most StreamTimeout; the caller closes s.
+func Serve(ctx context.Context, s Stream, handle Handler) {
+	_ = s.SetDeadline(time.Now().Add(StreamTimeout))
+	in, err := ReadFrame(bufio.NewReader(s), MaxFrameBytes)
+	if err != nil {
+		_ = s.Reset()
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, StreamTimeout)
+	defer cancel()
+	out, err := handle(sctx, in)
+	if err != nil && out == nil {
+		_ = s.Reset()
+		return
+	}
+	if err := WriteFrame(s, out); err != nil {
+		_ = s.Reset()
+	}
+}
+
+// Exchange sends packed on s, a stream just opened to a node, and returns
+// its answer (nil when it sent an empty frame). s is reset when ctx ends
+// first or the exchange fails; the caller closes it.
+func Exchange(ctx context.Context, s Stream, packed []byte) ([]byte, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		_ = s.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
+	defer stop()
+	if err := WriteFrame(s, packed); err != nil {
+		_ = s.Reset()
+		return nil, fmt.Errorf("transport: send: %w", err)
+	}
+	if err := s.CloseWrite(); err != nil {
+		_ = s.Reset()
+		return nil, fmt.Errorf("transport: send: %w", err)
+	}
+	out, err := ReadFrame(bufio.NewReader(s), MaxFrameBytes)
+	if err != nil {
+		_ = s.Reset()
+		return nil, fmt.Errorf("transport: answer: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
+}
+
 // ServeLibp2p registers the stream protocol on h. ctx bounds the handler
 // calls (cancel it, or RemoveLibp2p, at shutdown); each stream is handled
 // on the goroutine libp2p gives it and ends within StreamTimeout.
 func ServeLibp2p(ctx context.Context, h host.Host, handle Handler) {
 	h.SetStreamHandler(ProtocolID, func(s network.Stream) {
 		defer s.Close()
-		_ = s.SetDeadline(time.Now().Add(StreamTimeout))
-		in, err := ReadFrame(bufio.NewReader(s), MaxFrameBytes)
-		if err != nil {
-			_ = s.Reset()
-			return
-		}
-		sctx, cancel := context.WithTimeout(ctx, StreamTimeout)
-		defer cancel()
-		out, err := handle(sctx, in)
-		if err != nil && out == nil {
-			_ = s.Reset()
-			return
-		}
-		if err := WriteFrame(s, out); err != nil {
-			_ = s.Reset()
-		}
+		Serve(ctx, s, handle)
 	})
 }
 
@@ -146,26 +193,9 @@ func SendLibp2p(ctx context.Context, h host.Host, p peer.ID, packed []byte) ([]b
 		return nil, fmt.Errorf("transport: open stream to %s: %w", p, err)
 	}
 	defer s.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = s.SetDeadline(dl)
-	}
-	stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
-	defer stop()
-	if err := WriteFrame(s, packed); err != nil {
-		_ = s.Reset()
-		return nil, fmt.Errorf("transport: send to %s: %w", p, err)
-	}
-	if err := s.CloseWrite(); err != nil {
-		_ = s.Reset()
-		return nil, fmt.Errorf("transport: send to %s: %w", p, err)
-	}
-	out, err := ReadFrame(bufio.NewReader(s), MaxFrameBytes)
+	out, err := Exchange(ctx, s, packed)
 	if err != nil {
-		_ = s.Reset()
-		return nil, fmt.Errorf("transport: answer from %s: %w", p, err)
-	}
-	if len(out) == 0 {
-		return nil, nil
+		return nil, fmt.Errorf("transport: %s: %w", p, err)
 	}
 	return out, nil
 }

@@ -11,6 +11,14 @@
 // bi-stream, accepted or dialled, is one further socket connection
 // ("stream") whose bytes after the line are the stream's bytes; a
 // half-close on either side is a QUIC finish.
+//
+// Each stream costs the node a file descriptor, so the helper bounds what
+// remote endpoints open (the node's "limits", spec/limits.md): inbound
+// connections in all and per endpoint, streams in all (both ways) and
+// inbound streams per endpoint and per endpoint and ALPN. Over a bound a
+// connection is closed and a stream reset, and the node is told
+// ("refused", gathered per endpoint and reason) so that it scores the
+// endpoint down; an endpoint the node bans ("ban") is refused outright.
 import net from 'node:net'
 import readline from 'node:readline'
 import { Endpoint, EndpointAddr, EndpointId, RelayMode } from '@number0/iroh'
@@ -28,6 +36,14 @@ const maxPending = 1024 * 1024
 const maxLineBytes = 64 * 1024
 // How often addresses and connection paths are looked at.
 const pollMs = 1000
+// How often refusals are reported, and the most endpoints held between
+// two reports.
+const refusedMs = 500
+const maxRefusing = 1024
+// The most banned endpoints remembered.
+const maxBanned = 4096
+// QUIC application error code of a refused connection or stream.
+const refusedCode = 429n
 
 let endpoint = null
 let relays = new Set()
@@ -36,6 +52,67 @@ let nextConn = 1
 // Outgoing connections, reused per remote and ALPN: iroh connections are
 // per ALPN, and a QUIC connection carries many bi-streams.
 const outgoing = new Map()
+
+// The bounds (the node's config replaces them) and what counts against
+// them.
+let limits = { streams: 256, streams_per_peer: 16, streams_per_protocol: 8, conns: 1024, conns_per_peer: 8 }
+let openStreams = 0
+let inConns = 0
+const peerConns = new Map() // remote -> inbound connections
+const peerStreams = new Map() // remote -> inbound streams
+const protoStreams = new Map() // remote + ' ' + alpn -> inbound streams
+const inbound = new Map() // remote -> Set of inbound connections
+const banned = new Map() // remote -> until (ms since the epoch)
+const refusing = new Map() // remote -> Map(reason -> count)
+
+function add (m, k, d) {
+  const n = (m.get(k) || 0) + d
+  if (n <= 0) m.delete(k); else m.set(k, n)
+}
+
+function isBanned (remote) {
+  const until = banned.get(remote)
+  if (until === undefined) return false
+  if (Date.now() < until) return true
+  banned.delete(remote)
+  return false
+}
+
+// refuse gathers a refusal for the next report.
+function refuse (remote, why) {
+  let r = refusing.get(remote)
+  if (!r) { r = new Map(); refusing.set(remote, r) }
+  add(r, why, 1)
+  if (refusing.size >= maxRefusing) reportRefused()
+}
+
+function reportRefused () {
+  for (const [remote, r] of refusing) {
+    for (const [why, n] of r) send({ t: 'refused', remote, why, n })
+  }
+  refusing.clear()
+}
+
+function ban (id, until) {
+  if (banned.size >= maxBanned && !banned.has(id)) banned.delete(banned.keys().next().value)
+  banned.set(id, until)
+  for (const conn of inbound.get(id) || []) conn.close(refusedCode, Array.from(Buffer.from('banned')))
+  for (const [key, p] of outgoing) {
+    if (key.startsWith(id + ' ')) {
+      outgoing.delete(key)
+      p.then((c) => c.close(refusedCode, Array.from(Buffer.from('banned')))).catch(() => {})
+    }
+  }
+}
+
+// streamRefusal says why an inbound stream of remote on alpn is over a
+// bound, or ''.
+function streamRefusal (remote, alpn) {
+  if (openStreams >= limits.streams) return 'streams'
+  if ((peerStreams.get(remote) || 0) >= limits.streams_per_peer) return 'peer_streams'
+  if ((protoStreams.get(remote + ' ' + alpn) || 0) >= limits.streams_per_protocol) return 'protocol_streams'
+  return ''
+}
 
 const control = net.createConnection(sockPath)
 control.on('error', (e) => fatal('control socket: ' + e.message))
@@ -57,11 +134,14 @@ lines.on('line', (line) => {
   if (msg.t === 'config') return configure(msg).catch((e) => fatal('bind: ' + e.message))
   if (msg.t === 'dial') return dial(msg)
   if (msg.t === 'relays') return setRelays(msg.relays || []).catch((e) => send({ t: 'error', err: 'relays: ' + e.message }))
+  if (msg.t === 'ban') return ban(msg.id, msg.until)
   if (msg.t === 'close') return shutdown()
   send({ t: 'error', err: 'unknown control message ' + JSON.stringify(msg.t) })
 })
 
 async function configure (msg) {
+  if (msg.limits) limits = msg.limits
+  setInterval(reportRefused, refusedMs).unref()
   const b = Endpoint.builder()
   // Minimal: no discovery service, no DNS, no n0 relays. Relays are only
   // the ones the node names.
@@ -133,20 +213,83 @@ async function acceptLoop () {
   for (;;) {
     const inc = await endpoint.acceptNext()
     if (!inc) return
+    // Handshakes count against the bound: its remote is not known yet.
+    if (inConns >= limits.conns) {
+      inc.refuse().catch(() => {})
+      refuse('', 'conns')
+      continue
+    }
+    inConns++
     ;(async () => {
-      const acc = await inc.accept()
-      const conn = await acc.connect()
-      const alpn = Buffer.from(conn.alpn()).toString()
-      if (!alpns.has(alpn)) { conn.close(0n, Array.from(Buffer.from('unknown alpn'))); return }
-      track(conn, 'in')
-      const remote = conn.remoteId().toString()
-      for (;;) {
-        let bi
-        try { bi = await conn.acceptBi() } catch { return }
-        pipe(bi, { t: 'stream', token, req: 0, alpn, remote })
+      let conn
+      try {
+        conn = await (await inc.accept()).connect()
+      } catch {
+        inConns--
+        return
       }
+      serveConn(conn)
     })().catch(() => {})
   }
+}
+
+// serveConn takes an inbound connection, if it is within the bounds, and
+// pipes each stream it opens to the node, if that is.
+function serveConn (conn) {
+  const alpn = Buffer.from(conn.alpn()).toString()
+  const remote = conn.remoteId().toString()
+  const close = (why) => {
+    inConns--
+    conn.close(refusedCode, Array.from(Buffer.from(why)))
+  }
+  if (!alpns.has(alpn)) return close('unknown alpn')
+  if (isBanned(remote)) {
+    refuse(remote, 'banned')
+    return close('banned')
+  }
+  if ((peerConns.get(remote) || 0) >= limits.conns_per_peer) {
+    refuse(remote, 'peer_conns')
+    return close('too many connections')
+  }
+  add(peerConns, remote, 1)
+  let set = inbound.get(remote)
+  if (!set) { set = new Set(); inbound.set(remote, set) }
+  set.add(conn)
+  // QUIC's own credit: the peer cannot open more streams at once on this
+  // connection (one ALPN) than its share.
+  try { conn.setMaxConcurrentBiStreams(BigInt(limits.streams_per_protocol)) } catch {}
+  track(conn, 'in')
+  conn.closed().catch(() => {}).then(() => {
+    inConns--
+    add(peerConns, remote, -1)
+    set.delete(conn)
+    if (set.size === 0 && inbound.get(remote) === set) inbound.delete(remote)
+  })
+  ;(async () => {
+    for (;;) {
+      let bi
+      try { bi = await conn.acceptBi() } catch { return }
+      if (isBanned(remote)) {
+        refuse(remote, 'banned')
+        conn.close(refusedCode, Array.from(Buffer.from('banned')))
+        return
+      }
+      const why = streamRefusal(remote, alpn)
+      if (why) {
+        refuse(remote, why)
+        bi.send.reset(refusedCode).catch(() => {})
+        bi.recv.stop(refusedCode).catch(() => {})
+        continue
+      }
+      const key = remote + ' ' + alpn
+      add(peerStreams, remote, 1)
+      add(protoStreams, key, 1)
+      pipe(bi, { t: 'stream', token, req: 0, alpn, remote }, null, () => {
+        add(peerStreams, remote, -1)
+        add(protoStreams, key, -1)
+      })
+    }
+  })().catch(() => {})
 }
 
 async function connection (msg) {
@@ -169,6 +312,7 @@ async function connection (msg) {
 
 async function dial (msg) {
   if (!endpoint) return send({ t: 'dialerr', req: msg.req, err: 'endpoint not bound yet' })
+  if (openStreams >= limits.streams) return send({ t: 'dialerr', req: msg.req, err: 'the node\'s iroh streams are at their bound' })
   try {
     const conn = await connection(msg)
     let bi
@@ -196,9 +340,15 @@ async function dial (msg) {
 
 // pipe joins one iroh bi-stream to a new socket connection to the node.
 // A failure resets the iroh stream and closes the socket; onFail, if set,
-// is told.
-function pipe (bi, header, onFail) {
+// is told. The stream counts against limits.streams until the socket
+// closes; onDone, if set, is told then.
+function pipe (bi, header, onFail, onDone) {
   const sock = net.createConnection({ path: sockPath, allowHalfOpen: true })
+  openStreams++
+  sock.once('close', () => {
+    openStreams--
+    if (onDone) onDone()
+  })
   let failed = false
   const fail = () => {
     if (failed) return

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -21,6 +22,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"fleetmesh.org/fleetmesh/clientaddr"
+	"fleetmesh.org/fleetmesh/descriptor"
 )
 
 // inboundPerRound and inboundBurst bound the exchanges one peer may
@@ -51,7 +53,29 @@ type Info struct {
 	// Class is the class the node declares (anchor, home or leaf), for
 	// operators' counts; the mesh decides nothing on it.
 	Class string
+	// Iroh is the node's iroh address (spec/iroh.md), nil if it lists
+	// none: how a node with no libp2p address is reached.
+	Iroh *descriptor.IrohAddr
+	// IrohRelay is the URL of the iroh relay an anchor offers, "" for
+	// none.
+	IrohRelay string
 }
+
+// Stream is one peer exchange stream on whichever transport carries it:
+// a libp2p stream, or an iroh bi-stream under the ALPN of Protocol's name
+// (spec/iroh.md). The messages are the same on both.
+type Stream interface {
+	io.ReadWriteCloser
+	// CloseWrite finishes the sending half.
+	CloseWrite() error
+	// Reset abandons the stream in both directions.
+	Reset() error
+	SetDeadline(time.Time) error
+}
+
+// Dialer opens a peer exchange stream to id over whichever transport
+// reaches it (the node's transport chooser).
+type Dialer func(ctx context.Context, id peer.ID) (Stream, error)
 
 // Verifier checks a signed node descriptor (opaque to peer exchange) and
 // returns what it says. It must refuse descriptors that are not signed
@@ -162,6 +186,10 @@ type Service struct {
 
 	// met is set once an exchange with a peer has completed, either way.
 	met bool
+	// dial and extra are set by SetTransport: how exchanges open streams
+	// (nil: libp2p), and the peers reached over another transport.
+	dial  Dialer
+	extra func() []peer.ID
 
 	news news
 }
@@ -204,17 +232,47 @@ func (p *Service) SetSelf(raw []byte) error {
 	return nil
 }
 
-// Handle answers an exchange a peer started (spec/mesh-discovery.md): read
-// its offer, answer with ours and what we want of theirs, read the
-// descriptors we wanted and what it wants of ours, send those. It is the
-// stream handler of Protocol.
-func (p *Service) Handle(s network.Stream) {
+// SetTransport makes exchanges open their streams with d (nil: libp2p
+// alone) and adds the peers extra lists (nil: none) to Speakers: peers a
+// node reaches over another transport (iroh), which the maintenance round
+// and the spreading of news then exchange with too. It may be called
+// while the Service runs.
+func (p *Service) SetTransport(d Dialer, extra func() []peer.ID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dial, p.extra = d, extra
+}
+
+// Libp2pStream opens a peer exchange stream to id over libp2p: what a
+// Dialer falls back to.
+func (p *Service) Libp2pStream(ctx context.Context, id peer.ID) (Stream, error) {
+	return p.h.NewStream(ctx, id, Protocol)
+}
+
+func (p *Service) open(ctx context.Context, id peer.ID) (Stream, error) {
+	p.mu.Lock()
+	d := p.dial
+	p.mu.Unlock()
+	if d != nil {
+		return d(ctx, id)
+	}
+	return p.Libp2pStream(ctx, id)
+}
+
+// Handle answers an exchange a peer started over libp2p: the stream
+// handler of Protocol.
+func (p *Service) Handle(s network.Stream) { p.ServeStream(s, s.Conn().RemotePeer()) }
+
+// ServeStream answers an exchange remote started (spec/mesh-discovery.md):
+// read its offer, answer with ours and what we want of theirs, read the
+// descriptors we wanted and what it wants of ours, send those. remote is
+// the peer the transport authenticated; ServeStream closes s.
+func (p *Service) ServeStream(s Stream, remote peer.ID) {
 	defer s.Close()
 	if err := s.SetDeadline(time.Now().Add(p.cfg.Timeout)); err != nil {
 		s.Reset()
 		return
 	}
-	remote := s.Conn().RemotePeer()
 	if ok, _ := p.inbound.Allow(string(remote)); !ok {
 		p.hooks.Penalize(remote, Flood)
 		s.Reset()
@@ -250,12 +308,12 @@ func (p *Service) Handle(s network.Stream) {
 	}
 }
 
-// Exchange swaps descriptors with id, a connected peer. It returns how
-// many new or newer descriptors it learnt.
+// Exchange swaps descriptors with id, a peer a transport reaches. It
+// returns how many new or newer descriptors it learnt.
 func (p *Service) Exchange(ctx context.Context, id peer.ID) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
-	s, err := p.h.NewStream(ctx, id, Protocol)
+	s, err := p.open(ctx, id)
 	if err != nil {
 		return 0, fmt.Errorf("peerexchange: exchange with %s: %w", id, err)
 	}
@@ -563,6 +621,32 @@ func (p *Service) Relays(n int) []peer.AddrInfo {
 	}
 	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
 	return out[:min(n, len(out))]
+}
+
+// Infos returns what the unexpired descriptors held say, this node's own
+// left out, in no particular order.
+func (p *Service) Infos() []Info {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	out := make([]Info, 0, len(p.known))
+	for _, k := range p.known {
+		if now.Before(k.info.Expires) {
+			out = append(out, k.info)
+		}
+	}
+	return out
+}
+
+// Info returns what the unexpired descriptor held for id says.
+func (p *Service) Info(id peer.ID) (Info, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k, ok := p.known[id]
+	if !ok || !time.Now().Before(k.info.Expires) {
+		return Info{}, false
+	}
+	return k.info, true
 }
 
 // IsStorageNode reports whether the descriptor held for id, expired or

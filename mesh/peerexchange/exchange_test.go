@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -269,5 +270,84 @@ func TestJoining(t *testing.T) {
 	}
 	if got := self.p.Known(); got != 4 {
 		t.Errorf("Known() = %d, want 4", got)
+	}
+}
+
+// tcpStream is a Stream on a TCP connection: another transport than
+// libp2p, as an iroh bi-stream is.
+type tcpStream struct{ *net.TCPConn }
+
+func (s tcpStream) Reset() error { return s.Close() }
+
+// TestExchangeOverAnotherTransport: with SetTransport, an exchange runs on
+// whatever stream the Dialer opens and ServeStream answers, between two
+// nodes libp2p does not connect, and the extra peers are speakers. Iroh
+// addresses and anchors' relays in descriptors reach Info.
+func TestExchangeOverAnotherTransport(t *testing.T) {
+	nodes := newNodes(t, 2, testConfig())
+	a, b := nodes[0], nodes[1]
+	for _, n := range nodes {
+		n.h.Network().ClosePeer(nodes[0].h.ID())
+		n.h.Network().ClosePeer(nodes[1].h.ID())
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go b.p.ServeStream(tcpStream{c.(*net.TCPConn)}, a.h.ID())
+		}
+	}()
+	a.p.SetTransport(func(ctx context.Context, id peer.ID) (Stream, error) {
+		if id != b.h.ID() {
+			return nil, fmt.Errorf("no route to %s", id)
+		}
+		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", ln.Addr().String())
+		if err != nil {
+			return nil, err
+		}
+		return tcpStream{c.(*net.TCPConn)}, nil
+	}, func() []peer.ID { return []peer.ID{b.h.ID(), a.h.ID()} })
+	if got := a.p.Speakers(); len(got) != 1 || got[0] != b.h.ID() {
+		t.Fatalf("speakers %v, want b alone (the extra peer, not a itself)", got)
+	}
+
+	now := time.Now().Unix()
+	d := descriptor.Descriptor{
+		DID: b.key.DID(), Class: descriptor.ClassAnchor, Seq: 1, IssuedAt: now, Expires: now + 3600,
+		Addresses: descriptor.Addresses{Iroh: &descriptor.IrohAddr{EndpointID: b.key.EndpointID(), Direct: []string{"127.0.0.1:4000"}}},
+		Offers:    descriptor.Offers{IrohRelay: &descriptor.IrohRelayOffer{URL: "https://b.example/", MaxClients: 1, BytesPerSecond: 1}},
+	}
+	s, err := descriptor.Sign(b.key, d, descriptor.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.p.SetSelf(s.JWS); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.p.SetSelf(a.sign(t, 1, false)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := a.p.Exchange(context.Background(), b.h.ID()); err != nil || n != 1 {
+		t.Fatalf("exchange over TCP learnt %d (err %v), want 1", n, err)
+	}
+	if _, ok := b.p.Descriptor(a.h.ID()); !ok {
+		t.Fatal("the serving side did not learn the starter's descriptor")
+	}
+	info, ok := a.p.Info(b.h.ID())
+	if !ok || info.Iroh == nil || info.Iroh.EndpointID != b.key.EndpointID() || info.IrohRelay != "https://b.example/" {
+		t.Fatalf("a's Info of b: %+v", info)
+	}
+	if infos := a.p.Infos(); len(infos) != 1 || infos[0].ID != b.h.ID() {
+		t.Fatalf("Infos %+v", infos)
+	}
+	if len(a.h.Network().ConnsToPeer(b.h.ID())) != 0 {
+		t.Fatal("the exchange went over libp2p")
 	}
 }

@@ -93,7 +93,8 @@ func (p *Service) Run(ctx context.Context) {
 	}
 }
 
-// Speakers are the directly connected peers that speak peer exchange.
+// Speakers are the directly connected libp2p peers that speak peer
+// exchange, and the peers SetTransport's extra lists.
 func (p *Service) Speakers() []peer.ID {
 	h := p.h
 	var out []peer.ID
@@ -103,6 +104,16 @@ func (p *Service) Speakers() []peer.ID {
 		}
 		if ok, _ := h.Peerstore().SupportsProtocols(id, Protocol); len(ok) > 0 {
 			out = append(out, id)
+		}
+	}
+	p.mu.Lock()
+	extra := p.extra
+	p.mu.Unlock()
+	if extra != nil {
+		for _, id := range extra() {
+			if id != h.ID() && !slices.Contains(out, id) {
+				out = append(out, id)
+			}
 		}
 	}
 	return out

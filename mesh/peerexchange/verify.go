@@ -35,6 +35,10 @@ func VerifyWith(v *descriptor.Verifier) Verifier {
 			Relay:   d.Class == descriptor.ClassAnchor || d.Offers.CircuitRelay != nil,
 			Storage: storage,
 			Class:   string(d.Class),
+			Iroh:    d.Addresses.Iroh,
+		}
+		if d.Offers.IrohRelay != nil && d.Class == descriptor.ClassAnchor {
+			info.IrohRelay = d.Offers.IrohRelay.URL
 		}
 		for _, s := range d.Addresses.Libp2p {
 			a, err := ma.NewMultiaddr(s)
