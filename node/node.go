@@ -238,6 +238,7 @@ func Open(opts Options) (*Node, error) {
 	if err := acct.open(opts, dc, mp.m.Host(), reg); err != nil {
 		return nil, err
 	}
+	acct.meterRelay(rl, dc)
 	ip := openIroh(opts, mp, dc)
 	if ip != nil {
 		reg.MustRegister(newIrohCollector(ip))
