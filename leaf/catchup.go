@@ -61,7 +61,7 @@ func (w *wake) nostrPart() {
 		}
 	}
 	reconciled := w.catchUpAll()
-	if w.serve && reconciled >= 0 {
+	if w.serve && reconciled >= 0 && len(w.st.Subs) > 0 {
 		for i := range w.st.Homes {
 			if i == reconciled {
 				continue

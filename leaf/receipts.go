@@ -308,12 +308,13 @@ func (d *db) receiptsJSON() ([]byte, error) {
 // receipts runs the receipt exchange with every mediating home, after the
 // pickup and catch-up: the closed windows, oldest first, each proposed by
 // the leaf (spec/leaf.md "Receipts"). A wake with less than
-// receiptReserve left defers it all to the next wake.
+// receiptReserve left defers it all to the next wake, and a home the
+// wake left as unreachable waits for a later one.
 func (w *wake) receipts() {
 	var wg sync.WaitGroup
 	for i := range w.st.Homes {
 		h := &w.st.Homes[i]
-		if !h.Mediated {
+		if !h.Mediated || w.unreachable(i) {
 			continue
 		}
 		wg.Add(1)

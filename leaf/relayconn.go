@@ -71,19 +71,20 @@ type inbound struct {
 // the home no longer mediates for the leaf) is dialled again without
 // one: that connection is anonymous and neither side counts it.
 func (w *wake) dialRelay(ctx context.Context, i int) (*relayConn, error) {
-	h := w.st.Homes[i]
+	// Only these two fields: the DIDComm part writes others meanwhile.
+	relay, did := w.st.Homes[i].Relay, w.st.Homes[i].DID
 	if w.proofs[i] {
-		rc, status, err := w.dialRelayOnce(ctx, h.Relay, true)
+		rc, status, err := w.dialRelayOnce(ctx, relay, true)
 		if status != http.StatusUnauthorized {
 			if rc != nil {
-				rc.home, rc.metered = h.DID, true
+				rc.home, rc.metered = did, true
 			}
 			return rc, err
 		}
 	}
-	rc, _, err := w.dialRelayOnce(ctx, h.Relay, false)
+	rc, _, err := w.dialRelayOnce(ctx, relay, false)
 	if rc != nil {
-		rc.home = h.DID
+		rc.home = did
 	}
 	return rc, err
 }

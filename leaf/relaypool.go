@@ -53,6 +53,10 @@ func (p *relayPool) get(i int) (*relayConn, error) {
 		p.mu.Unlock()
 		return rc, nil
 	}
+	if p.closed {
+		p.mu.Unlock()
+		return nil, errPoolClosed
+	}
 	if p.w.unreachable(i) {
 		p.mu.Unlock()
 		return nil, permanent(fmt.Errorf("relay of %s: %w", p.w.st.Homes[i].DID, errUnreachable))
