@@ -136,7 +136,7 @@ func TestKill9MidWake(t *testing.T) {
 			t.Fatalf("the leaf process exited before its wake: %v", err)
 		}
 		select {
-		case <-time.After(time.Duration(rand.IntN(700)) * time.Millisecond):
+		case <-time.After(time.Duration(rand.IntN(500)) * time.Millisecond):
 			_ = cmd.Process.Signal(syscall.SIGKILL)
 			<-done
 			select {
