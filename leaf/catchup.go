@@ -144,9 +144,11 @@ func (w *wake) reconcileWith(i int) {
 	}
 }
 
+// homeIndex is the index of the home with did. It reads only the DID: the
+// DIDComm part writes other fields of the homes meanwhile.
 func (w *wake) homeIndex(did string) int {
-	for i, h := range w.st.Homes {
-		if h.DID == did {
+	for i := range w.st.Homes {
+		if w.st.Homes[i].DID == did {
 			return i
 		}
 	}
