@@ -14,7 +14,9 @@ import (
 // one window and wakes again only after two more have closed. Its next
 // wake co-signs the receipt, and `fleetmesh receipts --home HOME --node
 // LEAF_DID --verify` verifies the leaf's chain at the home, with the
-// pickups counted on both sides.
+// pickups counted on both sides, and the events its catch-up fetched on
+// the relay connection its DPoP proof named counted alike (events and
+// bytes) by the node and the leaf.
 func TestLeafAccountingReceipts(t *testing.T) {
 	home := newHome(t, accountingConfig)
 	n := startNode(t, home)
@@ -25,9 +27,14 @@ func TestLeafAccountingReceipts(t *testing.T) {
 		t.Fatalf("didcomm invite: %v\n%s", err, errOut)
 	}
 	leafHome := newHome(t, "") // its node.key is the leaf's key
+	author, err := newUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	filter := fmt.Sprintf(`{"authors":[%q]}`, author.pubHex)
 	wake := func() map[string]any {
 		t.Helper()
-		out, errOut, err := cli(t, "leaf", "--home", leafHome, "--pair", strings.TrimSpace(inv), "--once", "--window", "2s", "--budget", "15s")
+		out, errOut, err := cli(t, "leaf", "--home", leafHome, "--pair", strings.TrimSpace(inv), "--subscribe", filter, "--once", "--window", "2s", "--budget", "15s")
 		if err != nil {
 			t.Fatalf("leaf --once: %v\n%s", err, errOut)
 		}
@@ -46,6 +53,20 @@ func TestLeafAccountingReceipts(t *testing.T) {
 	// Queue and pick up in the middle of a window, so both sides count
 	// the pickup in the same one.
 	time.Sleep(time.Until(time.Now().Truncate(2 * time.Second).Add(2*time.Second + 300*time.Millisecond)))
+	c, err := dial(t.Context(), n.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		ev, err := author.sign(1, randomContent("for the leaf"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := publishOne(c, ev); err != nil || !ok.Accepted {
+			t.Fatalf("publish: %v %+v", err, ok)
+		}
+	}
+	c.Close()
 	for i := 0; i < 3; i++ {
 		msg := fmt.Sprintf(`{"type":"https://didcomm.org/basicmessage/2.0/message","body":{"content":"%d"}}`, i)
 		cmd := exec.Command(binary, "didcomm", "send", "--home", sender, "--to", leafDID, "--via", url)
@@ -54,8 +75,8 @@ func TestLeafAccountingReceipts(t *testing.T) {
 			t.Fatalf("didcomm send: %v\n%s", err, out)
 		}
 	}
-	if s := wake(); s["picked_up"] != float64(3) {
-		t.Fatalf("wake picked up %v, want 3", s["picked_up"])
+	if s := wake(); s["picked_up"] != float64(3) || s["events_fetched"] != float64(2) {
+		t.Fatalf("wake picked up %v and fetched %v, want 3 and 2", s["picked_up"], s["events_fetched"])
 	}
 	time.Sleep(5 * time.Second) // asleep over two window closes
 	if s := wake(); s["receipts"] != float64(1) || s["receipts_left"] != float64(0) {
@@ -69,6 +90,8 @@ func TestLeafAccountingReceipts(t *testing.T) {
 	type side struct {
 		Gave, Received struct {
 			MediationMessages uint64 `json:"mediation_messages"`
+			Events            uint64 `json:"events"`
+			Bytes             uint64 `json:"bytes"`
 		}
 	}
 	var full []struct {
@@ -86,5 +109,8 @@ func TestLeafAccountingReceipts(t *testing.T) {
 	}
 	if homeSide.Gave.MediationMessages != 3 || leafSide.Received.MediationMessages != 3 {
 		t.Fatalf("home gave %d, leaf received %d mediated messages, want 3 each (home %s)", homeSide.Gave.MediationMessages, leafSide.Received.MediationMessages, homeDID)
+	}
+	if homeSide.Gave.Events != 2 || homeSide.Gave != leafSide.Received || homeSide.Gave.Bytes == 0 {
+		t.Fatalf("home gave %+v, leaf received %+v: want the 2 fetched events and their bytes on both sides", homeSide.Gave, leafSide.Received)
 	}
 }

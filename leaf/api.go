@@ -50,12 +50,15 @@ type Config struct {
 	// DisputePeriodSecs is how long after a window's end the leaf keeps
 	// proposing its receipt before it reports the window disputed.
 	DisputePeriodSecs int64
+	// ServeBytes bounds the events one wake serves from the leaf's cache
+	// to its homes, when the app allows serving (Leaf.SetServe).
+	ServeBytes int64
 }
 
 // NewConfig returns the defaults with dir.
 func NewConfig(dir string) *Config {
 	return &Config{Dir: dir, BudgetMs: DefaultBudgetMs, MaxStoreBytes: DefaultMaxStoreBytes, Eviction: EvictOldest, DeliveryBatch: DefaultDeliveryBatch,
-		WindowSecs: DefaultWindowSecs, DisputePeriodSecs: DefaultDisputePeriodSecs}
+		WindowSecs: DefaultWindowSecs, DisputePeriodSecs: DefaultDisputePeriodSecs, ServeBytes: DefaultServeBytes}
 }
 
 func (c Config) filled() (Config, error) {
@@ -76,6 +79,9 @@ func (c Config) filled() (Config, error) {
 	}
 	if c.DisputePeriodSecs <= 0 {
 		c.DisputePeriodSecs = DefaultDisputePeriodSecs
+	}
+	if c.ServeBytes <= 0 {
+		c.ServeBytes = DefaultServeBytes
 	}
 	switch c.Eviction {
 	case "":
@@ -102,7 +108,7 @@ type Ranker interface {
 }
 
 // Progress receives a wake's progress: stage is "dial", "pickup",
-// "catchup", "outbox", "receipts" or "done"; done and total count that stage's items
+// "catchup", "outbox", "serve", "receipts" or "done"; done and total count that stage's items
 // (total is -1 while unknown). It is called from the wake's goroutines,
 // one call at a time, and must return quickly.
 type Progress interface {
@@ -157,6 +163,9 @@ type Summary struct {
 	// wake (not ready at the home, in dispute, or no time left).
 	Receipts     int64 `json:"receipts"`
 	ReceiptsLeft int64 `json:"receipts_left"`
+	// EventsServed is events from the leaf's cache its homes accepted in
+	// this wake (serving, Leaf.SetServe).
+	EventsServed int64 `json:"events_served"`
 	// Stalls counts exchanges abandoned because the network went silent.
 	Stalls int64 `json:"stalls"`
 	// Cancelled says the wake was cancelled or ran out of budget.

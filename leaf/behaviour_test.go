@@ -95,6 +95,12 @@ func TestBlackholeThenRestore(t *testing.T) {
 	if !sum.CaughtUp || sum.PickedUp != 40 || sum.Stalls != 0 {
 		t.Fatalf("wake after restore: %s", sum.JSON())
 	}
+	// A wake that waited on a stale socket would have its first pickup
+	// after exchangeTimeout at least; on new connections it comes
+	// within one dial's time.
+	if sum.FirstPickupMs < 0 || sum.FirstPickupMs >= dialTimeout.Milliseconds() {
+		t.Fatalf("first pickup after %d ms: not within one dial's timeout (%s) of the wake's start", sum.FirstPickupMs, dialTimeout)
+	}
 	if got := p.Stats().Conns - before; got != sum.Connections || got == 0 {
 		t.Fatalf("proxy saw %d new connections, the leaf dialed %d", got, sum.Connections)
 	}

@@ -2,15 +2,14 @@ package leaf
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"fleetmesh.org/fleetmesh/negentropy"
 	"fleetmesh.org/fleetmesh/nostr"
+	"fleetmesh.org/fleetmesh/receipt"
 )
 
 // Bounds of a catch-up.
@@ -33,91 +32,127 @@ const (
 	publishWindow = 16
 )
 
-// nostrPart catches up every subscription and flushes the outbox events
-// against the first home relay that answers, redialling (every home in
-// parallel) when the connection fails.
+// nostrPart is the wake's Nostr side: the outbox events to every home
+// that answers, the catch-up of every subscription against one home (the
+// first to connect; another when it fails), and, where the app allows
+// serving, every subscription reconciled with every other home reached.
+// A wake with no subscription and no outbox event opens no relay
+// connection.
 func (w *wake) nostrPart() {
-	done := make([]bool, len(w.st.Subs))
-	flushed := false
-	err := w.retry(func() error {
-		rc, err := w.dialFirstRelay()
-		if err != nil {
-			return err
-		}
-		defer rc.close()
-		w.l.progress.report("dial", 1, 1)
-		// The outbox first: it is small, and what the user wrote offline
-		// should leave before the wake can be cut short.
-		if !flushed {
-			if err := w.flushEvents(rc); err != nil {
-				return err
-			}
-			flushed = true
-		}
-		for i := range w.st.Subs {
-			if done[i] {
-				continue
-			}
-			if err := w.catchUp(rc, i); err != nil {
-				return err
-			}
-			done[i] = true
-			w.l.progress.report("catchup", int64(i+1), int64(len(w.st.Subs)))
-		}
-		return nil
-	})
+	evs, es, err := w.outboxEvents()
 	if err != nil {
-		w.fail(fmt.Errorf("leaf: catch-up: %w", err))
+		w.fail(fmt.Errorf("leaf: outbox: %w", err))
 		return
 	}
+	if len(w.st.Subs) == 0 && len(evs) == 0 {
+		w.setCaught()
+		return
+	}
+	w.relays = newRelayPool(w)
+	defer w.relays.closeAll()
+	var wg sync.WaitGroup
+	if len(evs) > 0 {
+		for i := range w.st.Homes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				w.outboxTo(i, evs, es)
+			}()
+		}
+	}
+	reconciled := w.catchUpAll()
+	if w.serve && reconciled >= 0 && len(w.st.Subs) > 0 {
+		for i := range w.st.Homes {
+			if i == reconciled {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				w.reconcileWith(i)
+			}()
+		}
+	}
+	wg.Wait()
+}
+
+func (w *wake) setCaught() {
 	w.mu.Lock()
 	w.caught = true
 	w.mu.Unlock()
 }
 
-// dialFirstRelay dials every home's relay at once and keeps the first
-// that connects.
-func (w *wake) dialFirstRelay() (*relayConn, error) {
-	type result struct {
-		rc  *relayConn
-		err error
-	}
-	results := make(chan result, len(w.st.Homes))
-	for _, h := range w.st.Homes {
-		w.bg.Add(1)
-		go func() {
-			defer w.bg.Done()
-			rc, err := w.dialRelay(h.Relay)
-			results <- result{rc, err}
-		}()
-	}
-	var first *relayConn
-	var errs []error
-	for range w.st.Homes {
-		r := <-results
-		switch {
-		case r.err != nil:
-			errs = append(errs, r.err)
-		case first == nil:
-			first = r.rc
-		default:
-			r.rc.close()
+// catchUpAll catches up every subscription against whichever home relay
+// is live or connects first, going on with another when that one fails
+// (NIP-77 reconciles only what is still missing). It returns the index
+// of the home that finished it (-1 if none did).
+func (w *wake) catchUpAll() int {
+	done := make([]bool, len(w.st.Subs))
+	finished := -1
+	err := w.retry(func() error {
+		rc, err := w.relays.any()
+		if err != nil {
+			return err
 		}
-		if first != nil {
-			// The others are closed as they connect, off this path.
-			w.bg.Add(1)
-			go func(n int) {
-				defer w.bg.Done()
-				for ; n > 0; n-- {
-					if r := <-results; r.rc != nil {
-						r.rc.close()
-					}
-				}
-			}(len(w.st.Homes) - 1 - len(errs))
-			return first, nil
+		w.l.progress.report("dial", 1, 1)
+		for i := range w.st.Subs {
+			if done[i] {
+				continue
+			}
+			if err := w.catchUp(rc, i); err != nil {
+				w.relays.drop(rc)
+				return err
+			}
+			done[i] = true
+			w.l.progress.report("catchup", int64(i+1), int64(len(w.st.Subs)))
+		}
+		finished = w.homeIndex(rc.home)
+		return nil
+	})
+	if err != nil {
+		w.fail(fmt.Errorf("leaf: catch-up: %w", err))
+		return -1
+	}
+	w.setCaught()
+	return finished
+}
+
+// reconcileWith reconciles every subscription with home i as the
+// catch-up does (fetching what the leaf lacks, serving what the home
+// lacks): the serving pass over the homes the catch-up did not use.
+func (w *wake) reconcileWith(i int) {
+	done := make([]bool, len(w.st.Subs))
+	err := w.retryHome(i, func() error {
+		rc, err := w.relays.get(i)
+		if err != nil {
+			return err
+		}
+		for j := range w.st.Subs {
+			if done[j] {
+				continue
+			}
+			if err := w.catchUp(rc, j); err != nil {
+				w.relays.drop(rc)
+				return err
+			}
+			done[j] = true
+		}
+		return nil
+	})
+	if err != nil {
+		w.fail(fmt.Errorf("leaf: serving %s: %w", w.st.Homes[i].DID, err))
+	}
+}
+
+// homeIndex is the index of the home with did. It reads only the DID: the
+// DIDComm part writes other fields of the homes meanwhile.
+func (w *wake) homeIndex(did string) int {
+	for i := range w.st.Homes {
+		if w.st.Homes[i].DID == did {
+			return i
 		}
 	}
-	return nil, errors.Join(errs...)
+	return -1
 }
 
 // catchUp brings subscription i up to date: NIP-77 first, since windows
@@ -129,9 +164,12 @@ func (w *wake) catchUp(rc *relayConn, i int) error {
 		return permanent(err)
 	}
 	started := time.Now().Unix()
-	need, err := w.reconcile(rc, &f)
+	need, have, err := w.reconcile(rc, &f)
 	if err == nil {
 		if err := w.fetch(rc, &f, need); err != nil {
+			return err
+		}
+		if err := w.serveEvents(rc, have); err != nil {
 			return err
 		}
 		w.setMethod("negentropy")
@@ -167,37 +205,38 @@ func (w *wake) saveSub(sub *subState, fn func(*subState)) error {
 }
 
 // reconcile runs NIP-77 for f with the local events (and the ids evicted
-// from them) as our set, and returns the ids only the relay has.
-func (w *wake) reconcile(rc *relayConn, f *nostr.Filter) ([]negentropy.ID, error) {
+// from them) as our set, and returns the ids only the relay has and
+// those only the leaf has.
+func (w *wake) reconcile(rc *relayConn, f *nostr.Filter) (need, have []negentropy.ID, err error) {
 	items := make([]negentropy.Item, 0, 256)
-	err := w.l.db.eachItem(f, func(id [32]byte, createdAt int64) bool {
+	err = w.l.db.eachItem(f, func(id [32]byte, createdAt int64) bool {
 		items = append(items, negentropy.Item{Timestamp: uint64(max(createdAt, 0)), ID: id})
 		return len(items) <= maxSyncRecords
 	})
 	if err != nil {
-		return nil, permanent(err)
+		return nil, nil, permanent(err)
 	}
 	if err := w.l.db.eachTombstone(func(id [32]byte, createdAt int64) {
 		if createdAt >= f.Since && (!f.HasUntil || createdAt <= f.Until) {
 			items = append(items, negentropy.Item{Timestamp: uint64(createdAt), ID: id})
 		}
 	}); err != nil {
-		return nil, permanent(err)
+		return nil, nil, permanent(err)
 	}
 	if len(items) > maxSyncRecords {
-		return nil, fmt.Errorf("%w: more than %d local events", errNoNegentropy, maxSyncRecords)
+		return nil, nil, fmt.Errorf("%w: more than %d local events", errNoNegentropy, maxSyncRecords)
 	}
 	vec, err := negentropy.NewVector(items)
 	if err != nil {
-		return nil, permanent(err)
+		return nil, nil, permanent(err)
 	}
 	in, err := negentropy.NewInitiator(vec, negentropy.Config{FrameSizeLimit: negFrameLimit, MaxRecords: maxSyncRecords, MaxDifferences: maxSyncRecords})
 	if err != nil {
-		return nil, permanent(err)
+		return nil, nil, permanent(err)
 	}
 	msg, err := in.Initiate()
 	if err != nil {
-		return nil, permanent(err)
+		return nil, nil, permanent(err)
 	}
 	id, ch, unsub := rc.subscribe("neg")
 	defer unsub()
@@ -205,40 +244,42 @@ func (w *wake) reconcile(rc *relayConn, f *nostr.Filter) ([]negentropy.ID, error
 	defer unwatch()
 	rc.w.counter.rtts.Add(1)
 	if err := rc.send(nostr.ClientMessage{Type: nostr.MsgNegOpen, SubID: id, Filters: []nostr.Filter{*f}, NegMsg: hex.EncodeToString(msg)}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var need []negentropy.ID
 	for {
 		m, err := rc.await(ch, notices)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		switch m.Type {
 		case nostr.MsgNotice, nostr.MsgNegErr, nostr.MsgClosed:
-			return nil, fmt.Errorf("%w (%s %q)", errNoNegentropy, m.Type, m.Text)
+			return nil, nil, fmt.Errorf("%w (%s %q)", errNoNegentropy, m.Type, m.Text)
 		case nostr.MsgNegMsg:
 		default:
 			continue
 		}
 		raw, err := hex.DecodeString(m.NegMsg)
 		if err != nil {
-			return nil, fmt.Errorf("NEG-MSG from %s is not hex", rc.url)
+			return nil, nil, fmt.Errorf("NEG-MSG from %s is not hex", rc.url)
 		}
 		step, err := in.Reconcile(raw)
 		if err != nil {
 			if errors.Is(err, negentropy.ErrTooManyDifferences) || errors.Is(err, negentropy.ErrTooManyRecords) {
-				return nil, fmt.Errorf("%w: %v", errNoNegentropy, err)
+				return nil, nil, fmt.Errorf("%w: %v", errNoNegentropy, err)
 			}
-			return nil, fmt.Errorf("negentropy with %s: %w", rc.url, err)
+			return nil, nil, fmt.Errorf("negentropy with %s: %w", rc.url, err)
 		}
 		need = append(need, step.Need...)
+		if w.serve {
+			have = append(have, step.Have...)
+		}
 		if step.Done() {
 			_ = rc.send(nostr.ClientMessage{Type: nostr.MsgNegClose, SubID: id})
-			return need, nil
+			return need, have, nil
 		}
 		rc.w.counter.rtts.Add(1)
 		if err := rc.send(nostr.ClientMessage{Type: nostr.MsgNegMsg, SubID: id, NegMsg: hex.EncodeToString(step.Next)}); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 }
@@ -278,19 +319,33 @@ func (w *wake) fetch(rc *relayConn, f *nostr.Filter, ids []negentropy.ID) error 
 // requestAndStore runs one REQ, keeps the events that are valid and match
 // sub, stores them in one transaction and returns the oldest created_at
 // and how many came.
+//
+// On a metered connection every valid event the home sent counts as
+// events and bytes received from it (spec/leaf.md "Receipts"), in the
+// transaction that stores them: one that does not match sub was still
+// served.
 func (w *wake) requestAndStore(rc *relayConn, q nostr.Filter, sub *nostr.Filter) (page, error) {
 	var p page
 	var evs []*nostr.Event
-	err := rc.request(q, func(ev *nostr.Event) error {
-		if w.l.verifyEvent(ev) != nil || !sub.Matches(ev) {
-			return nil // a home that sends a bad event gets it ignored
+	var got, size uint64
+	err := rc.request(q, func(ev *nostr.Event, n int) error {
+		if w.l.verifyEvent(ev) != nil {
+			return nil // a home that sends a bad event gets it ignored, and not counted
+		}
+		got, size = got+1, size+uint64(n)
+		if !sub.Matches(ev) {
+			return nil
 		}
 		p.add(ev.CreatedAt)
 		evs = append(evs, ev)
 		return nil
 	})
-	if len(evs) > 0 {
-		n, serr := w.l.db.putEvents(evs, w.rank, w.l.cfg.MaxStoreBytes)
+	if got > 0 {
+		c := w.countWith(rc, func(s *receipt.Side) {
+			s.Received.Events += got
+			s.Received.Bytes += size
+		})
+		n, serr := w.l.db.putEvents(evs, w.rank, w.l.cfg.MaxStoreBytes, c)
 		if serr != nil {
 			return p, permanent(serr)
 		}
@@ -368,56 +423,4 @@ func (w *wake) sinceWalk(rc *relayConn, sub *subState, f *nostr.Filter, now int6
 		}
 	}
 	return nil
-}
-
-// flushEvents publishes the outbox events and settles each by its OK.
-func (w *wake) flushEvents(rc *relayConn) error {
-	es, err := w.l.db.outbox(outEvent)
-	if err != nil || len(es) == 0 {
-		return err
-	}
-	evs := make([]*nostr.Event, 0, len(es))
-	kept := es[:0]
-	for _, e := range es {
-		ev := new(nostr.Event)
-		if err := json.Unmarshal(e.Data, ev); err != nil {
-			// Publish stored it from a checked event, so this entry is
-			// damaged; no relay would take it either.
-			if err := w.l.db.settleOutbox(e, "invalid: stored event does not parse: "+err.Error(), false); err != nil {
-				return permanent(err)
-			}
-			continue
-		}
-		evs, kept = append(evs, ev), append(kept, e)
-	}
-	es = kept
-	sent := 0
-	return rc.publish(evs, publishWindow, func(i int, ok bool, reason string) error {
-		var err error
-		switch {
-		case ok || strings.HasPrefix(reason, "duplicate:"):
-			err = w.l.db.settleOutbox(es[i], "", false)
-			w.add(func(s *Summary) { s.OutboxSent++ })
-		case permanentRefusal(reason):
-			err = w.l.db.settleOutbox(es[i], reason, false)
-		default:
-			err = w.l.db.settleOutbox(es[i], reason, true)
-		}
-		sent++
-		w.l.progress.report("outbox", int64(sent), int64(len(es)))
-		if err != nil {
-			return permanent(err)
-		}
-		return nil
-	})
-}
-
-// permanentRefusal: an OK false that sending again cannot change.
-func permanentRefusal(reason string) bool {
-	for _, p := range []string{"invalid:", "blocked:", "pow:", "restricted:"} {
-		if strings.HasPrefix(reason, p) {
-			return true
-		}
-	}
-	return false
 }

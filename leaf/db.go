@@ -180,10 +180,14 @@ func (d *db) updateState(fn func(*state) error) error {
 type rankFunc func(ev *nostr.Event, size int, seq uint64) int64
 
 // putEvents stores events not stored before and evicts by rank until the
-// store is within maxBytes. It returns how many it stored.
-func (d *db) putEvents(evs []*nostr.Event, rank rankFunc, maxBytes int64) (int, error) {
+// store is within maxBytes, and adds c (nil: nothing) to the leaf's
+// figures in the same transaction. It returns how many it stored.
+func (d *db) putEvents(evs []*nostr.Event, rank rankFunc, maxBytes int64, c *countAdd) (int, error) {
 	added := 0
 	err := d.bolt.Update(func(tx *bolt.Tx) error {
+		if err := c.apply(tx); err != nil {
+			return err
+		}
 		eb, rb, meta := tx.Bucket(bEvents), tx.Bucket(bRank), tx.Bucket(bMeta)
 		total := int64(0)
 		if v := meta.Get(kBytes); v != nil {
@@ -482,6 +486,48 @@ func (d *db) outbox(kind string) ([]outboxEntry, error) {
 			}
 			return nil
 		})
+	})
+	return out, err
+}
+
+// acceptOutbox removes an entry a home accepted (OK true), from the
+// outbox or, if another home refused it for good first, from the
+// rejected list, and adds c to the leaf's figures in the same
+// transaction. It reports whether the entry was still waiting (the first
+// home to accept it).
+func (d *db) acceptOutbox(e outboxEntry, c *countAdd) (first bool, err error) {
+	err = d.bolt.Update(func(tx *bolt.Tx) error {
+		if err := c.apply(tx); err != nil {
+			return err
+		}
+		k := u64key(e.Seq)
+		first = tx.Bucket(bOutbox).Get(k) != nil
+		if err := tx.Bucket(bOutbox).Delete(k); err != nil {
+			return err
+		}
+		return tx.Bucket(bRejected).Delete(k)
+	})
+	return first, err
+}
+
+// getEvents returns the stored events among ids (the others are gone or
+// were never held).
+func (d *db) getEvents(ids [][32]byte) ([]*nostr.Event, error) {
+	var out []*nostr.Event
+	err := d.bolt.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bEvents)
+		for _, id := range ids {
+			v := b.Get(id[:])
+			if len(v) < headerSize {
+				continue
+			}
+			ev := new(nostr.Event)
+			if err := json.Unmarshal(v[headerSize:], ev); err != nil {
+				return fmt.Errorf("leaf: stored event %x: %w", id, err)
+			}
+			out = append(out, ev)
+		}
+		return nil
 	})
 	return out, err
 }

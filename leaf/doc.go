@@ -28,9 +28,17 @@
 // "Receipts"), exchanged at the end of each wake with the protocol of
 // package accounting/exchange, the leaf always proposing.
 //
-// It is not a relay (it serves nothing) and not a mediator: the home
-// side is didcomm/agent and didcomm/mediator, including the push-wake
-// registration (didcomm/mediator/push.go). The NIP-01 client here is
+// Its relay connections carry a DPoP proof of its did:key (package
+// dpop), so its homes can meter them; the outbox goes to every home, the
+// catch-up to one with another taking over when it fails, and, where the
+// app allows it (SetServe), the events a home lacks are served to it
+// (relaypool.go, outbox.go, serve.go; spec/leaf.md).
+//
+// It is not a relay (it serves no client; it only offers its own homes
+// what they lack) and not a mediator: the home side is didcomm/agent and
+// didcomm/mediator, including the push-wake registration
+// (didcomm/mediator/push.go), and the relay's Identify and Served hooks
+// (node/accounting.go). The NIP-01 client here is
 // small and hand-written because the only one in the module is the
 // gateway's, which is internal to it and keeps a connection for good,
 // where a leaf dials fresh each wake.

@@ -3,6 +3,7 @@ package leaf
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/didcomm/oob"
 	"fleetmesh.org/fleetmesh/didcomm/routing"
+	"fleetmesh.org/fleetmesh/dpop"
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/meter"
 	"fleetmesh.org/fleetmesh/nostr"
@@ -114,6 +116,15 @@ func (h *testHome) start() {
 		h.dc.SetMeter(m)
 		h.acct.SetLeaves(h.dc.Mediates)
 		h.acct.Start()
+		// The relay meters a leaf's connection as node.Open has it do.
+		v := &dpop.Verifier{Allow: func(did string) error {
+			if !h.dc.Mediates(did) {
+				return fmt.Errorf("this node does not mediate for %s", did)
+			}
+			return nil
+		}}
+		h.rl.Identify = v.Identify
+		h.rl.Served = meter.RelayServed(m)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", h.rl)

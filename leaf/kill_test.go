@@ -1,6 +1,7 @@
 package leaf
 
 import (
+	"bufio"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -101,25 +102,55 @@ func TestKill9MidWake(t *testing.T) {
 	// A slow path spreads the wake over time, so kills land in pickup,
 	// in the outbox and between them.
 	p.SetConfig(netem.Config{Latency: 25 * time.Millisecond})
+	// A kill counts as mid-wake when it lands after the child printed
+	// that its wake starts and before it printed the summary.
 	killed := 0
 	for i := 0; i < runs; i++ {
 		more()
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), childEnv+"="+dir, childBatchEnv+"=20")
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		waking, summarized := make(chan struct{}), make(chan struct{})
 		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
+		go func() {
+			sc := bufio.NewScanner(out)
+			for n := 0; sc.Scan(); n++ {
+				switch n {
+				case 0:
+					close(waking)
+				case 1:
+					close(summarized)
+				}
+			}
+			done <- cmd.Wait()
+		}()
 		select {
-		case <-time.After(time.Duration(rand.IntN(1000)) * time.Millisecond):
+		case <-waking:
+		case err := <-done:
+			t.Fatalf("the leaf process exited before its wake: %v", err)
+		}
+		select {
+		case <-time.After(time.Duration(rand.IntN(500)) * time.Millisecond):
 			_ = cmd.Process.Signal(syscall.SIGKILL)
 			<-done
-			killed++
+			select {
+			case <-summarized:
+			default:
+				killed++
+			}
 		case <-done:
 		}
 	}
-	t.Logf("%d of %d wakes killed with SIGKILL", killed, runs)
+	t.Logf("%d of %d wakes killed with SIGKILL mid-wake", killed, runs)
+	if killed == 0 {
+		t.Fatal("no wake was killed mid-wake: the test tested nothing")
+	}
 	slices.Sort(queued)
 	l2, err := New(NewConfig(dir), NewFileKeyStore(dir+"/leaf.key"))
 	if err != nil {
@@ -137,11 +168,26 @@ func TestKill9MidWake(t *testing.T) {
 	if raw, _ := l2.Outbox(); string(raw) != "[]" {
 		t.Fatalf("outbox still holds %s", raw)
 	}
+	if raw, _ := l2.Rejected(); string(raw) != "[]" {
+		t.Fatalf("the home refused outbox entries: %s", raw)
+	}
+	// The set of the home's events by the outbox's authors is the set
+	// written: none lost, none made up.
+	var want, got []string
+	f := nostr.Filter{}
 	for _, ev := range evs {
-		n := 0
-		f := nostr.Filter{IDs: [][32]byte{ev.ID}}
-		if err := h.st.Query(t.Context(), &f, 1, func(*nostr.Event) bool { n++; return true }); err != nil || n != 1 {
-			t.Fatalf("home lacks outbox event %s (%v)", ev.IDHex(), err)
-		}
+		want = append(want, ev.IDHex())
+		f.Authors = append(f.Authors, ev.PubKey)
+	}
+	if err := h.st.Query(t.Context(), &f, 10*len(evs), func(ev *nostr.Event) bool {
+		got = append(got, ev.IDHex())
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("the home holds %d events of the outbox's authors, %d were written: the sets differ", len(got), len(want))
 	}
 }

@@ -27,6 +27,7 @@ type Leaf struct {
 
 	mu     sync.Mutex
 	ranker Ranker
+	serve  bool          // SetServe
 	wake   *Context      // the running wake's, nil between wakes
 	idle   chan struct{} // closed when no wake runs
 	closed bool
@@ -89,6 +90,17 @@ func (l *Leaf) SetProgress(p Progress) {
 func (l *Leaf) SetRanker(r Ranker) {
 	l.mu.Lock()
 	l.ranker = r
+	l.mu.Unlock()
+}
+
+// SetServe is the app's decision whether the following wakes may serve
+// the leaf's cached events to its homes (spec/leaf.md "Serving cached
+// data"): an app allows it while the phone charges on an unmetered
+// network, and forbids it otherwise. Off until called. Each wake reads it
+// when it starts; what a wake serves is bounded by Config.ServeBytes.
+func (l *Leaf) SetServe(allowed bool) {
+	l.mu.Lock()
+	l.serve = allowed
 	l.mu.Unlock()
 }
 
@@ -233,7 +245,7 @@ func (l *Leaf) Publish(eventJSON []byte) (err error) {
 	if err != nil {
 		return err
 	}
-	if _, err := l.db.putEvents([]*nostr.Event{ev}, l.rankFunc(), l.cfg.MaxStoreBytes); err != nil {
+	if _, err := l.db.putEvents([]*nostr.Event{ev}, l.rankFunc(), l.cfg.MaxStoreBytes, nil); err != nil {
 		return err
 	}
 	return l.db.addOutbox(outboxEntry{Kind: outEvent, ID: ev.IDHex(), Data: ev.AppendJSON(nil)})

@@ -86,6 +86,29 @@ func count(tx *bolt.Tx, home string, secs int64, now time.Time, fn func(*receipt
 	return putJSONKey(tx, bAcct, k, w)
 }
 
+// countAdd is an addition to the leaf's figures with one home, made in
+// the transaction of what it counts.
+type countAdd struct {
+	home string
+	secs int64
+	at   time.Time
+	fn   func(*receipt.Side)
+}
+
+// apply adds c in tx; a nil c adds nothing.
+func (c *countAdd) apply(tx *bolt.Tx) error {
+	if c == nil {
+		return nil
+	}
+	return count(tx, c.home, c.secs, c.at, c.fn)
+}
+
+// addCount adds c in a transaction of its own, for a service with
+// nothing else to store (events served from the leaf's cache).
+func (d *db) addCount(c *countAdd) error {
+	return d.bolt.Update(c.apply)
+}
+
 func putJSONKey(tx *bolt.Tx, bucket, k []byte, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -285,12 +308,13 @@ func (d *db) receiptsJSON() ([]byte, error) {
 // receipts runs the receipt exchange with every mediating home, after the
 // pickup and catch-up: the closed windows, oldest first, each proposed by
 // the leaf (spec/leaf.md "Receipts"). A wake with less than
-// receiptReserve left defers it all to the next wake.
+// receiptReserve left defers it all to the next wake, and a home the
+// wake left as unreachable waits for a later one.
 func (w *wake) receipts() {
 	var wg sync.WaitGroup
 	for i := range w.st.Homes {
 		h := &w.st.Homes[i]
-		if !h.Mediated {
+		if !h.Mediated || w.unreachable(i) {
 			continue
 		}
 		wg.Add(1)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/netem"
+	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/receipt"
 )
 
@@ -197,6 +199,84 @@ func testReceiptsAcrossWindows(t *testing.T, first bool) {
 		if n, err := receipt.VerifyChain(l.DID(), rs); err != nil || n != len(picked) {
 			t.Fatalf("chain: %d verified, %v", n, err)
 		}
+	}
+}
+
+// TestLeafReceiptsCountRelayServices: a leaf whose relay connection is
+// metered (its DPoP proof) and its home count alike the catch-up the home
+// served (events and bytes the leaf received), the outbox events and the
+// cached events the leaf served (events and bytes it gave), and the
+// pickup, so their co-signed receipts hold, on each side, exactly the
+// figures the other side has of the same service.
+func TestLeafReceiptsCountRelayServices(t *testing.T) {
+	const window = 3 * time.Second
+	h := newAccountingHome(t, window)
+	l := pairedReceiptLeaf(t, h, 3, &memKeys{}, 10*time.Second)
+	fetched := signedEvents(t, 20, time.Now().Unix()-300, 20)
+	h.save(t, fetched)
+	served := signedEvents(t, 5, time.Now().Unix()-200, 5)
+	if _, err := l.db.putEvents(served, l.rankFunc(), l.cfg.MaxStoreBytes, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Subscribe(fmt.Sprintf(`{"authors":[%q,%q]}`, fetched[0].PubKeyHex(), served[0].PubKeyHex())); err != nil {
+		t.Fatal(err)
+	}
+	written := signedEvents(t, 3, time.Now().Unix()-100, 3) // outside the subscription
+	for _, ev := range written {
+		if err := l.Publish(ev.AppendJSON(nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.SetServe(true)
+	size := func(evs []*nostr.Event) (n uint64) {
+		for _, ev := range evs {
+			n += uint64(len(ev.AppendJSON(nil)))
+		}
+		return n
+	}
+	intoWindow(window, time.Second)
+	h.queue(t, newSender(t), l.DID(), 2)
+	if s := syncOK(t, l); s.EventsFetched != 20 || s.EventsServed != 5 || s.OutboxSent != 3 || s.PickedUp != 2 {
+		t.Fatalf("wake: %s", s.JSON())
+	}
+	nextWindow(window, window/2)
+	wakeUntilExchanged(t, l)
+
+	mine := leafReceipts(t, l)
+	theirs, err := h.acct.Receipts(l.DID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mine) == 0 || len(mine) != len(theirs) {
+		t.Fatalf("leaf holds %d receipts, home %d", len(mine), len(theirs))
+	}
+	var leafSide, homeSide receipt.Side
+	add := func(a *receipt.Counts, b receipt.Counts) {
+		a.Events += b.Events
+		a.Bytes += b.Bytes
+		a.MediationMessages += b.MediationMessages
+	}
+	for i := range mine {
+		a, _ := mine[i].Encode()
+		b, _ := theirs[i].Encode()
+		if !bytes.Equal(a, b) || mine[i].Disputed {
+			t.Fatalf("receipt %d differs between the leaf and its home, or is disputed", i)
+		}
+		ls, hs := mine[i].Side(l.DID()), mine[i].Side(h.key.DID())
+		add(&leafSide.Gave, ls.Gave)
+		add(&leafSide.Received, ls.Received)
+		add(&homeSide.Gave, hs.Gave)
+		add(&homeSide.Received, hs.Received)
+	}
+	want := receipt.Side{
+		Gave:     receipt.Counts{Events: 8, Bytes: size(served) + size(written)},
+		Received: receipt.Counts{Events: 20, Bytes: size(fetched), MediationMessages: 2},
+	}
+	if leafSide != want {
+		t.Fatalf("the leaf's figures %+v, want %+v", leafSide, want)
+	}
+	if homeSide.Gave != leafSide.Received || homeSide.Received != leafSide.Gave {
+		t.Fatalf("the home's figures %+v are not the leaf's %+v mirrored", homeSide, leafSide)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"fleetmesh.org/fleetmesh/dpop"
 	"fleetmesh.org/fleetmesh/nostr"
 )
 
@@ -36,24 +37,63 @@ var errNoNegentropy = errors.New("relay does not do NIP-77 for this filter")
 type relayConn struct {
 	w   *wake
 	url string
-	ws  *websocket.Conn
-	wmu sync.Mutex
+	// home is the home node's DID; metered says the home took the
+	// leaf's DPoP proof, so both sides count what this connection
+	// carries (spec/leaf.md "Metering the relay connection").
+	home    string
+	metered bool
+	ws      *websocket.Conn
+	wmu     sync.Mutex
 
 	mu      sync.Mutex
-	subs    map[string]chan *nostr.RelayMessage
-	oks     map[string]chan *nostr.RelayMessage
-	notices []chan *nostr.RelayMessage
+	subs    map[string]chan *inbound
+	oks     map[string]chan *inbound
+	notices []chan *inbound
 
-	done    chan struct{}
-	quit    chan struct{} // closed by close: the reader stops waiting on queues
-	readErr error
-	stop    func() bool
-	nextSub int
+	done      chan struct{}
+	quit      chan struct{} // closed by close: the reader stops waiting on queues
+	readErr   error
+	stop      func() bool
+	closeOnce sync.Once
+	nextSub   int
 }
 
-// dialRelay opens a WebSocket on a fresh counted connection.
-func (w *wake) dialRelay(url string) (*relayConn, error) {
-	dctx, cancel := context.WithTimeout(w.ctx, dialTimeout)
+// inbound is a message from the relay; for an EVENT, size is the event's
+// JSON bytes as framed, what the home counts as sent.
+type inbound struct {
+	*nostr.RelayMessage
+	size int
+}
+
+// dialRelay opens a WebSocket to home i's relay on a fresh counted
+// connection, with a DPoP proof naming the leaf when the home mediates
+// for it. A home that refuses the proof (401: a clock too far off, or
+// the home no longer mediates for the leaf) is dialled again without
+// one: that connection is anonymous and neither side counts it.
+func (w *wake) dialRelay(ctx context.Context, i int) (*relayConn, error) {
+	// Only these two fields: the DIDComm part writes others meanwhile.
+	relay, did := w.st.Homes[i].Relay, w.st.Homes[i].DID
+	if w.proofs[i] {
+		rc, status, err := w.dialRelayOnce(ctx, relay, true)
+		if status != http.StatusUnauthorized {
+			if rc != nil {
+				rc.home, rc.metered = did, true
+			}
+			return rc, err
+		}
+	}
+	rc, _, err := w.dialRelayOnce(ctx, relay, false)
+	if rc != nil {
+		rc.home = did
+	}
+	return rc, err
+}
+
+// dialRelayOnce dials url, with a DPoP proof if proof is set, and
+// returns the refusal's HTTP status if the upgrade was refused. The
+// connection lives until close or the end of ctx.
+func (w *wake) dialRelayOnce(ctx context.Context, url string, proof bool) (*relayConn, int, error) {
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
 	// gorilla's handshake heeds only the context's deadline, not its
 	// cancellation: closing the socket on cancel ends it at once.
@@ -71,35 +111,62 @@ func (w *wake) dialRelay(url string) (*relayConn, error) {
 		ReadBufferSize:   4096,
 		WriteBufferSize:  4096,
 	}
+	header := http.Header{}
+	if proof {
+		p, err := dpop.Proof(w.l.key, http.MethodGet, url, time.Now())
+		if err != nil {
+			return nil, 0, err
+		}
+		header.Set(dpop.Header, p)
+	}
 	w.counter.rtts.Add(1)
-	ws, resp, err := d.DialContext(dctx, url, http.Header{})
-	if resp != nil && resp.Body != nil {
-		resp.Body.Close()
+	ws, resp, err := d.DialContext(dctx, url, header)
+	status := 0
+	if resp != nil {
+		status = resp.StatusCode
+		if resp.Body != nil {
+			resp.Body.Close()
+		}
 	}
 	if unwatch != nil && !unwatch() && err == nil {
 		ws.Close() // cancelled as the handshake ended
 		err = dctx.Err()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", url, err)
+		return nil, status, fmt.Errorf("dial %s: %w", url, err)
 	}
 	ws.SetReadLimit(maxRelayMessage)
-	rc := &relayConn{w: w, url: url, ws: ws, subs: make(map[string]chan *nostr.RelayMessage), oks: make(map[string]chan *nostr.RelayMessage), done: make(chan struct{}), quit: make(chan struct{})}
+	rc := &relayConn{w: w, url: url, ws: ws, subs: make(map[string]chan *inbound), oks: make(map[string]chan *inbound), done: make(chan struct{}), quit: make(chan struct{})}
 	// Cancelling the wake closes the socket, which ends the reader and
 	// every wait at once.
-	rc.stop = context.AfterFunc(w.ctx, func() { ws.NetConn().Close() })
+	rc.stop = context.AfterFunc(ctx, func() { ws.NetConn().Close() })
 	go rc.read()
-	return rc, nil
+	return rc, 0, nil
 }
 
+// close ends the connection and its reader; it may be called again.
 func (rc *relayConn) close() {
-	rc.stop()
-	close(rc.quit)
-	rc.wmu.Lock()
-	_ = rc.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(100*time.Millisecond))
-	rc.wmu.Unlock()
-	rc.ws.Close()
+	rc.closeOnce.Do(func() {
+		rc.stop()
+		close(rc.quit)
+		rc.wmu.Lock()
+		_ = rc.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(100*time.Millisecond))
+		rc.wmu.Unlock()
+		rc.ws.Close()
+	})
 	<-rc.done
+}
+
+// alive reports whether the connection's reader still runs.
+func (rc *relayConn) alive() bool {
+	select {
+	case <-rc.done:
+		return false
+	case <-rc.quit:
+		return false
+	default:
+		return true
+	}
 }
 
 func (rc *relayConn) read() {
@@ -110,9 +177,13 @@ func (rc *relayConn) read() {
 			rc.readErr = err
 			return
 		}
-		m, err := nostr.ParseRelayMessage(data)
+		pm, err := nostr.ParseRelayMessage(data)
 		if err != nil {
 			continue // a home that sends a malformed message gets it ignored
+		}
+		m := &inbound{RelayMessage: pm}
+		if m.Type == nostr.MsgEvent {
+			m.size = len(data) - len(`["EVENT",,]`) - len(nostr.AppendString(nil, m.SubID))
 		}
 		switch m.Type {
 		case nostr.MsgEvent, nostr.MsgEOSE, nostr.MsgClosed, nostr.MsgNegMsg, nostr.MsgNegErr:
@@ -134,7 +205,7 @@ func (rc *relayConn) read() {
 }
 
 // deliver hands m to the waiter for key, waiting while its queue is full.
-func (rc *relayConn) deliver(waiters map[string]chan *nostr.RelayMessage, key string, m *nostr.RelayMessage) {
+func (rc *relayConn) deliver(waiters map[string]chan *inbound, key string, m *inbound) {
 	rc.mu.Lock()
 	ch := waiters[key]
 	rc.mu.Unlock()
@@ -160,11 +231,11 @@ func (rc *relayConn) send(m nostr.ClientMessage) error {
 }
 
 // subscribe registers a subscription id and returns its queue.
-func (rc *relayConn) subscribe(prefix string) (string, chan *nostr.RelayMessage, func()) {
+func (rc *relayConn) subscribe(prefix string) (string, chan *inbound, func()) {
 	rc.mu.Lock()
 	rc.nextSub++
 	id := prefix + "-" + strconv.Itoa(rc.nextSub)
-	ch := make(chan *nostr.RelayMessage, subQueue)
+	ch := make(chan *inbound, subQueue)
 	rc.subs[id] = ch
 	rc.mu.Unlock()
 	return id, ch, func() {
@@ -176,8 +247,8 @@ func (rc *relayConn) subscribe(prefix string) (string, chan *nostr.RelayMessage,
 
 // watchNotices returns a queue of NOTICEs, for a NIP-77 session on a
 // relay that may answer NEG-OPEN with a NOTICE.
-func (rc *relayConn) watchNotices() (chan *nostr.RelayMessage, func()) {
-	ch := make(chan *nostr.RelayMessage, 4)
+func (rc *relayConn) watchNotices() (chan *inbound, func()) {
+	ch := make(chan *inbound, 4)
 	rc.mu.Lock()
 	rc.notices = append(rc.notices, ch)
 	rc.mu.Unlock()
@@ -195,7 +266,7 @@ func (rc *relayConn) watchNotices() (chan *nostr.RelayMessage, func()) {
 
 // await waits for the next message on ch (or a NOTICE on notices, which
 // may be nil) within exchangeTimeout.
-func (rc *relayConn) await(ch, notices chan *nostr.RelayMessage) (*nostr.RelayMessage, error) {
+func (rc *relayConn) await(ch, notices chan *inbound) (*inbound, error) {
 	t := time.NewTimer(exchangeTimeout)
 	defer t.Stop()
 	select {
@@ -214,12 +285,13 @@ func (rc *relayConn) await(ch, notices chan *nostr.RelayMessage) (*nostr.RelayMe
 	}
 }
 
-// request runs one REQ to EOSE and hands each event to fn. A relay that
+// request runs one REQ to EOSE and hands each event, with its size as
+// framed, to fn. A relay that
 // closes it as rate-limited, naming when to retry ("… retry in 3s", as
 // spec/limits.md's query budgets do), is asked again after that wait while
 // the wake's deadline leaves room, up to maxRateLimitRetries times; fn may
 // then see an event twice, which the leaf's store ignores.
-func (rc *relayConn) request(f nostr.Filter, fn func(ev *nostr.Event) error) error {
+func (rc *relayConn) request(f nostr.Filter, fn func(ev *nostr.Event, size int) error) error {
 	for try := 0; ; try++ {
 		err := rc.requestOnce(f, fn)
 		var rl *rateLimited
@@ -274,7 +346,7 @@ func (rc *relayConn) closedError(reason string) error {
 	return &rateLimited{url: rc.url, reason: reason, wait: wait}
 }
 
-func (rc *relayConn) requestOnce(f nostr.Filter, fn func(ev *nostr.Event) error) error {
+func (rc *relayConn) requestOnce(f nostr.Filter, fn func(ev *nostr.Event, size int) error) error {
 	id, ch, unsub := rc.subscribe("req")
 	defer unsub()
 	rc.w.counter.rtts.Add(1)
@@ -288,7 +360,7 @@ func (rc *relayConn) requestOnce(f nostr.Filter, fn func(ev *nostr.Event) error)
 		}
 		switch m.Type {
 		case nostr.MsgEvent:
-			if err := fn(m.Event); err != nil {
+			if err := fn(m.Event, m.size); err != nil {
 				return err
 			}
 		case nostr.MsgEOSE:
@@ -307,7 +379,7 @@ func (rc *relayConn) publish(evs []*nostr.Event, window int, settle func(i int, 
 	for i, ev := range evs {
 		ids[i] = ev.IDHex()
 	}
-	ch := make(chan *nostr.RelayMessage, len(ids))
+	ch := make(chan *inbound, len(ids))
 	rc.mu.Lock()
 	for _, id := range ids {
 		rc.oks[id] = ch

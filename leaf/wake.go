@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,10 @@ const (
 	returnMargin = 500 * time.Millisecond
 	// retryMin and retryMax bound the pause between attempts.
 	retryMin, retryMax = 100 * time.Millisecond, 2 * time.Second
+	// unreachableAfter is how long a home's dials must fail before the
+	// wake leaves it (a restart takes less; a dead home is left well
+	// before the budget ends).
+	unreachableAfter = dialTimeout
 )
 
 // wake is one Sync: its connections, counters and summary.
@@ -42,6 +47,20 @@ type wake struct {
 	st      state
 	rank    rankFunc
 	counter *counters
+	// proofs says, per home, that the leaf sends a DPoP proof on its
+	// relay connections: the home mediated for it when the wake began.
+	proofs []bool
+	// serve is the app's SetServe at the start of the wake; serveLeft
+	// the bytes it may still serve.
+	serve     bool
+	serveLeft atomic.Int64
+	// relays are the Nostr side's connections (nil until it runs).
+	relays *relayPool
+	// dials tracks failed dials per address (host:port), homeAddrs
+	// each home's.
+	dialMu    sync.Mutex
+	dials     map[string]*dialStreak
+	homeAddrs []string
 	// bg holds the goroutines that may outlive the task that started
 	// them (a losing parallel dial); Sync waits for them.
 	bg sync.WaitGroup
@@ -77,15 +96,76 @@ func (c *countingConn) Write(b []byte) (int, error) {
 	return n, err
 }
 
+// dialStreak is an address's dials failing in a row.
+type dialStreak struct {
+	fails int
+	since time.Time
+}
+
 // dial opens a new counted TCP connection: a wake never reuses a socket
-// from an earlier wake (there are none: each wake closes its own).
+// from an earlier wake (there are none: each wake closes its own). It
+// keeps each address's streak of failed dials for unreachable.
 func (w *wake) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	c, err := w.dialer.DialContext(ctx, network, addr)
+	w.dialMu.Lock()
+	switch {
+	case err == nil:
+		delete(w.dials, addr)
+	case ctx.Err() == nil:
+		s := w.dials[addr]
+		if s == nil {
+			s = &dialStreak{since: time.Now()}
+			w.dials[addr] = s
+		}
+		s.fails++
+	}
+	w.dialMu.Unlock()
 	if err != nil {
 		return nil, err
 	}
 	w.counter.conns.Add(1)
 	return &countingConn{Conn: c, c: w.counter}, nil
+}
+
+// unreachable reports whether home i is to be left for the rest of the
+// wake: at least two dials to it failed in a row, over unreachableAfter
+// or more. A home that refuses connections (down) or whose dials time out
+// (a dead path) is then no longer retried, so a leaf with two homes, one
+// of them down, ends its wake when the other is done rather than at its
+// budget. A path that connects but goes silent is not this: its
+// exchanges stall and are retried.
+func (w *wake) unreachable(i int) bool {
+	w.dialMu.Lock()
+	defer w.dialMu.Unlock()
+	s := w.dials[w.homeAddrs[i]]
+	return s != nil && s.fails >= 2 && time.Since(s.since) >= unreachableAfter
+}
+
+// retryHome is retry for work with home i, given up once the home is
+// unreachable.
+func (w *wake) retryHome(i int, fn func() error) error {
+	return w.retry(func() error {
+		if w.unreachable(i) {
+			return permanent(fmt.Errorf("%w: every dial failed for %s", errUnreachable, unreachableAfter))
+		}
+		return fn()
+	})
+}
+
+// hostPort is the address an http(s) or ws(s) URL dials.
+func hostPort(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	if u.Port() != "" {
+		return u.Host
+	}
+	port := "80"
+	if u.Scheme == "https" || u.Scheme == "wss" {
+		port = "443"
+	}
+	return net.JoinHostPort(u.Hostname(), port)
 }
 
 // Sync runs one wake within the budget: dial every home node in parallel
@@ -122,8 +202,12 @@ func (l *Leaf) Sync(ctx *Context) (sum *Summary, err error) {
 	budget := time.Duration(l.cfg.BudgetMs) * time.Millisecond
 	wctx, cancel := context.WithDeadline(ctx.ctx, start.Add(budget-min(returnMargin, budget/10)))
 	defer cancel()
-	w := &wake{l: l, ctx: wctx, start: start, rank: l.rankFunc(), counter: &counters{}}
+	w := &wake{l: l, ctx: wctx, start: start, rank: l.rankFunc(), counter: &counters{}, dials: map[string]*dialStreak{}}
 	w.counter.firstPickup.Store(-1)
+	l.mu.Lock()
+	w.serve = l.serve
+	l.mu.Unlock()
+	w.serveLeft.Store(l.cfg.ServeBytes)
 	w.dialer = &net.Dialer{Timeout: dialTimeout, KeepAlive: -1}
 	w.tr = &http.Transport{
 		DialContext:           w.dial,
@@ -139,6 +223,10 @@ func (l *Leaf) Sync(ctx *Context) (sum *Summary, err error) {
 	w.st, err = l.db.loadState()
 	if err != nil {
 		return nil, err
+	}
+	for _, h := range w.st.Homes {
+		w.proofs = append(w.proofs, h.Mediated)
+		w.homeAddrs = append(w.homeAddrs, hostPort(h.Endpoint))
 	}
 	w.run()
 	w.receipts()
@@ -182,7 +270,7 @@ func (w *wake) homeDIDComm(i int) bool {
 	h := &w.st.Homes[i]
 	c := &mediator.Client{Packer: w.l.packer, Unpacker: w.l.unpacker, Mediator: h.DID, Exchange: w.exchange(h.Endpoint)}
 	drained := false
-	err := w.retry(func() error {
+	err := w.retryHome(i, func() error {
 		if !h.Mediated {
 			if err := w.mediate(c, h); err != nil {
 				return err

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,7 +111,7 @@ func setupLoaded(t testing.TB, messages, events, missing int, imp netem.Config, 
 	t.Logf("home stored them in %s", time.Since(t0))
 	// The leaf holds all but missing of them already.
 	have := evs[:events-missing]
-	if _, err := l.db.putEvents(have, l.rankFunc(), l.cfg.MaxStoreBytes); err != nil {
+	if _, err := l.db.putEvents(have, l.rankFunc(), l.cfg.MaxStoreBytes, nil); err != nil {
 		t.Fatal(err)
 	}
 	t0 = time.Now()
@@ -144,6 +145,71 @@ func TestLoadedWakeImpaired(t *testing.T) {
 	var got []json.RawMessage
 	if err := json.Unmarshal(raw, &got); err != nil || len(got) != 10_000 {
 		t.Fatalf("local store holds %d events (err %v), want 10000", len(got), err)
+	}
+	w.leaf.Close()
+	w.proxy.Close()
+	w.home.stop()
+}
+
+// TestWakeBandwidthCapped: a loaded wake over a slow link (150 ms RTT and
+// 128 KiB/s each way, shared by every connection, as a phone on a weak
+// cell would have) picks up and catches up everything within its budget.
+func TestWakeBandwidthCapped(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	const capped = 128 << 10
+	w := setupLoaded(t, 60, 500, 60, netem.Config{Latency: 75 * time.Millisecond, Bandwidth: capped}, nil)
+	before := w.proxy.Stats().Down
+	s := mustSync(t, w.leaf)
+	if s.Cancelled || !s.CaughtUp || s.PickedUp != 60 || s.EventsFetched != 60 {
+		t.Fatalf("capped wake: %s", s.JSON())
+	}
+	if got := storedMessageIDs(t, w.leaf); !slices.Equal(got, w.queued) {
+		t.Fatalf("stored %d messages, queued %d: sets differ", len(got), len(w.queued))
+	}
+	// The cap held: what came down the link took at least its time.
+	if down := w.proxy.Stats().Down - before; s.DurationMs < down*1000/capped {
+		t.Fatalf("%d bytes came down in %d ms, faster than the cap", down, s.DurationMs)
+	}
+	w.leaf.Close()
+	w.proxy.Close()
+	w.home.stop()
+}
+
+// TestSyncReturnsOnCancelLoaded: a loaded wake over the impaired path
+// (150 ms RTT, 1 % loss), cancelled in the middle of its pickup, returns
+// within 2 s of the cancel with what it did, and the next wake finishes
+// the work.
+func TestSyncReturnsOnCancelLoaded(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	w := setupLoaded(t, 80, 300, 30, impaired, nil)
+	w.leaf.cfg.DeliveryBatch = 20
+	ctx := NewContext()
+	var cancelled atomic.Int64
+	w.leaf.SetProgress(progressFunc(func(stage string, done, _ int64) {
+		if stage == "pickup" && done >= 40 && cancelled.Load() == 0 {
+			cancelled.Store(time.Now().UnixNano())
+			ctx.Cancel()
+		}
+	}))
+	s, err := w.leaf.Sync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cancelled.Load() == 0 {
+		t.Fatalf("the wake ended before the cancel: %s", s.JSON())
+	}
+	if d := time.Since(time.Unix(0, cancelled.Load())); d > 2*time.Second || !s.Cancelled || s.CaughtUp {
+		t.Fatalf("returned %s after cancel: %s", d, s.JSON())
+	}
+	t.Logf("returned %s after cancel: %s", time.Since(time.Unix(0, cancelled.Load())), s.JSON())
+	w.leaf.SetProgress(nil)
+	for i := 0; i < 3; i++ {
+		if s := mustSync(t, w.leaf); s.CaughtUp {
+			break
+		}
+	}
+	if got := storedMessageIDs(t, w.leaf); !slices.Equal(got, w.queued) {
+		t.Fatalf("stored %d messages, queued %d: sets differ", len(got), len(w.queued))
 	}
 	w.leaf.Close()
 	w.proxy.Close()

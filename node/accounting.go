@@ -15,7 +15,9 @@ import (
 
 	"fleetmesh.org/fleetmesh/accounting"
 	"fleetmesh.org/fleetmesh/didcomm/agent"
+	"fleetmesh.org/fleetmesh/dpop"
 	"fleetmesh.org/fleetmesh/meter"
+	"fleetmesh.org/fleetmesh/relay"
 )
 
 // AccountingDir holds the accounting state (receipts, grants) in a node
@@ -83,6 +85,22 @@ func (ap *accountingPart) open(opts Options, dc *agent.Service, h host.Host, reg
 	ap.ready.Store(s)
 	ap.ctl = &http.Server{Handler: s.ControlHandler(), ReadHeaderTimeout: 10 * time.Second}
 	return nil
+}
+
+// meterRelay has the relay meter what it serves a leaf: a DPoP proof on
+// the upgrade names the connection's DID, taken only from a DID this node
+// mediates for, and the events sent to and accepted from it count as
+// service given to and received from that leaf (spec/leaf.md "Metering
+// the relay connection").
+func (ap *accountingPart) meterRelay(rl *relay.Relay, dc *agent.Service) {
+	v := &dpop.Verifier{URLs: []string{rl.Config().URL}, Allow: func(did string) error {
+		if !dc.Mediates(did) {
+			return fmt.Errorf("this node does not mediate for %s: pair with it first", did)
+		}
+		return nil
+	}}
+	rl.Identify = v.Identify
+	rl.Served = meter.RelayServed(ap.meter)
 }
 
 // mount serves the public endpoints on the relay port.

@@ -239,6 +239,7 @@ func Open(opts Options) (*Node, error) {
 	if err := acct.open(opts, dc, mp.m.Host(), reg); err != nil {
 		return nil, err
 	}
+	acct.meterRelay(rl, dc)
 	ip, irohOff := openIroh(opts, mp, dc, rl.FileBudget().Iroh)
 	if ip != nil {
 		reg.MustRegister(newIrohCollector(ip))

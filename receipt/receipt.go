@@ -24,7 +24,8 @@ const SignaturePrefix = "fleetmesh receipt v1\x00"
 // Counts are amounts of each metered service (spec/receipts.md).
 type Counts struct {
 	// Events and Bytes are events relayed (gossip forwarding, sync fetch
-	// and push) and their bytes.
+	// and push; a leaf's metered relay connection, spec/leaf.md) and
+	// their bytes.
 	Events uint64 `cbor:"events" json:"events"`
 	Bytes  uint64 `cbor:"bytes" json:"bytes"`
 	// StorageBytes are bytes of events placed for durable storage.

@@ -49,6 +49,11 @@ func (c *conn) handleEvent(ev *nostr.Event, frameLen int) {
 		// Saving uses a context that the client leaving does not cancel:
 		// an event being saved is finished and kept.
 		accepted, msg := c.admit(context.WithoutCancel(c.ctx), ev)
+		// Counted before the OK leaves, so a client that has its OK
+		// finds it counted.
+		if accepted && c.party != "" && c.r.Served != nil {
+			c.r.Served(c.party, false, frameLen-frameOverhead)
+		}
 		c.ok(id, accepted, msg)
 	}()
 }

@@ -30,6 +30,8 @@ type conn struct {
 	addr      clientaddr.Key
 	host      string
 	challenge string
+	// party is whom Relay.Identify named ("": anonymous).
+	party string
 
 	send       chan []byte
 	writerDone chan struct{}
@@ -360,15 +362,36 @@ func (c *conn) sendCtx(ctx context.Context, f []byte) bool {
 	return false
 }
 
-// sendLive queues a live event without waiting; a client whose queue is
-// full, or who holds more than its share of the buffer cap, is too slow to
-// follow live traffic and is disconnected rather than silently missing
-// events.
-func (c *conn) sendLive(f []byte) {
+// sendEvent is sendCtx for an EVENT frame of subscription subID, told to
+// the Served hook once queued.
+func (c *conn) sendEvent(ctx context.Context, subID string, f []byte) bool {
+	if !c.sendCtx(ctx, f) {
+		return false
+	}
+	c.served(subID, f)
+	return true
+}
+
+// served tells the Served hook of an EVENT frame queued to an identified
+// connection, with the event's bytes (the frame less `["EVENT",`, the
+// subscription id and `,` `]`).
+func (c *conn) served(subID string, f []byte) {
+	if c.party == "" || c.r.Served == nil {
+		return
+	}
+	c.r.Served(c.party, true, len(f)-len(`["EVENT",,]`)-len(nostr.AppendString(nil, subID)))
+}
+
+// sendLive queues a live event of subscription subID without waiting; a
+// client whose queue is full, or who holds more than its share of the
+// buffer cap, is too slow to follow live traffic and is disconnected
+// rather than silently missing events.
+func (c *conn) sendLive(subID string, f []byte) {
 	if !c.overBuffered(f) {
 		c.queuing(f)
 		select {
 		case c.send <- f:
+			c.served(subID, f)
 			return
 		default:
 			c.unqueued(f)

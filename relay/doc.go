@@ -7,8 +7,11 @@
 // Like khatru, the relay core knows nothing about the mesh, the boundary or
 // accounting. They plug in through a few narrow hooks: RejectEvent (a
 // policy may refuse an event with a reason), OnStored (the mesh hears what
-// clients published), and AddEvent (the mesh hands in what other nodes
-// sent, which then reaches this relay's live subscribers). Storage is the
+// clients published), AddEvent (the mesh hands in what other nodes
+// sent, which then reaches this relay's live subscribers), and Identify
+// and Served (accounting names the party behind a connection from its
+// upgrade request, a leaf's DPoP proof, and is told of the events that
+// connection was sent and had accepted). Storage is the
 // Store interface, which package store implements on Pebble.
 //
 // A client pipelining EVENTs gets its OKs in bursts, as the store commits

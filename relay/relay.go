@@ -74,6 +74,17 @@ type Relay struct {
 	// OnStored hooks run after an event is durably stored (or, for an
 	// ephemeral event, accepted for delivery), with where it came from.
 	OnStored []func(ev *nostr.Event, from Origin)
+	// Identify, if set, names the party a WebSocket connection speaks
+	// for, from its upgrade request ("" leaves it anonymous). When it
+	// returns false it has answered the request (a refusal) and the
+	// relay does not upgrade. The node checks a leaf's DPoP proof here
+	// (spec/leaf.md "Metering the relay connection").
+	Identify func(w http.ResponseWriter, req *http.Request) (party string, ok bool)
+	// Served, if set, is told of every event queued to, and every event
+	// accepted (OK true) from, a connection Identify named: sent says
+	// which way, n is the event's JSON bytes as framed. It runs on the
+	// connection's goroutines and must not block.
+	Served func(party string, sent bool, n int)
 
 	upgrader websocket.Upgrader
 	// corkBufs holds the buffers corked connections collect a batch of
@@ -182,6 +193,15 @@ func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
 		refuseUpgrade(w, http.StatusTooManyRequests, fmt.Sprintf("rate-limited: this relay takes at most %d connections from one address; close some or retry later", r.cfg.MaxConnsPerIP))
 		return
 	}
+	party := ""
+	if r.Identify != nil {
+		var ok bool
+		if party, ok = r.Identify(w, req); !ok {
+			r.addrs.closeConn(k)
+			r.m.rejected.WithLabelValues("identify").Inc()
+			return
+		}
+	}
 	r.mu.Lock()
 	full := len(r.conns) >= r.cfg.MaxConns
 	r.mu.Unlock()
@@ -197,6 +217,7 @@ func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	c := newConn(r, ws, k, req.Host)
+	c.party = party
 	r.mu.Lock()
 	select {
 	case <-r.done:

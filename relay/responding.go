@@ -103,7 +103,7 @@ func (c *conn) handleReq(m *nostr.ClientMessage) {
 					}
 					seen[id] = struct{}{}
 					c.r.m.sent.Inc()
-					return c.sendCtx(ctx, eventFrame(m.SubID, appendJSON))
+					return c.sendEvent(ctx, m.SubID, eventFrame(m.SubID, appendJSON))
 				})
 				qcancel()
 			}
@@ -208,7 +208,7 @@ func (c *conn) answerWithLookup(ctx context.Context, subID string, f *nostr.Filt
 	})
 	for _, ev := range evs[:min(len(evs), limit)] {
 		c.r.m.sent.Inc()
-		if !c.sendCtx(ctx, ev.frame) {
+		if !c.sendEvent(ctx, subID, ev.frame) {
 			return nil
 		}
 	}
@@ -293,7 +293,7 @@ func (c *conn) deliver(ev *nostr.Event, evJSON *[]byte) {
 	c.r.m.sent.Add(float64(len(matched)))
 	appendEvent := func(b []byte) []byte { return append(b, *evJSON...) }
 	for _, id := range matched {
-		c.sendLive(nostr.AppendEventMessage(make([]byte, 0, len(*evJSON)+len(id)+16), id, appendEvent))
+		c.sendLive(id, nostr.AppendEventMessage(make([]byte, 0, len(*evJSON)+len(id)+16), id, appendEvent))
 	}
 }
 

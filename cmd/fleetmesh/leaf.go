@@ -31,6 +31,7 @@ func runLeaf(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	eviction := fs.String("eviction", leaf.EvictOldest, "which events go when the store is full: oldest or first-stored")
 	push := fs.String("push", "", "a UnifiedPush-style endpoint URL the home nodes POST a wake to (\"\" keeps the one set before)")
 	window := fs.Duration("window", leaf.DefaultWindowSecs*time.Second, "the accounting window of the receipts signed with the home nodes: their [accounting] window")
+	serve := fs.Bool("serve", false, "serve cached events the home nodes lack during each wake (a phone allows it on a charger and an unmetered network)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -48,6 +49,7 @@ func runLeaf(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return err
 	}
 	defer l.Close()
+	l.SetServe(*serve)
 	for _, p := range pairs {
 		if err := l.Pair(p); err != nil {
 			return fmt.Errorf("%w: --pair: %v", errUsage, err)
