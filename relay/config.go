@@ -147,7 +147,7 @@ func DefaultConfig() Config {
 		MaxFutureSeconds:     900,
 		MaxInFlight:          64,
 		VerifierKeys:         16384,
-		MaxNegRecords:        500_000,
+		MaxNegRecords:        100_000,
 		SendQueue:            256,
 		EventsPerSecond:      10,
 		EventsBurst:          40,

@@ -19,6 +19,7 @@ import (
 	"fleetmesh.org/fleetmesh/clientaddr"
 	"fleetmesh.org/fleetmesh/negentropy"
 	"fleetmesh.org/fleetmesh/nostr"
+	"fleetmesh.org/fleetmesh/workbudget"
 )
 
 // conn is one client connection. The read loop owns parsing and ordering;
@@ -88,7 +89,7 @@ func newConn(r *Relay, ws *websocket.Conn, addr clientaddr.Key, host string) *co
 		subs:       make(map[string]*subscription),
 		negs:       make(map[string]*negentropy.Responder),
 		authed:     make(map[[32]byte]struct{}),
-		work:       connWork{b: newWorkBudget(r.cfg.ReqMillisPerSecond, r.cfg.ReqRowsPerSecond)},
+		work:       connWork{b: workbudget.New(r.cfg.ReqMillisPerSecond, r.cfg.ReqRowsPerSecond, r.cfg.largestWork())},
 	}
 	c.invalid = rate.NewLimiter(invalidPerSecond, invalidBurst)
 	if r.cfg.EventsPerSecond > 0 {

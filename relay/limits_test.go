@@ -29,29 +29,6 @@ func TestBudgetFor(t *testing.T) {
 	}
 }
 
-func TestWorkBudgetDebt(t *testing.T) {
-	now := time.Now()
-	w := newWorkBudget(100, 1000) // 0.1 s/s and 1,000 rows/s
-	w.time.last, w.rows.last = now, now
-	if d := w.wait(now); d != 0 {
-		t.Fatalf("fresh budget waits %v", d)
-	}
-	// One large query is allowed and leaves a debt of 6,000 rows (the
-	// burst is 4,000): six seconds at 1,000 a second.
-	w.spend(now, 0, 10000)
-	if d := w.wait(now); d < 5900*time.Millisecond || d > 6100*time.Millisecond {
-		t.Fatalf("after 10,000 rows: wait %v, want about 6s", d)
-	}
-	if d := w.wait(now.Add(7 * time.Second)); d != 0 {
-		t.Fatalf("debt not paid after 7s: wait %v", d)
-	}
-	// The debt is bounded.
-	w.spend(now.Add(7*time.Second), time.Hour, 0)
-	if d := w.wait(now.Add(7 * time.Second)); d > maxDebtSeconds*time.Second {
-		t.Fatalf("debt of %v is over the bound", d)
-	}
-}
-
 // TestGateRefusesAtAccept checks that the listener refuses a connection
 // over the per-address cap with a readable HTTP 429 and Retry-After, and
 // that a slot frees when a connection closes.

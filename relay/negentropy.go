@@ -8,6 +8,7 @@ import (
 
 	"fleetmesh.org/fleetmesh/negentropy"
 	"fleetmesh.org/fleetmesh/nostr"
+	"fleetmesh.org/fleetmesh/workbudget"
 )
 
 // negFrameLimit keeps a NEG-MSG, hex-encoded, under the 131,072-byte
@@ -51,15 +52,22 @@ func (c *conn) handleNeg(m *nostr.ClientMessage) {
 			negErr("invalid: negentropy message is not hex")
 			return
 		}
-		if reason := c.admitWork(c.ctx); reason != "" {
-			negErr(reason)
-			return
-		}
 		if !c.r.addrs.openNeg(c.addr) {
 			negErr(fmt.Sprintf("blocked: your address has %d open sync sessions, the relay's limit; NEG-CLOSE some first", c.r.cfg.IPMaxNegSessions))
 			return
 		}
-		items, err := c.negItems(&m.Filters[0])
+		// The listing is charged before it runs, as if it read every
+		// record a session may cover, and settled with what it read: so
+		// NEG-OPENs from one address run one at a time, and each waits
+		// until the address's budget has room for the largest listing.
+		reserve := workbudget.Work{Rows: c.r.cfg.MaxNegRecords + 1}
+		if reason := c.admitReserving(c.ctx, reserve); reason != "" {
+			c.r.addrs.closeNeg(c.addr)
+			negErr(reason)
+			return
+		}
+		items, used, err := c.negItems(&m.Filters[0])
+		c.settleWork(reserve, used)
 		if err != nil {
 			c.r.addrs.closeNeg(c.addr)
 			negErr(err.Error())
@@ -114,27 +122,27 @@ func (c *conn) negStep(subID string, resp *negentropy.Responder, msg []byte, neg
 }
 
 // negItems loads the (created_at, id) pairs of the events a filter
-// matches, refusing filters that match more than the configured bound.
-func (c *conn) negItems(f *nostr.Filter) ([]negentropy.Item, error) {
+// matches, refusing filters that match more than the configured bound,
+// and says what the store work cost. Only the pair is read from each
+// stored record; no event is decoded (but one of a kind that needs AUTH
+// to read, to check who may read it).
+func (c *conn) negItems(f *nostr.Filter) ([]negentropy.Item, workbudget.Work, error) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.r.cfg.QueryTimeout.Duration)
 	defer cancel()
 	ctx, meter := withMeter(ctx)
-	defer c.charge(meter)
 	var items []negentropy.Item
 	max := c.r.cfg.MaxNegRecords
-	err := c.r.store.Query(ctx, f, max+1, func(ev *nostr.Event) bool {
-		if c.canRead(ev) {
-			items = append(items, negentropy.Item{Timestamp: uint64(ev.CreatedAt), ID: ev.ID})
-		}
+	err := c.queryStored(ctx, f, max+1, func(id [32]byte, createdAt int64, _ func([]byte) []byte) bool {
+		items = append(items, negentropy.Item{Timestamp: uint64(createdAt), ID: id})
 		return true
 	})
 	if err != nil {
-		return nil, errors.New("error: could not read the events to sync; try again")
+		return nil, meter.work(), errors.New("error: could not read the events to sync; try again")
 	}
 	if len(items) > max {
-		return nil, fmt.Errorf("blocked: this filter matches more than %d events; narrow it (since/until, authors, kinds)", max)
+		return nil, meter.work(), fmt.Errorf("blocked: this filter matches more than %d events; narrow it (since/until, authors, kinds)", max)
 	}
-	return items, nil
+	return items, meter.work(), nil
 }
 
 // endNeg ends the sync session id, if open, and gives back its slot in

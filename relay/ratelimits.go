@@ -7,6 +7,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"fleetmesh.org/fleetmesh/clientaddr"
+	"fleetmesh.org/fleetmesh/workbudget"
 )
 
 // maxTrackedAddrs bounds the per-address table; idle entries are dropped
@@ -30,7 +31,7 @@ type addrState struct {
 	conns  int
 	negs   int
 	subs   int
-	work   workBudget
+	work   workbudget.Budget
 }
 
 func newAddrLimits(cfg *Config) *addrLimits {
@@ -43,7 +44,7 @@ func (l *addrLimits) state(k string) *addrState {
 		if len(l.addrs) >= maxTrackedAddrs {
 			l.evict()
 		}
-		st = &addrState{work: newWorkBudget(l.cfg.IPReqMillisPerSecond, l.cfg.IPReqRowsPerSecond)}
+		st = &addrState{work: workbudget.New(l.cfg.IPReqMillisPerSecond, l.cfg.IPReqRowsPerSecond, l.cfg.largestWork())}
 		if l.cfg.IPEventsPerSecond > 0 {
 			st.bucket = rate.NewLimiter(rate.Limit(l.cfg.IPEventsPerSecond), l.cfg.IPEventsBurst)
 		}
@@ -57,7 +58,7 @@ func (l *addrLimits) state(k string) *addrState {
 func (l *addrLimits) evict() {
 	now := time.Now()
 	for k, st := range l.addrs {
-		if st.conns == 0 && st.negs == 0 && st.subs == 0 && (st.bucket == nil || st.bucket.Tokens() >= float64(l.cfg.IPEventsBurst)) && st.work.full(now) {
+		if st.conns == 0 && st.negs == 0 && st.subs == 0 && (st.bucket == nil || st.bucket.Tokens() >= float64(l.cfg.IPEventsBurst)) && st.work.Full(now) {
 			delete(l.addrs, k)
 		}
 	}
@@ -125,18 +126,24 @@ func (l *addrLimits) closeNeg(k clientaddr.Key) {
 	}
 }
 
-// workWait says how long k must wait before its next query (0: now).
-func (l *addrLimits) workWait(k clientaddr.Key) time.Duration {
+// reserveWork says how long k must wait before its next query (0: now),
+// and when it need not wait, reserves w from k's budget.
+func (l *addrLimits) reserveWork(k clientaddr.Key, w workbudget.Work) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.state(k.Narrow).work.wait(time.Now())
+	b := &l.state(k.Narrow).work
+	now := time.Now()
+	if !b.Reserve(now, w) {
+		return b.Wait(now)
+	}
+	return 0
 }
 
-// spendWork charges k for a query's time and rows.
-func (l *addrLimits) spendWork(k clientaddr.Key, d time.Duration, rows int) {
+// settleWork charges k used in place of what it reserved.
+func (l *addrLimits) settleWork(k clientaddr.Key, reserved, used workbudget.Work) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.state(k.Narrow).work.spend(time.Now(), d, rows)
+	l.state(k.Narrow).work.Settle(time.Now(), reserved, used)
 }
 
 // openSub counts a REQ subscription from k unless k is at its cap.
