@@ -156,7 +156,7 @@ func DefaultConfig() Config {
 		MaxConnsPerIP:        64,
 		FirstMessageTimeout:  setting.DurationOf(30 * time.Second),
 		MaxBufferedBytes:     256 << 20,
-		IPMaxSubscriptions:   500,
+		IPMaxSubscriptions:   256,
 		IPConnsPerSecond:     25,
 		ReqMillisPerSecond:   100,
 		ReqRowsPerSecond:     5000,

@@ -380,6 +380,18 @@ func (c *conn) sendLive(f []byte) {
 	c.ws.SetReadDeadline(time.Now())
 }
 
+// refuseSub answers a REQ refused for a subscription cap with CLOSED and
+// counts it as an invalid message: a client told "blocked" that keeps
+// asking is flooding, and is closed like one, so that a burst of refused
+// REQs costs the relay a bounded number of replies per connection.
+func (c *conn) refuseSub(subID, metric, reason string) {
+	c.r.m.rejected.WithLabelValues(metric).Inc()
+	c.closed(subID, reason)
+	if !c.badMessage() {
+		c.ws.SetReadDeadline(time.Now())
+	}
+}
+
 func (c *conn) notice(msg string) {
 	c.sendCtl(encode(nostr.RelayMessage{Type: nostr.MsgNotice, Text: msg}))
 }

@@ -85,6 +85,11 @@ type Relay struct {
 	// buffered counts the bytes queued in every connection's send queue
 	// (Config.MaxBufferedBytes).
 	buffered atomic.Int64
+	// fanout delivers stored events to live subscriptions.
+	fanout *fanout
+	// refusals are the reasons of refusals a flood repeats, formatted
+	// once.
+	refusals struct{ subsConn, subsAddr string }
 
 	mu    sync.RWMutex
 	conns map[*conn]struct{}
@@ -119,6 +124,9 @@ func New(cfg Config, st Store, log *slog.Logger, reg prometheus.Registerer) *Rel
 		conns:    make(map[*conn]struct{}),
 		done:     make(chan struct{}),
 	}
+	r.fanout = newFanout(r)
+	r.refusals.subsConn = fmt.Sprintf("blocked: this connection has %d open subscriptions, the relay's limit; CLOSE one first", cfg.MaxSubscriptions)
+	r.refusals.subsAddr = fmt.Sprintf("blocked: your address has %d open subscriptions, the relay's limit; CLOSE some first", cfg.IPMaxSubscriptions)
 	r.addrs = newAddrLimits(&r.cfg)
 	r.newConns = clientaddr.NewBuckets(cfg.IPConnsPerSecond, max(1, int(cfg.IPConnsPerSecond*4)), maxTrackedAddrs)
 	r.gate = newGate(&r.cfg, m)
@@ -249,22 +257,14 @@ func (r *Relay) accept(ctx context.Context, ev *nostr.Event, from Origin) (event
 	}
 	r.m.stored.WithLabelValues(res.String()).Inc()
 	if res == eventstore.Stored {
-		r.broadcast(ev)
+		// Live delivery runs off the publisher's path: its OK does not
+		// wait for every matching subscription to be written to.
+		r.fanout.add(ev)
 		for _, h := range r.OnStored {
 			h(ev, from)
 		}
 	}
 	return res, nil
-}
-
-// broadcast sends an event to every live subscription it matches.
-func (r *Relay) broadcast(ev *nostr.Event) {
-	var frame []byte
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	for c := range r.conns {
-		c.deliver(ev, &frame)
-	}
 }
 
 // Shutdown stops accepting connections' messages, closes every connection
@@ -283,6 +283,7 @@ func (r *Relay) Shutdown(ctx context.Context) error {
 	waited := make(chan struct{})
 	go func() {
 		r.wg.Wait()
+		r.fanout.wait()
 		close(waited)
 	}()
 	select {

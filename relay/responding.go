@@ -57,15 +57,13 @@ func (c *conn) handleReq(m *nostr.ClientMessage) {
 	if len(c.subs) >= c.r.cfg.MaxSubscriptions {
 		c.mu.Unlock()
 		cancel()
-		c.r.m.rejected.WithLabelValues("too_many_subs").Inc()
-		c.closed(m.SubID, fmt.Sprintf("blocked: this connection has %d open subscriptions, the relay's limit; CLOSE one first", c.r.cfg.MaxSubscriptions))
+		c.refuseSub(m.SubID, "too_many_subs", c.r.refusals.subsConn)
 		return
 	}
 	if !c.r.addrs.openSub(c.addr) {
 		c.mu.Unlock()
 		cancel()
-		c.r.m.rejected.WithLabelValues("too_many_subs_ip").Inc()
-		c.closed(m.SubID, fmt.Sprintf("blocked: your address has %d open subscriptions, the relay's limit; CLOSE some first", c.r.cfg.IPMaxSubscriptions))
+		c.refuseSub(m.SubID, "too_many_subs_ip", c.r.refusals.subsAddr)
 		return
 	}
 	s := &subscription{filters: m.Filters, cancel: cancel, unslot: func() { c.r.addrs.closeSub(c.addr) }}
