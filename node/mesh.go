@@ -122,7 +122,8 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 	if err := m.Subscribe(mesh.ShardsFor(sched.Filters)...); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	svc := meshsync.New(m.Host(), local, policy, meshsync.Config{Meter: acct.meter, Allow: acct.allow}, opts.Log)
+	svc := meshsync.New(m.Host(), local, policy, meshsync.Config{Meter: acct.meter, Allow: acct.allow,
+		Penalize: func(p peer.ID) { m.Penalize(p, mesh.MisbehaviorSyncViolation) }}, opts.Log)
 	mp := &meshPart{
 		m:         m,
 		sync:      svc,
