@@ -2,6 +2,7 @@ package relay
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"fleetmesh.org/fleetmesh/nostr"
 )
@@ -22,9 +23,19 @@ type fanout struct {
 
 	mu      sync.Mutex
 	room    *sync.Cond // signalled as the worker takes events
-	queue   []*nostr.Event
+	queue   []queued
 	running bool
 	wg      sync.WaitGroup
+	// seq numbers the events queued so far. A subscription remembers it
+	// when it opens and is given only events queued after that: one
+	// queued before was stored before, so its REQ's stored part finds it.
+	seq atomic.Uint64
+}
+
+// queued is an event waiting for delivery and its number.
+type queued struct {
+	ev  *nostr.Event
+	seq uint64
 }
 
 func newFanout(r *Relay) *fanout {
@@ -40,7 +51,7 @@ func (f *fanout) add(ev *nostr.Event) {
 	for len(f.queue) >= fanoutQueue {
 		f.room.Wait()
 	}
-	f.queue = append(f.queue, ev)
+	f.queue = append(f.queue, queued{ev, f.seq.Add(1)})
 	if !f.running {
 		f.running = true
 		f.wg.Add(1)
@@ -60,25 +71,29 @@ func (f *fanout) work() {
 			return
 		}
 		batch := f.queue
-		f.queue = make([]*nostr.Event, 0, min(len(batch), 64))
+		f.queue = make([]queued, 0, min(len(batch), 64))
 		f.room.Broadcast()
 		f.mu.Unlock()
-		for _, ev := range batch {
-			f.r.broadcast(ev)
+		for _, q := range batch {
+			f.r.broadcast(q.ev, q.seq)
 		}
 	}
 }
 
+// opened is the number a subscription opening now remembers.
+func (f *fanout) opened() uint64 { return f.seq.Load() }
+
 // wait returns once no worker is running.
 func (f *fanout) wait() { f.wg.Wait() }
 
-// broadcast sends an event to every live subscription it matches. A
-// subscriber too slow to take it is cut (conn.sendLive), never skipped.
-func (r *Relay) broadcast(ev *nostr.Event) {
+// broadcast sends the event queued as seq to every live subscription it
+// matches that was open when it was queued. A subscriber too slow to
+// take it is cut (conn.sendLive), never skipped.
+func (r *Relay) broadcast(ev *nostr.Event, seq uint64) {
 	var frame []byte
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	for c := range r.conns {
-		c.deliver(ev, &frame)
+		c.deliver(ev, seq, &frame)
 	}
 }

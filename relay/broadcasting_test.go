@@ -51,9 +51,37 @@ func BenchmarkBroadcast(b *testing.B) {
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				r.broadcast(ev)
+				r.broadcast(ev, 1)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(64*tc.subs), "ns/sub")
 		})
+	}
+}
+
+// TestLiveAfterOK checks the fan-out's two promises: an event reaches a
+// subscription opened before it was stored (even though delivery runs
+// after the publisher's OK), and never reaches live a subscription opened
+// after its OK, which gets it once, from the store.
+func TestLiveAfterOK(t *testing.T) {
+	tr := newTestRelay(t, nil)
+	k, _ := nostr.GenerateSecretKey()
+	pub, sub := tr.dial(), tr.dial()
+	sub.send("REQ", "live", map[string]any{"kinds": []int{1}, "limit": 0})
+	if m := sub.read(); m[0] != "EOSE" {
+		t.Fatalf("got %v, want EOSE", m)
+	}
+	for i := range 50 {
+		ev := signed(t, k, 1, nil, fmt.Sprint("note ", i))
+		if ok, msg := pub.publish(ev); !ok {
+			t.Fatal(msg)
+		}
+		// A REQ for it right after its OK, on the publisher's own
+		// connection, where the live delivery would land.
+		if ids, closed := pub.req(fmt.Sprint("r", i), `{"ids":["`+ev.IDHex()+`"]}`); len(ids) != 1 || closed != "" {
+			t.Fatalf("REQ after OK of event %d: %d events (%s), want exactly 1", i, len(ids), closed)
+		}
+		if m := sub.read(); m[0] != "EVENT" || m[2].(map[string]any)["id"] != ev.IDHex() {
+			t.Fatalf("live subscriber got %v, want event %d", m, i)
+		}
 	}
 }

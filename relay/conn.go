@@ -58,6 +58,9 @@ type subscription struct {
 	cancel  context.CancelFunc
 	release func() // from Relay.Interest; nil if none
 	unslot  func() // gives the address's subscription slot back
+	// opened is the fan-out's number when the subscription opened: it is
+	// given live only events queued after (fanout.seq).
+	opened uint64
 }
 
 // end stops the subscription and tells the Interest hook it is gone.
