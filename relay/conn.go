@@ -104,16 +104,29 @@ func newConn(r *Relay, ws *websocket.Conn, addr clientaddr.Key, host string) *co
 // A connection may send invalidBurst malformed, oversized or binary
 // messages, and invalidPerSecond more each second; one that sends more is
 // not a client with a bug (nor a conformance suite trying every malformed
-// frame it knows) but a flood, and is closed.
+// frame it knows) but a flood, and is closed. An address may send
+// ipInvalidBurst and ipInvalidPerSecond over all its connections, so that
+// reconnecting does not buy a flood a fresh allowance. A message over the
+// size limit counts as oversizedWeight, for the bytes it makes the relay
+// read and drop.
 const (
-	invalidPerSecond = 2
-	invalidBurst     = 100
+	invalidPerSecond   = 2
+	invalidBurst       = 100
+	ipInvalidPerSecond = 10
+	ipInvalidBurst     = 200
+	oversizedWeight    = 10
 )
 
 // badMessage counts an invalid message and reports whether the
 // connection may go on.
-func (c *conn) badMessage() bool {
-	if c.invalid.Allow() {
+func (c *conn) badMessage() bool { return c.badMessages(1) }
+
+// badMessages counts n invalid messages' worth (an oversized message is
+// worth several) and reports whether the connection may go on; if not,
+// it says why and cuts the connection.
+func (c *conn) badMessages(n int) bool {
+	now := time.Now()
+	if c.invalid.AllowN(now, n) && c.r.addrs.allowInvalid(c.addr, now, n) {
 		return true
 	}
 	c.r.m.rejected.WithLabelValues("invalid_flood").Inc()
@@ -160,7 +173,9 @@ func (c *conn) serve() {
 		if err != nil {
 			break
 		}
-		if c.stopping.Load() {
+		// A connection being cut (a flood of invalid messages, a slow
+		// consumer) stops reading here, even with messages buffered.
+		if c.stopping.Load() || c.ctx.Err() != nil {
 			break
 		}
 		spoke.Store(true)
@@ -175,7 +190,7 @@ func (c *conn) serve() {
 			rest, _ := io.Copy(io.Discard, rd)
 			c.r.m.rejected.WithLabelValues("message_too_large").Inc()
 			c.notice(fmt.Sprintf("invalid: message of %d bytes is over this relay's limit of %d bytes", n+rest, c.r.cfg.MaxMessageBytes))
-			if !c.badMessage() {
+			if !c.badMessages(oversizedWeight) {
 				break
 			}
 			continue
@@ -390,9 +405,7 @@ func (c *conn) sendLive(f []byte) {
 func (c *conn) refuseSub(subID, metric, reason string) {
 	c.r.m.rejected.WithLabelValues(metric).Inc()
 	c.closed(subID, reason)
-	if !c.badMessage() {
-		c.ws.SetReadDeadline(time.Now())
-	}
+	c.badMessage()
 }
 
 func (c *conn) notice(msg string) {

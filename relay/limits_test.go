@@ -279,3 +279,90 @@ func TestIPMaxSubscriptions(t *testing.T) {
 		t.Fatalf("after CLOSE: %s", closed)
 	}
 }
+
+// TestRefusedSubsFloodCloses checks that a connection that keeps sending
+// REQs after being refused for the subscription cap is closed like any
+// flood of invalid messages, after at most invalidBurst (and a few more
+// a second) refusals.
+func TestRefusedSubsFloodCloses(t *testing.T) {
+	tr := newTestRelay(t, func(c *Config) { c.IPMaxSubscriptions = 1 })
+	c := tr.dial()
+	const reqs = 3 * invalidBurst
+	go func() {
+		// Owned by the test: ends when the writes fail or are done.
+		for i := range reqs {
+			if c.ws.WriteMessage(1, []byte(fmt.Sprintf(`["REQ","s%d",{"limit":0}]`, i))) != nil {
+				return
+			}
+		}
+	}()
+	c.ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	refused, sawClose := 0, false
+	for {
+		_, data, err := c.ws.ReadMessage()
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatalf("the connection was not closed after %d refusals", refused)
+			}
+			break
+		}
+		switch {
+		case strings.HasPrefix(string(data), `["CLOSED"`):
+			refused++
+		case strings.Contains(string(data), "too many invalid messages"):
+			sawClose = true
+		}
+	}
+	if !sawClose || refused > invalidBurst+20 {
+		t.Fatalf("closed after %d refusals (NOTICE seen: %v), want about %d", refused, sawClose, invalidBurst)
+	}
+}
+
+// TestInvalidAllowancePerAddress checks that an address that spends its
+// invalid-message allowance on one connection cannot get a fresh one by
+// reconnecting: its next connection is closed at its first invalid
+// message.
+func TestInvalidAllowancePerAddress(t *testing.T) {
+	tr := newTestRelay(t, nil)
+	// Oversized messages count ten each: twenty of them spend the
+	// address's 200, over two connections (a connection's own allowance
+	// is 100).
+	big := `["EVENT",{"content":"` + strings.Repeat("x", DefaultConfig().MaxMessageBytes) + `"}]`
+	closedAfter := func(c *client, msg string, n int) int {
+		go func() {
+			// Owned by the test: ends when the writes fail or are done.
+			for range n {
+				if c.ws.WriteMessage(1, []byte(msg)) != nil {
+					return
+				}
+			}
+		}()
+		c.ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+		answered := 0
+		for {
+			_, data, err := c.ws.ReadMessage()
+			if err != nil {
+				if ne, ok := err.(net.Error); ok && ne.Timeout() {
+					t.Fatalf("the connection was not closed after %d answers", answered)
+				}
+				return answered
+			}
+			if strings.HasPrefix(string(data), `["NOTICE","invalid:`) {
+				answered++
+			}
+		}
+	}
+	start := time.Now()
+	if n := closedAfter(tr.dial(), big, 20); n < 9 || n > 11 {
+		t.Fatalf("first connection: %d oversized messages answered before the close, want 10", n)
+	}
+	if n := closedAfter(tr.dial(), big, 20); n < 9 || n > 11+int(time.Since(start).Seconds()) {
+		t.Fatalf("second connection: %d answered before the close, want the address's other 10", n)
+	}
+	// The allowance refills at ten a second: one oversized message's
+	// worth a second since the first.
+	refilled := 1 + int(time.Since(start).Seconds())
+	if n := closedAfter(tr.dial(), big, 20); n > refilled {
+		t.Fatalf("third connection: %d oversized messages answered, want the close after %d", n, refilled)
+	}
+}

@@ -28,6 +28,9 @@ type addrLimits struct {
 
 type addrState struct {
 	bucket *rate.Limiter
+	// invalid bounds the invalid messages of all the address's
+	// connections (nil until its first).
+	invalid *rate.Limiter
 	conns  int
 	negs   int
 	subs   int
@@ -58,7 +61,8 @@ func (l *addrLimits) state(k string) *addrState {
 func (l *addrLimits) evict() {
 	now := time.Now()
 	for k, st := range l.addrs {
-		if st.conns == 0 && st.negs == 0 && st.subs == 0 && (st.bucket == nil || st.bucket.Tokens() >= float64(l.cfg.IPEventsBurst)) && st.work.Full(now) {
+		if st.conns == 0 && st.negs == 0 && st.subs == 0 && (st.bucket == nil || st.bucket.Tokens() >= float64(l.cfg.IPEventsBurst)) &&
+			(st.invalid == nil || st.invalid.TokensAt(now) >= ipInvalidBurst) && st.work.Full(now) {
 			delete(l.addrs, k)
 		}
 	}
@@ -104,6 +108,18 @@ func (l *addrLimits) allowEvent(k clientaddr.Key) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.state(k.Narrow).bucket.Allow()
+}
+
+// allowInvalid counts n invalid messages from k and reports whether k is
+// within its allowance.
+func (l *addrLimits) allowInvalid(k clientaddr.Key, now time.Time, n int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := l.state(k.Narrow)
+	if st.invalid == nil {
+		st.invalid = rate.NewLimiter(ipInvalidPerSecond, ipInvalidBurst)
+	}
+	return st.invalid.AllowN(now, n)
 }
 
 // openNeg counts a NIP-77 session from k unless k is at its cap.
