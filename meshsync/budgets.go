@@ -15,14 +15,14 @@ import (
 // Per-peer work budgets (spec/limits.md): the store time and rows the
 // NEG-OPENs and REQs one peer sends may use, over all its streams, as the
 // relay bounds a client address (package workbudget). A peer over its
-// budget waits, at most maxWorkWait, then is refused with rate-limited.
+// budget waits, at most workbudget.MaxWait, then is refused with
+// rate-limited.
 const (
 	// DefaultPeerMillisPerSecond is a quarter of a core's store time.
 	DefaultPeerMillisPerSecond = 250
 	// DefaultPeerRowsPerSecond lets a peer reconcile 500,000 records (the
 	// largest session) every 25 s, and fetch 40 chunks of 500 a second.
 	DefaultPeerRowsPerSecond = 20_000
-	maxWorkWait              = 2 * time.Second
 	// maxBudgetPeers bounds the table of budgets. A peer pushed out of it
 	// starts afresh, which a fresh PeerID does anyway: per-peer bounds
 	// hold a peer to its share, and the resource manager's per-address
@@ -59,36 +59,26 @@ func (b *peerBudgets) of(p peer.ID) *workbudget.Budget {
 	return w
 }
 
-// admit waits, within ctx and maxWorkWait, until p's budget allows a
-// request, and then reserves w from it; the caller settles with settle.
-// It returns "" to go ahead, or a NIP-01 reason to refuse.
+// admit waits, within ctx and workbudget.MaxWait, until p's budget
+// allows a request, and then reserves w from it; the caller settles with
+// settle. It returns "" to go ahead, or a NIP-01 reason to refuse.
 func (b *peerBudgets) admit(ctx context.Context, p peer.ID, w workbudget.Work) string {
-	for {
+	retry, err := workbudget.Admit(ctx, func() time.Duration {
 		b.mu.Lock()
-		pb := b.of(p)
-		now := time.Now()
-		wait := time.Duration(0)
-		if !pb.Reserve(now, w) {
-			wait = pb.Wait(now)
+		defer b.mu.Unlock()
+		pb, now := b.of(p), time.Now()
+		if pb.Reserve(now, w) {
+			return 0
 		}
-		b.mu.Unlock()
-		if wait == 0 {
-			return ""
-		}
-		refuse := wait > maxWorkWait
-		// A refused peer waits as long as an admitted one would have, so
-		// a loop of refused requests spins no faster than it may ask.
-		t := time.NewTimer(min(wait, maxWorkWait))
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return "closed: session ended"
-		}
-		if refuse {
-			return fmt.Sprintf("rate-limited: your sync and lookup requests used their share of this node; retry in %ds", int((wait-maxWorkWait).Seconds())+1)
-		}
+		return pb.Wait(now)
+	})
+	switch {
+	case err != nil:
+		return "closed: session ended"
+	case retry > 0:
+		return fmt.Sprintf("rate-limited: your sync and lookup requests used their share of this node; retry in %ds", int(retry.Seconds())+1)
 	}
+	return ""
 }
 
 // settle charges p used in place of what it reserved.

@@ -26,12 +26,7 @@ func (c *Config) largestWork() workbudget.Work {
 	return workbudget.Work{Time: c.QueryTimeout.Duration, Rows: c.MaxNegRecords + 1}
 }
 
-// maxWorkWait is the longest a query waits for its budgets; a client in
-// more debt than that is refused with rate-limited and told how long to
-// wait.
-const maxWorkWait = 2 * time.Second
-
-// admitWork waits, within ctx and maxWorkWait, until both the
+// admitWork waits, within ctx and workbudget.MaxWait, until both the
 // connection's and its address's budgets allow a query. It returns "" to
 // go ahead, or a NIP-01 reason to refuse.
 func (c *conn) admitWork(ctx context.Context) string {
@@ -43,38 +38,31 @@ func (c *conn) admitWork(ctx context.Context) string {
 // work of a known bound is charged before it runs; the caller settles it
 // with settleWork.
 func (c *conn) admitReserving(ctx context.Context, reserve workbudget.Work) string {
-	for {
+	retry, err := workbudget.Admit(ctx, func() time.Duration {
 		c.work.mu.Lock()
 		w := c.work.b.Wait(time.Now())
 		c.work.mu.Unlock()
-		if w == 0 {
-			// The address's check and its reservation are one step, so
-			// requests from one address started at once go one at a
-			// time.
-			w = c.r.addrs.reserveWork(c.addr, reserve)
+		if w > 0 {
+			return w
 		}
-		if w == 0 {
-			c.work.mu.Lock()
-			c.work.b.Spend(time.Now(), reserve)
-			c.work.mu.Unlock()
-			return ""
+		// The address's check and its reservation are one step, so
+		// requests from one address started at once go one at a time.
+		if w := c.r.addrs.reserveWork(c.addr, reserve); w > 0 {
+			return w
 		}
-		refuse := w > maxWorkWait
-		// A refused client waits as long as one admitted would have,
-		// so that a loop of refused queries spins no faster than it
-		// may ask.
-		t := time.NewTimer(min(w, maxWorkWait))
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return "closed: subscription ended"
-		}
-		if refuse {
-			c.r.m.rejected.WithLabelValues("query_budget").Inc()
-			return fmt.Sprintf("rate-limited: this connection's queries used their share of the relay; retry in %ds", int((w-maxWorkWait).Seconds())+1)
-		}
+		c.work.mu.Lock()
+		c.work.b.Spend(time.Now(), reserve)
+		c.work.mu.Unlock()
+		return 0
+	})
+	switch {
+	case err != nil:
+		return "closed: subscription ended"
+	case retry > 0:
+		c.r.m.rejected.WithLabelValues("query_budget").Inc()
+		return fmt.Sprintf("rate-limited: this connection's queries used their share of the relay; retry in %ds", int(retry.Seconds())+1)
 	}
+	return ""
 }
 
 // settleWork charges used to the connection and its address in place of

@@ -19,6 +19,7 @@
 package workbudget
 
 import (
+	"context"
 	"math"
 	"time"
 )
@@ -132,4 +133,33 @@ func (b *bucket) spend(now time.Time, n float64) {
 func (b *bucket) full(now time.Time) bool {
 	b.refill(now)
 	return b.tokens >= b.rate*Burst
+}
+
+// MaxWait is the longest a request waits for its budgets; one in more
+// debt than that is refused, and told how long to wait.
+const MaxWait = 2 * time.Second
+
+// Admit asks try whether a request may go (try returns 0, having reserved
+// what it needs) or how long it must wait, and waits, within ctx, until
+// it may. A request that would wait more than MaxWait waits MaxWait, so
+// that a loop of refused requests spins no faster than it may ask, and is
+// refused: Admit returns how long it should wait before asking again. It
+// returns ctx's error if ctx ends first, and 0 and nil when admitted.
+func Admit(ctx context.Context, try func() time.Duration) (retry time.Duration, err error) {
+	for {
+		w := try()
+		if w == 0 {
+			return 0, nil
+		}
+		t := time.NewTimer(min(w, MaxWait))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return 0, ctx.Err()
+		}
+		if w > MaxWait {
+			return w - MaxWait, nil
+		}
+	}
 }

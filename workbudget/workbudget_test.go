@@ -1,6 +1,7 @@
 package workbudget
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -64,5 +65,26 @@ func TestReserveSerialises(t *testing.T) {
 	w.Settle(now, Work{Rows: 100_000}, Work{})
 	if !w.Full(now) || w.rows.tokens != 4000 {
 		t.Fatalf("tokens %v after an oversized refund, want the burst of 4,000", w.rows.tokens)
+	}
+}
+
+// TestAdmit checks that Admit waits as long as try says and then admits,
+// and gives up when its context ends.
+func TestAdmit(t *testing.T) {
+	calls := 0
+	retry, err := Admit(context.Background(), func() time.Duration {
+		calls++
+		if calls < 3 {
+			return time.Millisecond
+		}
+		return 0
+	})
+	if retry != 0 || err != nil || calls != 3 {
+		t.Fatalf("Admit: retry %v, err %v after %d calls; want admitted after 3", retry, err, calls)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Admit(ctx, func() time.Duration { return time.Hour }); err == nil {
+		t.Fatal("Admit went on after its context ended")
 	}
 }
