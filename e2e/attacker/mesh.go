@@ -68,6 +68,23 @@ func (a *peerAttacker) connect(ctx context.Context) bool {
 	return a.h.Connect(cctx, a.node) == nil
 }
 
+// streams opens streams of proto to the node on n workers until ctx ends,
+// reconnecting when cut off, and hands each (or the error) to use.
+func (a *peerAttacker) streams(ctx context.Context, n int, proto protocol.ID, use func(network.Stream, error)) {
+	workers(ctx, n, func(ctx context.Context, _ int) {
+		for ctx.Err() == nil {
+			if !a.connect(ctx) {
+				pause(ctx, 50*time.Millisecond)
+				continue
+			}
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			s, err := a.h.NewStream(sctx, a.node.ID, proto)
+			cancel()
+			use(s, err)
+		}
+	})
+}
+
 func (a *peerAttacker) counts(extra map[string]int64) map[string]int64 {
 	extra["connects"] = a.connects.Load()
 	return extra
@@ -80,22 +97,12 @@ func streams(ctx context.Context, t target) result {
 	}
 	defer a.h.Close()
 	var opened, refused atomic.Int64
-	workers(ctx, 8, func(ctx context.Context, _ int) {
-		for ctx.Err() == nil {
-			if !a.connect(ctx) {
-				pause(ctx, 50*time.Millisecond)
-				continue
-			}
-			sctx, cancel := context.WithTimeout(ctx, time.Second)
-			s, err := a.h.NewStream(sctx, a.node.ID, protocol.ID(meshsync.ProtocolID))
-			cancel()
-			if err != nil {
-				refused.Add(1)
-				continue
-			}
-			opened.Add(1)
-			_ = s // held open, never written
+	a.streams(ctx, 8, protocol.ID(meshsync.ProtocolID), func(s network.Stream, err error) {
+		if err != nil {
+			refused.Add(1)
+			return
 		}
+		opened.Add(1) // held open, never written
 	})
 	return result{
 		Got:    fmt.Sprintf("%d sync streams opened (then held or reset by the node), %d refused, %d connections", opened.Load(), refused.Load(), a.connects.Load()),
@@ -119,24 +126,15 @@ func pex(ctx context.Context, t target) result {
 	}
 	msg = append(msg, 0, 0)
 	var sent, refused atomic.Int64
-	workers(ctx, 4, func(ctx context.Context, _ int) {
-		for ctx.Err() == nil {
-			if !a.connect(ctx) {
-				pause(ctx, 50*time.Millisecond)
-				continue
-			}
-			sctx, cancel := context.WithTimeout(ctx, time.Second)
-			s, err := a.h.NewStream(sctx, a.node.ID, peerexchange.Protocol)
-			cancel()
-			if err != nil {
-				refused.Add(1)
-				pause(ctx, 10*time.Millisecond)
-				continue
-			}
-			s.Write(msg)
-			sent.Add(1)
-			s.Close()
+	a.streams(ctx, 4, peerexchange.Protocol, func(s network.Stream, err error) {
+		if err != nil {
+			refused.Add(1)
+			pause(ctx, 10*time.Millisecond)
+			return
 		}
+		s.Write(msg)
+		sent.Add(1)
+		s.Close()
 	})
 	return result{
 		Got:    fmt.Sprintf("%d exchanges of 32 junk descriptors sent, %d streams refused, %d connections", sent.Load(), refused.Load(), a.connects.Load()),

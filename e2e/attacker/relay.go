@@ -161,6 +161,21 @@ func subFlood(ctx context.Context, t target) result {
 	}
 }
 
+// onConns runs f on n connections at once, each closed when ctx ends
+// (which also ends a read f is blocked in).
+func onConns(ctx context.Context, t target, n int, f func(ctx context.Context, c *websocket.Conn)) {
+	workers(ctx, n, func(ctx context.Context, _ int) {
+		c, _, err := dial(ctx, t)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		stop := context.AfterFunc(ctx, func() { c.Close() })
+		defer stop()
+		f(ctx, c)
+	})
+}
+
 // stored sends a REQ and reads until its EOSE or CLOSED; it returns the
 // events received and the CLOSED reason, if any.
 func stored(c *websocket.Conn, sub string, filter string) (int, string, error) {
@@ -200,14 +215,7 @@ func stored(c *websocket.Conn, sub string, filter string) (int, string, error) {
 
 func reqLoop(ctx context.Context, t target) result {
 	var answered, refused, rows atomic.Int64
-	workers(ctx, 8, func(ctx context.Context, w int) {
-		c, _, err := dial(ctx, t)
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		stop := context.AfterFunc(ctx, func() { c.Close() })
-		defer stop()
+	onConns(ctx, t, 8, func(ctx context.Context, c *websocket.Conn) {
 		for i := 0; ctx.Err() == nil; i++ {
 			n, reason, err := stored(c, fmt.Sprint("b", i), `{"limit":500}`)
 			switch {
@@ -231,14 +239,7 @@ func reqLoop(ctx context.Context, t target) result {
 
 func negLoop(ctx context.Context, t target) result {
 	var opened, refused atomic.Int64
-	workers(ctx, 8, func(ctx context.Context, w int) {
-		c, _, err := dial(ctx, t)
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		stop := context.AfterFunc(ctx, func() { c.Close() })
-		defer stop()
+	onConns(ctx, t, 8, func(ctx context.Context, c *websocket.Conn) {
 		for i := 0; ctx.Err() == nil; i++ {
 			id := fmt.Sprint("n", i)
 			// "61" is an initial message of protocol version 1 with no
