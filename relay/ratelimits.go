@@ -31,10 +31,10 @@ type addrState struct {
 	// invalid bounds the invalid messages of all the address's
 	// connections (nil until its first).
 	invalid *rate.Limiter
-	conns  int
-	negs   int
-	subs   int
-	work   workbudget.Budget
+	conns   int
+	negs    int
+	subs    int
+	work    workbudget.Budget
 }
 
 func newAddrLimits(cfg *Config) *addrLimits {
