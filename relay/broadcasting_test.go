@@ -37,6 +37,7 @@ func BenchmarkBroadcast(b *testing.B) {
 					c.subs[fmt.Sprint("s", i)] = &subscription{filters: []nostr.Filter{tc.filter}}
 				}
 				r.conns[c] = struct{}{}
+				r.nconns.Add(1)
 				go func() {
 					// Owned by the benchmark: ends when ctx does.
 					for {

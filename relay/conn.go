@@ -333,9 +333,7 @@ func (c *conn) overBuffered(f []byte) bool {
 	if c.r.buffered.Load()+int64(len(f)) <= limit {
 		return false
 	}
-	c.r.mu.RLock()
-	n := int64(max(1, len(c.r.conns)))
-	c.r.mu.RUnlock()
+	n := max(1, c.r.nconns.Load())
 	return c.queued.Load() > limit/n
 }
 

@@ -93,8 +93,12 @@ type Relay struct {
 
 	mu    sync.RWMutex
 	conns map[*conn]struct{}
-	done  chan struct{}
-	wg    sync.WaitGroup
+	// nconns is len(conns), read without mu: a live delivery, which
+	// runs under mu's read lock, asks it, and a second read lock there
+	// would deadlock with a writer waiting between the two.
+	nconns atomic.Int64
+	done   chan struct{}
+	wg     sync.WaitGroup
 }
 
 // New makes a relay on a store. reg receives the relay's Prometheus metrics
@@ -215,6 +219,7 @@ func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
 	default:
 	}
 	r.conns[c] = struct{}{}
+	r.nconns.Add(1)
 	r.wg.Add(1)
 	r.mu.Unlock()
 	r.m.conns.Inc()
@@ -223,6 +228,7 @@ func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
 		c.serve()
 		r.mu.Lock()
 		delete(r.conns, c)
+		r.nconns.Add(-1)
 		r.mu.Unlock()
 		// What the writer left queued is dropped with the connection; no
 		// broadcast reaches it any more.
