@@ -121,10 +121,11 @@ func New(h host.Host, local Local, policy *boundary.Policy, cfg Config, log *slo
 // Close unregisters the protocol.
 func (s *Service) Close() { s.h.RemoveStreamHandler(protocol.ID(ProtocolID)) }
 
-// rawLocal is the optional part of a Local that hands out stored records
-// without decoding them (store.Store does).
+// rawLocal is the optional part of a Local that lists stored records
+// without decoding them, in no particular order, in one pass for the
+// whole store (store.Store does).
 type rawLocal interface {
-	QueryRaw(ctx context.Context, f *nostr.Filter, limit int, fn func(eventstore.Raw) bool) error
+	ListRaw(ctx context.Context, f *nostr.Filter, limit int, fn func(eventstore.Raw) bool) error
 }
 
 // items loads the (created_at, id) pairs of the events matching f that may
@@ -148,7 +149,7 @@ func (s *Service) items(ctx context.Context, f *nostr.Filter, shards shardSet) (
 	}
 	var err error
 	if rq, ok := s.local.(rawLocal); ok && (s.policy == nil || len(s.policy.Rules()) == 0) {
-		err = rq.QueryRaw(ctx, f, limit, func(r eventstore.Raw) bool {
+		err = rq.ListRaw(ctx, f, limit, func(r eventstore.Raw) bool {
 			read++
 			if shards != nil && !shards[mesh.ShardOf(r.PubKey())] {
 				return true

@@ -133,6 +133,33 @@ func (s meteredStore) QueryRaw(ctx context.Context, f *nostr.Filter, limit int, 
 	return err
 }
 
+// rawLister is the optional part of a Store that lists matches in no
+// particular order, cheaply for the whole store (store.Store does).
+type rawLister interface {
+	ListRaw(ctx context.Context, f *nostr.Filter, limit int, fn func(eventstore.Raw) bool) error
+}
+
+// ListRaw meters an unordered listing as Query does; a store that cannot
+// list is queried with QueryRaw.
+func (s meteredStore) ListRaw(ctx context.Context, f *nostr.Filter, limit int, fn func(eventstore.Raw) bool) error {
+	l, ok := s.Store.(rawLister)
+	if !ok {
+		return s.QueryRaw(ctx, f, limit, fn)
+	}
+	m, _ := ctx.Value(workMeterKey{}).(*workMeter)
+	start := time.Now()
+	err := l.ListRaw(ctx, f, limit, func(r eventstore.Raw) bool {
+		if m != nil {
+			m.rows.Add(1)
+		}
+		return fn(r)
+	})
+	if m != nil {
+		m.nanos.Add(int64(time.Since(start)))
+	}
+	return err
+}
+
 // eventRaw is a decoded event seen as a Raw.
 type eventRaw struct{ ev *nostr.Event }
 

@@ -1,11 +1,13 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
 
+	"fleetmesh.org/fleetmesh/eventstore"
 	"fleetmesh.org/fleetmesh/negentropy"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/workbudget"
@@ -123,20 +125,32 @@ func (c *conn) negStep(subID string, resp *negentropy.Responder, msg []byte, neg
 
 // negItems loads the (created_at, id) pairs of the events a filter
 // matches, refusing filters that match more than the configured bound,
-// and says what the store work cost. Only the pair is read from each
-// stored record; no event is decoded (but one of a kind that needs AUTH
-// to read, to check who may read it).
+// and says what the store work cost. The store lists them in no order
+// (in one pass over its records for the whole store), and only the pair
+// is read from each record; no event is decoded, but one of a kind that
+// needs AUTH to read, to check who may read it.
 func (c *conn) negItems(f *nostr.Filter) ([]negentropy.Item, workbudget.Work, error) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.r.cfg.QueryTimeout.Duration)
 	defer cancel()
 	ctx, meter := withMeter(ctx)
 	var items []negentropy.Item
 	max := c.r.cfg.MaxNegRecords
-	err := c.queryStored(ctx, f, max+1, func(id [32]byte, createdAt int64, _ func([]byte) []byte) bool {
-		items = append(items, negentropy.Item{Timestamp: uint64(createdAt), ID: id})
+	var derr error
+	err := c.r.store.(rawLister).ListRaw(ctx, f, max+1, func(r eventstore.Raw) bool {
+		if c.restrictedKind(r.Kind()) {
+			ev, err := r.Event()
+			if err != nil {
+				derr = err
+				return false
+			}
+			if !c.canRead(ev) {
+				return true
+			}
+		}
+		items = append(items, negentropy.Item{Timestamp: uint64(r.CreatedAt()), ID: r.ID()})
 		return true
 	})
-	if err != nil {
+	if err := cmp.Or(err, derr); err != nil {
 		return nil, meter.work(), errors.New("error: could not read the events to sync; try again")
 	}
 	if len(items) > max {
