@@ -20,9 +20,13 @@ import (
 const (
 	// DefaultPeerMillisPerSecond is a quarter of a core's store time.
 	DefaultPeerMillisPerSecond = 250
-	// DefaultPeerRowsPerSecond lets a peer reconcile 500,000 records (the
-	// largest session) every 25 s, and fetch 40 chunks of 500 a second.
-	DefaultPeerRowsPerSecond = 20_000
+	// DefaultPeerRowsPerSecond lets a peer list the largest session
+	// (500,000 records, a reservation of five seconds of it) and fetch
+	// what it lacks right after, in the same session: a budget smaller
+	// than a session's listing would refuse every honest session's
+	// fetches on a large store. A listing is about five times cheaper a
+	// record than a REQ's row; the time budget bounds REQs first.
+	DefaultPeerRowsPerSecond = 100_000
 	// maxBudgetPeers bounds the table of budgets. A peer pushed out of it
 	// starts afresh, which a fresh PeerID does anyway: per-peer bounds
 	// hold a peer to its share, and the resource manager's per-address
