@@ -21,9 +21,9 @@ const (
 	// DefaultPeerMillisPerSecond is a quarter of a core's store time.
 	DefaultPeerMillisPerSecond = 250
 	// DefaultPeerRowsPerSecond lets a peer list the largest session
-	// (500,000 records, a reservation of five seconds of it) and fetch
-	// what it lacks right after, in the same session: a budget smaller
-	// than a session's listing would refuse every honest session's
+	// (500,000 records, five seconds of it) and fetch what it lacks right
+	// after, in the same session: with a budget smaller than a session's
+	// listing, the listing's debt would refuse every honest session's
 	// fetches on a large store. A listing is about five times cheaper a
 	// record than a REQ's row; the time budget bounds REQs first.
 	DefaultPeerRowsPerSecond = 100_000
@@ -64,25 +64,29 @@ func (b *peerBudgets) of(p peer.ID) *workbudget.Budget {
 }
 
 // admit waits, within ctx and workbudget.MaxWait, until p's budget
-// allows a request, and then reserves w from it; the caller settles with
-// settle. It returns "" to go ahead, or a NIP-01 reason to refuse.
-func (b *peerBudgets) admit(ctx context.Context, p peer.ID, w workbudget.Work) string {
+// allows a request, and then reserves w from it; the caller settles what
+// it returns with settle. It returns "" to go ahead, or a NIP-01 reason
+// to refuse.
+func (b *peerBudgets) admit(ctx context.Context, p peer.ID, w workbudget.Work) (workbudget.Work, string) {
+	var reserved workbudget.Work
 	retry, err := workbudget.Admit(ctx, func() time.Duration {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		pb, now := b.of(p), time.Now()
-		if pb.Reserve(now, w) {
+		r, ok := pb.Reserve(now, w)
+		if ok {
+			reserved = r
 			return 0
 		}
 		return pb.Wait(now)
 	})
 	switch {
 	case err != nil:
-		return "closed: session ended"
+		return reserved, "closed: session ended"
 	case retry > 0:
-		return fmt.Sprintf("rate-limited: your sync and lookup requests used their share of this node; retry in %ds", int(retry.Seconds())+1)
+		return reserved, fmt.Sprintf("rate-limited: your sync and lookup requests used their share of this node; retry in %ds", int(retry.Seconds())+1)
 	}
-	return ""
+	return reserved, ""
 }
 
 // settle charges p used in place of what it reserved.

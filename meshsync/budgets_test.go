@@ -16,9 +16,9 @@ import (
 )
 
 // TestPeerWorkBudget checks that a peer's NEG-OPENs are charged to its
-// budget, reserved in full and settled with what they read: a second
-// session goes ahead, and the peer's next one, in debt by then, is
-// refused rate-limited.
+// budget, reserved before they run and settled with what they read: a
+// second session goes ahead, and the peer's next one, in debt by then,
+// is refused rate-limited.
 func TestPeerWorkBudget(t *testing.T) {
 	mn, nodes := newMesh(t, 2)
 	a, b := nodes[0], nodes[1]
@@ -32,8 +32,8 @@ func TestPeerWorkBudget(t *testing.T) {
 	}
 	ctx := context.Background()
 	pb := mn.Peers()[1]
-	// The first leaves the peer 5 rows in debt; had its reservation of
-	// 1,001 rows not been given back, the second would be refused.
+	// The first leaves the peer 5 rows in debt: its reservation (of 1,001
+	// rows, as far as a second of debt) settled to the 45 it read.
 	for i := range 2 {
 		if _, err := a.svc.SyncWith(ctx, pb, nostr.Filter{}); err != nil {
 			t.Fatalf("session %d: %v", i, err)

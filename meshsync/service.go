@@ -490,8 +490,8 @@ func (s *Service) serveOn(str Stream, remote peer.ID) {
 // from the peer's budget, lists the items, settles, and takes the first
 // step. It returns the session's responder (nil if refused).
 func (s *Service) negOpen(ctx context.Context, p peer.ID, w msgio.Writer, f *nostr.Filter, shards shardSet, msg json.RawMessage, violation func()) (*negentropy.Responder, error) {
-	reserve := workbudget.Work{Rows: s.cfg.MaxRecords + 1}
-	if reason := s.work.admit(ctx, p, reserve); reason != "" {
+	reserve, reason := s.work.admit(ctx, p, workbudget.Work{Rows: s.cfg.MaxRecords + 1})
+	if reason != "" {
 		return nil, writeFrame(w, "NEG-ERR", "sync", reason)
 	}
 	start := time.Now()
@@ -544,7 +544,7 @@ func (s *Service) serveReq(ctx context.Context, p peer.ID, w msgio.Writer, parts
 			return writeFrame(w, "CLOSED", sub, err.Error())
 		}
 	}
-	if reason := s.work.admit(ctx, p, workbudget.Work{}); reason != "" {
+	if _, reason := s.work.admit(ctx, p, workbudget.Work{}); reason != "" {
 		return writeFrame(w, "CLOSED", sub, reason)
 	}
 	start, read := time.Now(), 0

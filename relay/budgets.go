@@ -30,49 +30,58 @@ func (c *Config) largestWork() workbudget.Work {
 // connection's and its address's budgets allow a query. It returns "" to
 // go ahead, or a NIP-01 reason to refuse.
 func (c *conn) admitWork(ctx context.Context) string {
-	return c.admitReserving(ctx, workbudget.Work{})
+	_, reason := c.admitReserving(ctx, workbudget.Work{})
+	return reason
 }
+
+// reservation is what admitReserving took from the connection's and the
+// address's budgets.
+type reservation struct{ conn, addr workbudget.Work }
 
 // admitReserving is admitWork that also reserves w from the address's and
 // the connection's budgets the moment both allow the request, so that
-// work of a known bound is charged before it runs; the caller settles it
-// with settleWork.
-func (c *conn) admitReserving(ctx context.Context, reserve workbudget.Work) string {
+// work of a known bound is charged before it runs; the caller settles
+// what it returns with settleWork.
+func (c *conn) admitReserving(ctx context.Context, w workbudget.Work) (reservation, string) {
+	var res reservation
 	retry, err := workbudget.Admit(ctx, func() time.Duration {
 		c.work.mu.Lock()
-		w := c.work.b.Wait(time.Now())
+		wait := c.work.b.Wait(time.Now())
 		c.work.mu.Unlock()
-		if w > 0 {
-			return w
+		if wait > 0 {
+			return wait
 		}
 		// The address's check and its reservation are one step, so
 		// requests from one address started at once go one at a time.
-		if w := c.r.addrs.reserveWork(c.addr, reserve); w > 0 {
-			return w
+		if res.addr, wait = c.r.addrs.reserveWork(c.addr, w); wait > 0 {
+			return wait
 		}
 		c.work.mu.Lock()
-		c.work.b.Spend(time.Now(), reserve)
+		// The connection's check above and this may race with its own
+		// other handlers; a reservation that finds it in debt takes
+		// nothing.
+		res.conn, _ = c.work.b.Reserve(time.Now(), w)
 		c.work.mu.Unlock()
 		return 0
 	})
 	switch {
 	case err != nil:
-		return "closed: subscription ended"
+		return res, "closed: subscription ended"
 	case retry > 0:
 		c.r.m.rejected.WithLabelValues("query_budget").Inc()
-		return fmt.Sprintf("rate-limited: this connection's queries used their share of the relay; retry in %ds", int(retry.Seconds())+1)
+		return res, fmt.Sprintf("rate-limited: this connection's queries used their share of the relay; retry in %ds", int(retry.Seconds())+1)
 	}
-	return ""
+	return res, ""
 }
 
 // settleWork charges used to the connection and its address in place of
 // what was reserved for it.
-func (c *conn) settleWork(reserved, used workbudget.Work) {
+func (c *conn) settleWork(res reservation, used workbudget.Work) {
 	now := time.Now()
 	c.work.mu.Lock()
-	c.work.b.Settle(now, reserved, used)
+	c.work.b.Settle(now, res.conn, used)
 	c.work.mu.Unlock()
-	c.r.addrs.settleWork(c.addr, reserved, used)
+	c.r.addrs.settleWork(c.addr, res.addr, used)
 }
 
 // workMeter adds up the store work done on behalf of one request: rows
@@ -186,4 +195,4 @@ func (m *workMeter) work() workbudget.Work {
 
 // charge spends what m measured from the connection's and its address's
 // budgets.
-func (c *conn) charge(m *workMeter) { c.settleWork(workbudget.Work{}, m.work()) }
+func (c *conn) charge(m *workMeter) { c.settleWork(reservation{}, m.work()) }

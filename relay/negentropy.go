@@ -59,17 +59,17 @@ func (c *conn) handleNeg(m *nostr.ClientMessage) {
 			return
 		}
 		// The listing is charged before it runs, as if it read every
-		// record a session may cover, and settled with what it read: so
-		// NEG-OPENs from one address run one at a time, and each waits
-		// until the address's budget has room for the largest listing.
-		reserve := workbudget.Work{Rows: c.r.cfg.MaxNegRecords + 1}
-		if reason := c.admitReserving(c.ctx, reserve); reason != "" {
+		// record a session may cover (as far as a second of debt), and
+		// settled with what it read: so NEG-OPENs from one address run
+		// one at a time, each once the address's budget has room.
+		res, reason := c.admitReserving(c.ctx, workbudget.Work{Rows: c.r.cfg.MaxNegRecords + 1})
+		if reason != "" {
 			c.r.addrs.closeNeg(c.addr)
 			negErr(reason)
 			return
 		}
 		items, used, err := c.negItems(&m.Filters[0])
-		c.settleWork(reserve, used)
+		c.settleWork(res, used)
 		if err != nil {
 			c.r.addrs.closeNeg(c.addr)
 			negErr(err.Error())

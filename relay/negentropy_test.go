@@ -91,8 +91,7 @@ func TestNIP77Sync(t *testing.T) {
 }
 
 // TestNegOpenCharged checks that a NEG-OPEN's listing is charged to its
-// address: reserved in full before it runs (max_negentropy_records rows)
-// and settled with the rows it read, so that a second session goes ahead
+// address: reserved before it runs and settled with the rows it read, so that a second session goes ahead
 // but the address's next one, in debt by then, is refused rate-limited.
 func TestNegOpenCharged(t *testing.T) {
 	// 10 rows a second with a burst of 40; each listing reads 45 rows.
@@ -114,8 +113,9 @@ func TestNegOpenCharged(t *testing.T) {
 		return m
 	}
 	c := tr.dial()
-	// The first leaves the address 5 rows in debt. Had its reservation of
-	// 1,001 rows not been given back, the second would be refused.
+	// The first leaves the address 5 rows in debt: its reservation (of
+	// 1,001 rows, as far as a second of debt) settled to the 45 it read.
+	// Had the reservation not been given back, the second would wait.
 	for _, id := range []string{"a", "b"} {
 		if m := open(c, id); m[0] != "NEG-MSG" {
 			t.Fatalf("NEG-OPEN %s: %v", id, m)

@@ -143,16 +143,18 @@ func (l *addrLimits) closeNeg(k clientaddr.Key) {
 }
 
 // reserveWork says how long k must wait before its next query (0: now),
-// and when it need not wait, reserves w from k's budget.
-func (l *addrLimits) reserveWork(k clientaddr.Key, w workbudget.Work) time.Duration {
+// and when it need not wait, reserves w from k's budget and says what it
+// reserved (workbudget.Budget.Reserve).
+func (l *addrLimits) reserveWork(k clientaddr.Key, w workbudget.Work) (workbudget.Work, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := &l.state(k.Narrow).work
 	now := time.Now()
-	if !b.Reserve(now, w) {
-		return b.Wait(now)
+	r, ok := b.Reserve(now, w)
+	if !ok {
+		return r, b.Wait(now)
 	}
-	return 0
+	return r, 0
 }
 
 // settleWork charges k used in place of what it reserved.

@@ -70,15 +70,26 @@ func (b *Budget) Spend(now time.Time, w Work) {
 }
 
 // Reserve charges w up front if the budget allows a request now, and
-// reports whether it did. The caller settles with Settle once the real
-// cost is known.
-func (b *Budget) Reserve(now time.Time, w Work) bool {
+// reports what it charged: w, or as much of it as takes the budget
+// ReserveDebt into debt, if that is less. That is enough that requests
+// after it wait for it to be settled, and not so much that they are
+// refused for work that may never be done. The caller settles with
+// Settle, with what Reserve returned, once the real cost is known.
+func (b *Budget) Reserve(now time.Time, w Work) (Work, bool) {
 	if b.Wait(now) > 0 {
-		return false
+		return Work{}, false
 	}
-	b.Spend(now, w)
-	return true
+	r := Work{
+		Time: time.Duration(b.time.reservable(w.Time.Seconds()) * float64(time.Second)),
+		Rows: int(b.rows.reservable(float64(w.Rows))),
+	}
+	b.Spend(now, r)
+	return r, true
 }
+
+// ReserveDebt is how far, in seconds of its rate, a reservation takes a
+// budget into debt at most.
+const ReserveDebt = 1
 
 // Settle replaces a reservation of reserved by the real cost used: what
 // was reserved and not used is given back.
@@ -128,6 +139,15 @@ func (b *bucket) spend(now time.Time, n float64) {
 	if b.rate > 0 {
 		b.tokens = math.Min(b.rate*Burst, math.Max(-b.debt, b.tokens-n))
 	}
+}
+
+// reservable is how much of n a reservation takes (after a refill):
+// down to ReserveDebt seconds of debt at most.
+func (b *bucket) reservable(n float64) float64 {
+	if b.rate <= 0 {
+		return 0
+	}
+	return math.Max(0, math.Min(n, b.tokens+b.rate*ReserveDebt))
 }
 
 func (b *bucket) full(now time.Time) bool {

@@ -42,28 +42,42 @@ func TestLargestChargeCounted(t *testing.T) {
 }
 
 // TestReserveSerialises checks that a reservation makes the next request
-// wait until it is settled, and that settling gives back what was not
-// used.
+// wait until it is settled, no longer than ReserveDebt, and that settling
+// charges what was used.
 func TestReserveSerialises(t *testing.T) {
 	now := time.Now()
 	w := New(0, 1000, Work{Rows: 10_000})
 	w.rows.last = now
-	if !w.Reserve(now, Work{Rows: 10_000}) {
+	got, ok := w.Reserve(now, Work{Rows: 10_000})
+	if !ok {
 		t.Fatal("a full budget refused a reservation")
 	}
-	if w.Reserve(now, Work{Rows: 10_000}) {
+	// 4,000 saved up and one second of debt.
+	if got.Rows != 5000 {
+		t.Fatalf("reserved %d rows, want 5,000", got.Rows)
+	}
+	if _, ok := w.Reserve(now, Work{Rows: 10_000}); ok {
 		t.Fatal("a second reservation went ahead before the first was settled")
 	}
-	w.Settle(now, Work{Rows: 10_000}, Work{Rows: 1_000})
+	if d := w.Wait(now); d > ReserveDebt*time.Second {
+		t.Fatalf("a request after a reservation waits %v, more than %ds", d, ReserveDebt)
+	}
+	w.Settle(now, got, Work{Rows: 1_000})
 	if d := w.Wait(now); d != 0 {
-		t.Fatalf("after settling 1,000 of 10,000 rows: wait %v, want 0", d)
+		t.Fatalf("after settling 1,000 rows: wait %v, want 0", d)
 	}
 	if got := w.rows.tokens; got != 3000 {
 		t.Fatalf("tokens after settling: %v, want 3,000 (4,000 less the 1,000 used)", got)
 	}
+	// A reservation that used more than it took is charged all of it.
+	got, _ = w.Reserve(now, Work{Rows: 10_000})
+	w.Settle(now, got, Work{Rows: 9_000})
+	if d := w.Wait(now); d < 5900*time.Millisecond || d > 6100*time.Millisecond {
+		t.Fatalf("after a 9,000-row listing from 3,000: wait %v, want 6s", d)
+	}
 	// Settling never raises a budget above its burst.
-	w.Settle(now, Work{Rows: 100_000}, Work{})
-	if !w.Full(now) || w.rows.tokens != 4000 {
+	w.Settle(now.Add(time.Hour), Work{Rows: 100_000}, Work{})
+	if !w.Full(now.Add(time.Hour)) || w.rows.tokens != 4000 {
 		t.Fatalf("tokens %v after an oversized refund, want the burst of 4,000", w.rows.tokens)
 	}
 }
