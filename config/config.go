@@ -120,6 +120,11 @@ type MeshConfig struct {
 	// "0s" turns it off.
 	ReprovideInterval setting.Duration `toml:"reprovide_interval" comment:"how often held events are announced again in the DHT; '0s' turns it off"`
 
+	// LimitLoopback holds peers on loopback to the per-address connection
+	// limits too (spec/limits.md); off, as go-libp2p has it, so that many
+	// nodes on one machine can mesh. A test of hostile load turns it on.
+	LimitLoopback bool `toml:"limit_loopback" comment:"hold peers on loopback to the per-address connection limits too (for tests of hostile load)"`
+
 	// Durability (spec/mesh-placement.md).
 
 	// Replication is R, how many storage nodes hold each author shard.

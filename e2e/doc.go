@@ -8,6 +8,9 @@
 // into the packages it tests: it sees only the CLI contract (docs/design.md §11),
 // the relay's WebSocket and HTTP endpoints, and the process's stdout.
 //
+// The hostile-load suite's attacker is a program of its own, e2e/attacker,
+// which the suite builds and runs as a separate process.
+//
 // The tests need Node and interop/node_modules (scripts/test.sh installs
 // them with `npm ci`); without them the tests fail with a message that says
 // so, because CI always installs them.

@@ -59,6 +59,12 @@ type Config struct {
 	// as go-libp2p's AutoScale does.
 	ResourceMaxMemory int64
 	ResourceMaxFDs    int
+	// LimitLoopback applies the per-address connection limits
+	// (resources.go) to loopback addresses too. go-libp2p exempts them so
+	// that many nodes on one machine can mesh, which is also what hides
+	// those limits from a test on loopback; a test that means to see what
+	// a peer on the internet would get sets it.
+	LimitLoopback bool
 	// MaxFDs, if set, caps the file descriptors the host may use (the
 	// resource manager's system FD limit) below what the scaling gives, so
 	// that the mesh keeps to its share of the process's file limit.

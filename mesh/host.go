@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/libp2p/go-libp2p"
+	coreconnmgr "github.com/libp2p/go-libp2p/core/connmgr"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/metrics"
 	"github.com/libp2p/go-libp2p/p2p/host/autorelay"
@@ -42,14 +43,14 @@ func NewHost(key *identity.Key, cfg Config) (host.Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newHost(key, cfg, n, nil, nil)
+	return newHost(key, cfg, n, nil, nil, nil)
 }
 
 // newHost is NewHost for a validated cfg with defaults, with n as
 // AutoRelay's peer source and the hole punch tracer, rep told of what
-// the resource manager refuses (nil: nobody), and bw, if not nil,
-// counting bytes per protocol.
-func newHost(key *identity.Key, cfg Config, n *nat, rep rcmgr.MetricsReporter, bw *metrics.BandwidthCounter) (host.Host, error) {
+// the resource manager refuses (nil: nobody), bw, if not nil,
+// counting bytes per protocol, and gater, if not nil, refusing peers.
+func newHost(key *identity.Key, cfg Config, n *nat, rep rcmgr.MetricsReporter, bw *metrics.BandwidthCounter, gater coreconnmgr.ConnectionGater) (host.Host, error) {
 	cm, err := connmgr.NewConnManager(cfg.ConnLowWater, cfg.ConnHighWater, connmgr.WithGracePeriod(cfg.ConnGracePeriod))
 	if err != nil {
 		return nil, fmt.Errorf("mesh: connection manager: %w", err)
@@ -102,6 +103,9 @@ func newHost(key *identity.Key, cfg Config, n *nat, rep rcmgr.MetricsReporter, b
 	}
 	if bw != nil {
 		opts = append(opts, libp2p.BandwidthReporter(bw))
+	}
+	if gater != nil {
+		opts = append(opts, libp2p.ConnectionGater(gater))
 	}
 	h, err := libp2p.New(opts...)
 	if err != nil {

@@ -102,12 +102,12 @@ func Open(key *identity.Key, cfg Config, hooks Hooks) (*Mesh, error) {
 	if m.cfg.ListenFallback {
 		m.cfg.ListenAddrs = m.fallBack(m.cfg.ListenAddrs, false)
 	}
-	h, err := newHost(key, m.cfg, m.nat, resourceReporter{m.misb}, m.bw)
+	h, err := newHost(key, m.cfg, m.nat, resourceReporter{m.misb}, m.bw, banGater{m.misb})
 	if errors.Is(err, ErrListenAddrInUse) && m.cfg.ListenFallback {
 		// Taken between the check and the bind (another node starting at
 		// the same moment): once more, on free ports.
 		m.cfg.ListenAddrs = m.fallBack(m.cfg.ListenAddrs, true)
-		h, err = newHost(key, m.cfg, m.nat, resourceReporter{m.misb}, m.bw)
+		h, err = newHost(key, m.cfg, m.nat, resourceReporter{m.misb}, m.bw, banGater{m.misb})
 	}
 	if err != nil {
 		m.cancel()

@@ -7,10 +7,13 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/libp2p/go-libp2p/core/connmgr"
+	"github.com/libp2p/go-libp2p/core/control"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
+	ma "github.com/multiformats/go-multiaddr"
 )
 
 // Misbehaviour reasons, as Stats.Misbehavior counts them (spec/limits.md).
@@ -20,6 +23,7 @@ const (
 	MisbehaviorPEXFlood      = "pex_flood"          // exchanges started more often than allowed
 	MisbehaviorStreamsRefuse = "streams_over_limit" // streams the resource manager refused
 	MisbehaviorIrohRefused   = "iroh_over_limit"    // iroh connections or streams over their bounds
+	MisbehaviorSyncViolation = "sync_violation"     // a sync or lookup stream out of protocol (meshsync)
 )
 
 // Penalty weights: a peer whose decayed score reaches banScore is
@@ -31,6 +35,7 @@ var misbehaviorWeight = map[string]float64{
 	MisbehaviorPEXFlood:      1,
 	MisbehaviorStreamsRefuse: 0.25,
 	MisbehaviorIrohRefused:   0.25,
+	MisbehaviorSyncViolation: 2,
 }
 
 const (
@@ -104,9 +109,9 @@ func (b *misbehavior) penalize(p peer.ID, reason string) {
 	}
 }
 
-// Penalize counts one misbehaviour of p that another transport saw (the
-// node's iroh side: reason MisbehaviorIrohRefused), scored as the mesh's
-// own are; Banned then says whether it crossed the line.
+// Penalize counts one misbehaviour of p for reason, one of the
+// Misbehavior* constants: what the mesh's own protocols do, and what a
+// protocol served beside it (meshsync, or the node's iroh side) saw.
 func (m *Mesh) Penalize(p peer.ID, reason string) { m.misb.penalize(p, reason) }
 
 // Banned reports whether p is refused now for misbehaviour, and until
@@ -131,20 +136,10 @@ func (b *misbehavior) bannedUntil(p peer.ID) (time.Time, bool) {
 	return until, ok
 }
 
-// run closes the connections of banned peers, those it is handed and
-// those that connect while banned, until the mesh closes.
+// run closes the connections of the peers it is handed, until the mesh
+// closes. New connections of banned peers never get this far: banGater
+// refuses them.
 func (b *misbehavior) run(ctx context.Context) {
-	nb := &network.NotifyBundle{ConnectedF: func(_ network.Network, c network.Conn) {
-		if b.isBanned(c.RemotePeer()) {
-			select {
-			case b.disconnect <- c.RemotePeer():
-			default:
-				c.Close()
-			}
-		}
-	}}
-	b.m.h.Network().Notify(nb)
-	defer b.m.h.Network().StopNotify(nb)
 	for {
 		select {
 		case p := <-b.disconnect:
@@ -155,6 +150,32 @@ func (b *misbehavior) run(ctx context.Context) {
 		}
 	}
 }
+
+// banGater refuses banned peers at the earliest point their identity is
+// known: a dial is never started, and an inbound connection is closed
+// right after its security handshake (which is what proves the PeerID),
+// before the muxer, identify or any stream. An address cannot be refused
+// earlier without refusing every peer behind it; the resource manager's
+// per-address limits (resources.go) bound how often one address may try.
+type banGater struct{ b *misbehavior }
+
+var _ connmgr.ConnectionGater = banGater{}
+
+func (g banGater) InterceptPeerDial(p peer.ID) bool { return !g.b.isBanned(p) }
+
+func (banGater) InterceptAddrDial(peer.ID, ma.Multiaddr) bool { return true }
+
+func (banGater) InterceptAccept(network.ConnMultiaddrs) bool { return true }
+
+func (g banGater) InterceptSecured(_ network.Direction, p peer.ID, _ network.ConnMultiaddrs) bool {
+	if g.b.isBanned(p) {
+		g.b.m.stats.add(func(s *Stats) { s.BannedRefused++ })
+		return false
+	}
+	return true
+}
+
+func (banGater) InterceptUpgraded(network.Conn) (bool, control.DisconnectReason) { return true, 0 }
 
 // resourceReporter tells misbehavior of the streams the resource manager
 // refused a peer. Every other event is ignored.

@@ -34,11 +34,48 @@ func TestMisbehavingPeerBanned(t *testing.T) {
 	if st := a.m.Stats(); st.PeersBanned != 1 || st.Misbehavior[MisbehaviorPEXViolation] != 4 {
 		t.Fatalf("stats: banned %d, misbehavior %v", st.PeersBanned, st.Misbehavior)
 	}
-	// While banned, b's new connections are closed.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+}
+
+// TestBannedPeerRefusedAtHandshake checks, between real hosts over TCP
+// (mocknet has no connection gater), that a banned peer's new connection
+// is refused right after its security handshake and counted, and that the
+// node does not dial it either.
+func TestBannedPeerRefusedAtHandshake(t *testing.T) {
+	cfg := Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, DHT: DHTOff, ConnLowWater: 4, ConnHighWater: 16,
+		ResourceMaxMemory: 256 << 20, ResourceMaxFDs: 256, DisableAutoRelay: true}
+	a, err := Open(newKey(t), cfg, Hooks{Sink: newRecordingSink()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := NewHost(newKey(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	b.h.Connect(ctx, peer.AddrInfo{ID: a.h.ID(), Addrs: a.h.Addrs()})
-	eventually(t, 10*time.Second, "a banned peer's new connection closed", func() bool {
-		return a.h.Network().Connectedness(b.h.ID()) != network.Connected
+	ai := peer.AddrInfo{ID: a.h.ID(), Addrs: a.h.Addrs()}
+	if err := b.Connect(ctx, ai); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 4; i++ {
+		a.Penalize(b.ID(), MisbehaviorPEXViolation)
+	}
+	eventually(t, 10*time.Second, "the banned peer disconnected", func() bool {
+		return a.h.Network().Connectedness(b.ID()) != network.Connected
 	})
+	b.Network().ClosePeer(a.h.ID())
+	if err := b.Connect(ctx, ai); err == nil {
+		// The dialler may see its side up before the refusal reaches it.
+		eventually(t, 10*time.Second, "the banned peer's connection closed", func() bool {
+			return b.Network().Connectedness(a.h.ID()) != network.Connected
+		})
+	}
+	if got := a.Stats().BannedRefused; got == 0 {
+		t.Fatal("the banned peer's connection was not refused at the handshake")
+	}
+	if err := a.h.Connect(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Addrs()}); err == nil {
+		t.Fatal("the node dialled a banned peer")
+	}
 }

@@ -89,6 +89,9 @@ type Stats struct {
 	// (spec/limits.md).
 	Misbehavior map[string]uint64
 	PeersBanned uint64
+	// BannedRefused counts connections of banned peers refused right
+	// after their security handshake (banGater).
+	BannedRefused uint64
 	// Dropped counts valid events GossipSub dropped because the Sink fell
 	// more than Config.SubscriptionBuffer events behind.
 	Dropped uint64

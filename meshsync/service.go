@@ -18,9 +18,11 @@ import (
 
 	"fleetmesh.org/fleetmesh/boundary"
 	"fleetmesh.org/fleetmesh/eventstore"
+	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/meter"
 	"fleetmesh.org/fleetmesh/negentropy"
 	"fleetmesh.org/fleetmesh/nostr"
+	"fleetmesh.org/fleetmesh/workbudget"
 )
 
 // Local is the node's own event store as this package needs it. AddEvent
@@ -45,6 +47,16 @@ type Config struct {
 	// closes the REQ with the error's text, a NIP-01 prefixed reason
 	// naming the grant (spec/grants.md).
 	Allow func(p peer.ID) error
+	// PeerMillisPerSecond and PeerRowsPerSecond are each peer's work
+	// budget for the NEG-OPENs and REQs it sends (budgets.go; defaults
+	// DefaultPeerMillisPerSecond and DefaultPeerRowsPerSecond).
+	PeerMillisPerSecond int
+	PeerRowsPerSecond   int
+	// Penalize, if set, is told of a peer that broke the protocol: a
+	// frame that is not a JSON array of a known message, a malformed
+	// NEG-OPEN, REQ or EVENT, a negentropy message that does not parse.
+	// The node scores the peer down (mesh.Mesh.Penalize).
+	Penalize func(p peer.ID)
 }
 
 func (c *Config) fill() {
@@ -56,6 +68,12 @@ func (c *Config) fill() {
 	}
 	if c.SessionTimeout <= 0 {
 		c.SessionTimeout = 5 * time.Minute
+	}
+	if c.PeerMillisPerSecond <= 0 {
+		c.PeerMillisPerSecond = DefaultPeerMillisPerSecond
+	}
+	if c.PeerRowsPerSecond <= 0 {
+		c.PeerRowsPerSecond = DefaultPeerRowsPerSecond
 	}
 }
 
@@ -82,6 +100,7 @@ type Service struct {
 	log    *slog.Logger
 	dial   Dialer
 	stats  counters
+	work   *peerBudgets
 	// progress is the current catch-up, over every session's fetches.
 	progress progress
 }
@@ -93,6 +112,7 @@ func New(h host.Host, local Local, policy *boundary.Policy, cfg Config, log *slo
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Service{h: h, local: local, policy: policy, cfg: cfg, log: log}
+	s.work = newPeerBudgets(&s.cfg)
 	s.progress.now = time.Now
 	h.SetStreamHandler(protocol.ID(ProtocolID), s.serve)
 	return s
@@ -101,10 +121,19 @@ func New(h host.Host, local Local, policy *boundary.Policy, cfg Config, log *slo
 // Close unregisters the protocol.
 func (s *Service) Close() { s.h.RemoveStreamHandler(protocol.ID(ProtocolID)) }
 
+// rawLocal is the optional part of a Local that lists stored records
+// without decoding them, in no particular order, in one pass for the
+// whole store (store.Store does).
+type rawLocal interface {
+	ListRaw(ctx context.Context, f *nostr.Filter, limit int, fn func(eventstore.Raw) bool) error
+}
+
 // items loads the (created_at, id) pairs of the events matching f that may
 // be replicated at all; others are left out so that the peer is never told
-// of an event it could not fetch.
-func (s *Service) items(ctx context.Context, f *nostr.Filter, shards shardSet) ([]negentropy.Item, error) {
+// of an event it could not fetch. It also says how many records it read.
+// When no boundary rule needs the whole event, only the pair (and the
+// author, for shards) is read from each record.
+func (s *Service) items(ctx context.Context, f *nostr.Filter, shards shardSet) ([]negentropy.Item, int, error) {
 	var items []negentropy.Item
 	limit := s.cfg.MaxRecords + 1
 	if shards != nil {
@@ -113,19 +142,36 @@ func (s *Service) items(ctx context.Context, f *nostr.Filter, shards shardSet) (
 		// bound still applies).
 		limit = maxShardScan
 	}
-	err := s.local.Query(ctx, f, limit, func(ev *nostr.Event) bool {
-		if inShards(shards, ev) && (s.policy == nil || s.policy.Match(ev) == nil) {
-			items = append(items, negentropy.Item{Timestamp: uint64(ev.CreatedAt), ID: ev.ID})
-		}
+	read := 0
+	keep := func(id [32]byte, createdAt int64) bool {
+		items = append(items, negentropy.Item{Timestamp: uint64(createdAt), ID: id})
 		return len(items) <= s.cfg.MaxRecords
-	})
+	}
+	var err error
+	if rq, ok := s.local.(rawLocal); ok && (s.policy == nil || len(s.policy.Rules()) == 0) {
+		err = rq.ListRaw(ctx, f, limit, func(r eventstore.Raw) bool {
+			read++
+			if shards != nil && !shards[mesh.ShardOf(r.PubKey())] {
+				return true
+			}
+			return keep(r.ID(), r.CreatedAt())
+		})
+	} else {
+		err = s.local.Query(ctx, f, limit, func(ev *nostr.Event) bool {
+			read++
+			if !inShards(shards, ev) || (s.policy != nil && s.policy.Match(ev) != nil) {
+				return true
+			}
+			return keep(ev.ID, ev.CreatedAt)
+		})
+	}
 	if err != nil {
-		return nil, err
+		return nil, read, err
 	}
 	if len(items) > s.cfg.MaxRecords {
-		return nil, fmt.Errorf("blocked: the filter matches more than %d events", s.cfg.MaxRecords)
+		return nil, read, fmt.Errorf("blocked: the filter matches more than %d events", s.cfg.MaxRecords)
 	}
-	return items, nil
+	return items, read, nil
 }
 
 func (s *Service) allowed(ev *nostr.Event, d boundary.Direction) bool {
@@ -158,7 +204,7 @@ func (s *Service) sync(ctx context.Context, p peer.ID, f nostr.Filter, set shard
 	}
 	r, w := msgio.NewVarintReaderSize(str, MaxFrameBytes), msgio.NewVarintWriter(str)
 
-	items, err := s.items(ctx, &f, set)
+	items, _, err := s.items(ctx, &f, set)
 	if err != nil {
 		return st, fmt.Errorf("meshsync: %w", err)
 	}
@@ -372,17 +418,28 @@ func rawString(r json.RawMessage) string {
 	return s
 }
 
-// serveOn answers one session as the responder.
+// serveOn answers one session as the responder. A peer that breaks the
+// protocol is told so where the protocol has a way (NEG-ERR, CLOSED, OK
+// false, NOTICE) and penalised (Config.Penalize); a frame that cannot be
+// read at all ends the session.
 func (s *Service) serveOn(str Stream, remote peer.ID) {
 	defer str.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.SessionTimeout)
 	defer cancel()
 	str.SetDeadline(time.Now().Add(s.cfg.SessionTimeout))
 	r, w := msgio.NewVarintReaderSize(str, MaxFrameBytes), msgio.NewVarintWriter(str)
+	violation := func() {
+		if s.cfg.Penalize != nil {
+			s.cfg.Penalize(remote)
+		}
+	}
 	var resp *negentropy.Responder
 	for {
 		typ, parts, err := readFrame(r)
 		if err != nil {
+			if errors.Is(err, errMalformed) || errors.Is(err, msgio.ErrMsgTooLarge) {
+				violation()
+			}
 			if !errors.Is(err, io.EOF) {
 				s.log.Debug("meshsync: session ended", "peer", remote, "err", err)
 			}
@@ -393,43 +450,34 @@ func (s *Service) serveOn(str Stream, remote peer.ID) {
 		case "NEG-OPEN":
 			var f nostr.Filter
 			if len(parts) < 4 || len(parts) > 5 || json.Unmarshal(parts[2], &f) != nil {
+				violation()
 				werr = writeFrame(w, "NEG-ERR", "sync", "invalid: NEG-OPEN needs a subscription id, a filter, a message and optionally options")
 				break
 			}
 			var shards shardSet
 			if len(parts) == 5 {
 				if shards, err = parseOpenOptions(parts[4]); err != nil {
+					violation()
 					werr = writeFrame(w, "NEG-ERR", "sync", err.Error())
 					break
 				}
 			}
-			items, err := s.items(ctx, &f, shards)
-			if err != nil {
-				werr = writeFrame(w, "NEG-ERR", "sync", err.Error())
-				break
-			}
-			vec, err := negentropy.NewVector(items)
-			if err == nil {
-				resp, err = negentropy.NewResponder(vec, negentropy.Config{FrameSizeLimit: s.cfg.FrameSizeLimit, MaxRecords: s.cfg.MaxRecords})
-			}
-			if err != nil {
-				werr = writeFrame(w, "NEG-ERR", "sync", "error: "+err.Error())
-				break
-			}
-			werr = s.negStep(w, resp, parts[3])
+			resp, werr = s.negOpen(ctx, remote, w, &f, shards, parts[3], violation)
 		case "NEG-MSG":
 			if resp == nil || len(parts) < 3 {
+				violation()
 				werr = writeFrame(w, "NEG-ERR", "sync", "closed: send NEG-OPEN first")
 				break
 			}
-			werr = s.negStep(w, resp, parts[2])
+			werr = s.negStep(w, resp, parts[2], violation)
 		case "NEG-CLOSE":
 			resp = nil
 		case "REQ":
-			werr = s.serveReq(ctx, remote, w, parts)
+			werr = s.serveReq(ctx, remote, w, parts, violation)
 		case "EVENT":
-			werr = s.serveEvent(ctx, remote, w, parts)
+			werr = s.serveEvent(ctx, remote, w, parts, violation)
 		default:
+			violation()
 			werr = writeFrame(w, "NOTICE", "invalid: unknown message type "+typ)
 		}
 		if werr != nil {
@@ -438,13 +486,42 @@ func (s *Service) serveOn(str Stream, remote peer.ID) {
 	}
 }
 
-func (s *Service) negStep(w msgio.Writer, resp *negentropy.Responder, hexMsg json.RawMessage) error {
+// negOpen answers a NEG-OPEN: it reserves the listing's largest cost
+// from the peer's budget, lists the items, settles, and takes the first
+// step. It returns the session's responder (nil if refused).
+func (s *Service) negOpen(ctx context.Context, p peer.ID, w msgio.Writer, f *nostr.Filter, shards shardSet, msg json.RawMessage, violation func()) (*negentropy.Responder, error) {
+	reserve, reason := s.work.admit(ctx, p, workbudget.Work{Rows: s.cfg.MaxRecords + 1})
+	if reason != "" {
+		return nil, writeFrame(w, "NEG-ERR", "sync", reason)
+	}
+	start := time.Now()
+	items, read, err := s.items(ctx, f, shards)
+	s.work.settle(p, reserve, workbudget.Work{Time: time.Since(start), Rows: read})
+	if err != nil {
+		return nil, writeFrame(w, "NEG-ERR", "sync", err.Error())
+	}
+	vec, err := negentropy.NewVector(items)
+	var resp *negentropy.Responder
+	if err == nil {
+		resp, err = negentropy.NewResponder(vec, negentropy.Config{FrameSizeLimit: s.cfg.FrameSizeLimit, MaxRecords: s.cfg.MaxRecords})
+	}
+	if err != nil {
+		return nil, writeFrame(w, "NEG-ERR", "sync", "error: "+err.Error())
+	}
+	return resp, s.negStep(w, resp, msg, violation)
+}
+
+func (s *Service) negStep(w msgio.Writer, resp *negentropy.Responder, hexMsg json.RawMessage, violation func()) error {
 	raw, err := hex.DecodeString(rawString(hexMsg))
 	if err != nil {
+		violation()
 		return writeFrame(w, "NEG-ERR", "sync", "invalid: negentropy message is not hex")
 	}
 	out, err := resp.Reconcile(raw)
 	if err != nil {
+		if errors.Is(err, negentropy.ErrMalformed) {
+			violation()
+		}
 		return writeFrame(w, "NEG-ERR", "sync", "invalid: "+err.Error())
 	}
 	return writeFrame(w, "NEG-MSG", "sync", hex.EncodeToString(out))
@@ -455,10 +532,11 @@ const maxLookupLimit = 500
 
 // serveReq answers a REQ for events by id (a fetch) or by any filter (a
 // lookup from a node whose client asked for events it does not hold).
-func (s *Service) serveReq(ctx context.Context, p peer.ID, w msgio.Writer, parts []json.RawMessage) error {
+func (s *Service) serveReq(ctx context.Context, p peer.ID, w msgio.Writer, parts []json.RawMessage, violation func()) error {
 	var sub string
 	var f nostr.Filter
 	if len(parts) != 3 || json.Unmarshal(parts[1], &sub) != nil || json.Unmarshal(parts[2], &f) != nil || len(f.IDs) > maxIDsPerReq {
+		violation()
 		return writeFrame(w, "CLOSED", sub, fmt.Sprintf("invalid: a sync REQ has one filter and at most %d ids", maxIDsPerReq))
 	}
 	if s.cfg.Allow != nil {
@@ -466,6 +544,11 @@ func (s *Service) serveReq(ctx context.Context, p peer.ID, w msgio.Writer, parts
 			return writeFrame(w, "CLOSED", sub, err.Error())
 		}
 	}
+	if _, reason := s.work.admit(ctx, p, workbudget.Work{}); reason != "" {
+		return writeFrame(w, "CLOSED", sub, reason)
+	}
+	start, read := time.Now(), 0
+	defer func() { s.work.settle(p, workbudget.Work{}, workbudget.Work{Time: time.Since(start), Rows: read}) }()
 	limit := maxLookupLimit
 	if f.IDs != nil {
 		limit = len(f.IDs)
@@ -474,6 +557,7 @@ func (s *Service) serveReq(ctx context.Context, p peer.ID, w msgio.Writer, parts
 	}
 	var werr error
 	err := s.local.Query(ctx, &f, limit, func(ev *nostr.Event) bool {
+		read++
 		if !s.allowed(ev, boundary.ReplicateOut) {
 			return true
 		}
@@ -492,13 +576,15 @@ func (s *Service) serveReq(ctx context.Context, p peer.ID, w msgio.Writer, parts
 	return writeFrame(w, "EOSE", sub)
 }
 
-func (s *Service) serveEvent(ctx context.Context, p peer.ID, w msgio.Writer, parts []json.RawMessage) error {
+func (s *Service) serveEvent(ctx context.Context, p peer.ID, w msgio.Writer, parts []json.RawMessage, violation func()) error {
 	ev := new(nostr.Event)
 	if len(parts) != 2 {
+		violation()
 		return writeFrame(w, "NOTICE", "invalid: EVENT needs one event")
 	}
 	s.count(p, meter.Received, len(parts[1]))
 	if err := json.Unmarshal(parts[1], ev); err != nil {
+		violation()
 		return writeFrame(w, "OK", "", false, "invalid: "+err.Error())
 	}
 	id := ev.IDHex()

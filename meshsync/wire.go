@@ -18,6 +18,11 @@ const MaxFrameBytes = 512 << 10
 
 var errFrameTooLarge = errors.New("meshsync: frame over the size limit")
 
+// errMalformed is wrapped by readFrame's errors for a frame that was read
+// whole but is not a JSON array with a message type: the peer broke the
+// protocol, as opposed to the stream failing.
+var errMalformed = errors.New("malformed frame")
+
 // Frames are go-msgio's unsigned-varint-delimited messages, the framing
 // libp2p's own stream protocols use, each holding one JSON array.
 
@@ -46,10 +51,10 @@ func readFrame(r msgio.Reader) (typ string, parts []json.RawMessage, err error) 
 	}
 	defer r.ReleaseMsg(b)
 	if err := json.Unmarshal(b, &parts); err != nil || len(parts) == 0 {
-		return "", nil, fmt.Errorf("meshsync: frame is not a JSON array")
+		return "", nil, fmt.Errorf("meshsync: frame is not a JSON array: %w", errMalformed)
 	}
 	if err := json.Unmarshal(parts[0], &typ); err != nil {
-		return "", nil, fmt.Errorf("meshsync: frame has no message type")
+		return "", nil, fmt.Errorf("meshsync: frame has no message type: %w", errMalformed)
 	}
 	return typ, parts, nil
 }

@@ -89,8 +89,9 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 		Durability:           mesh.DurabilityConfig{Replication: mc.Replication},
 		// The mesh keeps to its share of the file limit, so that it and
 		// the relay's clients never take the store's (spec/limits.md).
-		MaxFDs:       rl.FileBudget().Mesh,
-		GossipTracer: meter.GossipTracer(acct.meter),
+		MaxFDs:        rl.FileBudget().Mesh,
+		GossipTracer:  meter.GossipTracer(acct.meter),
+		LimitLoopback: mc.LimitLoopback,
 	}
 	applyNATConfig(&mcfg, opts.Config)
 	// The descriptor exists before the mesh, whose NAT changes ask for it
@@ -121,7 +122,8 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 	if err := m.Subscribe(mesh.ShardsFor(sched.Filters)...); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	svc := meshsync.New(m.Host(), local, policy, meshsync.Config{Meter: acct.meter, Allow: acct.allow}, opts.Log)
+	svc := meshsync.New(m.Host(), local, policy, meshsync.Config{Meter: acct.meter, Allow: acct.allow,
+		Penalize: func(p peer.ID) { m.Penalize(p, mesh.MisbehaviorSyncViolation) }}, opts.Log)
 	mp := &meshPart{
 		m:         m,
 		sync:      svc,

@@ -155,8 +155,9 @@ func (mp *meshPart) registerMetrics(reg prometheus.Registerer) {
 		counter("hole_punch_successes_total", "DCUtR hole punches that ended in a direct connection.", func(s mesh.Stats) uint64 { return s.HolePunchSuccesses }),
 		counter("hole_punch_failures_total", "DCUtR hole punches that failed.", func(s mesh.Stats) uint64 { return s.HolePunchFailures }),
 		counter("peers_banned_total", "Peers disconnected and refused for a while for misbehaviour (spec/limits.md).", func(s mesh.Stats) uint64 { return s.PeersBanned }),
+		counter("banned_connections_refused_total", "Connections of banned peers refused right after their security handshake.", func(s mesh.Stats) uint64 { return s.BannedRefused }),
 	)
-	for _, reason := range []string{mesh.MisbehaviorInvalidGossip, mesh.MisbehaviorPEXViolation, mesh.MisbehaviorPEXFlood, mesh.MisbehaviorStreamsRefuse, mesh.MisbehaviorIrohRefused} {
+	for _, reason := range []string{mesh.MisbehaviorInvalidGossip, mesh.MisbehaviorPEXViolation, mesh.MisbehaviorPEXFlood, mesh.MisbehaviorStreamsRefuse, mesh.MisbehaviorIrohRefused, mesh.MisbehaviorSyncViolation} {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "fleetmesh", Subsystem: "mesh", Name: "misbehavior_total",
 			Help: "Penalties given to peers for misbehaviour, by reason.", ConstLabels: prometheus.Labels{"reason": reason}},
 			func() float64 { return float64(m.Stats().Misbehavior[reason]) }))

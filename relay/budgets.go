@@ -3,138 +3,85 @@ package relay
 import (
 	"context"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"fleetmesh.org/fleetmesh/eventstore"
 	"fleetmesh.org/fleetmesh/nostr"
+	"fleetmesh.org/fleetmesh/workbudget"
 )
 
-// workBudget bounds the REQ, COUNT and NEG-OPEN work a connection or an
-// address may ask of the store: query time and rows read, each a bucket
-// that refills at a rate and holds at most workBurst seconds of it. A
-// query is charged after it ran, so it may leave the bucket in debt; the
-// next one waits until the debt is paid. This way one broad filter is
-// never refused outright, but a loop of them gets the rate and no more,
-// and slows only the party that sends it.
-//
-// golang.org/x/time/rate cannot do this: its reservations must be known
-// before the work and no larger than the burst.
-type workBudget struct {
-	time bucket // in seconds of query time
-	rows bucket // in events read
-}
-
-// workBurst is how many seconds of its rate a budget may save up.
-const workBurst = 4
-
-type bucket struct {
-	rate   float64 // per second; 0 = unlimited
-	tokens float64
-	last   time.Time
-}
-
-func newBucket(rate float64) bucket {
-	return bucket{rate: rate, tokens: rate * workBurst, last: time.Now()}
-}
-
-func (b *bucket) refill(now time.Time) {
-	if b.rate <= 0 {
-		return
-	}
-	b.tokens = math.Min(b.rate*workBurst, b.tokens+b.rate*now.Sub(b.last).Seconds())
-	b.last = now
-}
-
-func (b *bucket) wait(now time.Time) time.Duration {
-	b.refill(now)
-	if b.rate <= 0 || b.tokens > 0 {
-		return 0
-	}
-	return time.Duration(-b.tokens / b.rate * float64(time.Second))
-}
-
-func (b *bucket) spend(now time.Time, n float64) {
-	b.refill(now)
-	if b.rate > 0 {
-		// The debt is bounded so that one outsized query is paid off in
-		// a bounded time.
-		b.tokens = math.Max(-b.rate*maxDebtSeconds, b.tokens-n)
-	}
-}
-
-// maxDebtSeconds bounds how far one query can put a budget in debt.
-const maxDebtSeconds = 30
-
-func newWorkBudget(millisPerSecond, rowsPerSecond int) workBudget {
-	return workBudget{time: newBucket(float64(millisPerSecond) / 1000), rows: newBucket(float64(rowsPerSecond))}
-}
-
-func (w *workBudget) wait(now time.Time) time.Duration {
-	return max(w.time.wait(now), w.rows.wait(now))
-}
-
-func (w *workBudget) spend(now time.Time, d time.Duration, rows int) {
-	w.time.spend(now, d.Seconds())
-	w.rows.spend(now, float64(rows))
-}
-
-func (w *workBudget) full(now time.Time) bool {
-	w.time.refill(now)
-	w.rows.refill(now)
-	return w.time.tokens >= w.time.rate*workBurst && w.rows.tokens >= w.rows.rate*workBurst
-}
-
-// connWork is a connection's budget, safe for its handlers to share.
+// connWork is a connection's REQ, COUNT and NEG-OPEN work budget
+// (package workbudget), safe for its handlers to share.
 type connWork struct {
 	mu sync.Mutex
-	b  workBudget
+	b  workbudget.Budget
 }
 
-// maxWorkWait is the longest a query waits for its budgets; a client in
-// more debt than that is refused with rate-limited and told how long to
-// wait.
-const maxWorkWait = 2 * time.Second
+// largestWork is the largest single charge a request can make: a NIP-77
+// listing of MaxNegRecords, or a query that runs to its timeout. Budgets
+// owe it in full, so no request is under-charged.
+func (c *Config) largestWork() workbudget.Work {
+	return workbudget.Work{Time: c.QueryTimeout.Duration, Rows: c.MaxNegRecords + 1}
+}
 
-// admitWork waits, within ctx and maxWorkWait, until both the
+// admitWork waits, within ctx and workbudget.MaxWait, until both the
 // connection's and its address's budgets allow a query. It returns "" to
 // go ahead, or a NIP-01 reason to refuse.
 func (c *conn) admitWork(ctx context.Context) string {
-	for {
-		c.work.mu.Lock()
-		w := c.work.b.wait(time.Now())
-		c.work.mu.Unlock()
-		w = max(w, c.r.addrs.workWait(c.addr))
-		if w == 0 {
-			return ""
-		}
-		refuse := w > maxWorkWait
-		// A refused client waits as long as one admitted would have,
-		// so that a loop of refused queries spins no faster than it
-		// may ask.
-		t := time.NewTimer(min(w, maxWorkWait))
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return "closed: subscription ended"
-		}
-		if refuse {
-			c.r.m.rejected.WithLabelValues("query_budget").Inc()
-			return fmt.Sprintf("rate-limited: this connection's queries used their share of the relay; retry in %ds", int((w-maxWorkWait).Seconds())+1)
-		}
-	}
+	_, reason := c.admitReserving(ctx, workbudget.Work{})
+	return reason
 }
 
-// spendWork charges a query to the connection and its address.
-func (c *conn) spendWork(d time.Duration, rows int) {
+// reservation is what admitReserving took from the connection's and the
+// address's budgets.
+type reservation struct{ conn, addr workbudget.Work }
+
+// admitReserving is admitWork that also reserves w from the address's and
+// the connection's budgets the moment both allow the request, so that
+// work of a known bound is charged before it runs; the caller settles
+// what it returns with settleWork.
+func (c *conn) admitReserving(ctx context.Context, w workbudget.Work) (reservation, string) {
+	var res reservation
+	retry, err := workbudget.Admit(ctx, func() time.Duration {
+		c.work.mu.Lock()
+		wait := c.work.b.Wait(time.Now())
+		c.work.mu.Unlock()
+		if wait > 0 {
+			return wait
+		}
+		// The address's check and its reservation are one step, so
+		// requests from one address started at once go one at a time.
+		if res.addr, wait = c.r.addrs.reserveWork(c.addr, w); wait > 0 {
+			return wait
+		}
+		c.work.mu.Lock()
+		// The connection's check above and this may race with its own
+		// other handlers; a reservation that finds it in debt takes
+		// nothing.
+		res.conn, _ = c.work.b.Reserve(time.Now(), w)
+		c.work.mu.Unlock()
+		return 0
+	})
+	switch {
+	case err != nil:
+		return res, "closed: subscription ended"
+	case retry > 0:
+		c.r.m.rejected.WithLabelValues("query_budget").Inc()
+		return res, fmt.Sprintf("rate-limited: this connection's queries used their share of the relay; retry in %ds", int(retry.Seconds())+1)
+	}
+	return res, ""
+}
+
+// settleWork charges used to the connection and its address in place of
+// what was reserved for it.
+func (c *conn) settleWork(res reservation, used workbudget.Work) {
 	now := time.Now()
 	c.work.mu.Lock()
-	c.work.b.spend(now, d, rows)
+	c.work.b.Settle(now, res.conn, used)
 	c.work.mu.Unlock()
-	c.r.addrs.spendWork(c.addr, d, rows)
+	c.r.addrs.settleWork(c.addr, res.addr, used)
 }
 
 // workMeter adds up the store work done on behalf of one request: rows
@@ -158,36 +105,6 @@ func withMeter(ctx context.Context) (context.Context, *workMeter) {
 // COUNT or NEG-OPEN whatever path served it.
 type meteredStore struct{ Store }
 
-// meteredRawStore is meteredStore over a store that also answers QueryRaw:
-// the meter must not hide that method, or every REQ would decode each
-// event into a nostr.Event and encode it again.
-type meteredRawStore struct {
-	meteredStore
-	raw rawQuerier
-}
-
-// metered wraps st for the work budgets, keeping its raw query path.
-func metered(st Store) Store {
-	if rq, ok := st.(rawQuerier); ok {
-		return meteredRawStore{meteredStore{st}, rq}
-	}
-	return meteredStore{st}
-}
-
-func (s meteredRawStore) QueryRaw(ctx context.Context, f *nostr.Filter, limit int, fn func(eventstore.Raw) bool) error {
-	m, ok := ctx.Value(workMeterKey{}).(*workMeter)
-	if !ok {
-		return s.raw.QueryRaw(ctx, f, limit, fn)
-	}
-	start := time.Now()
-	err := s.raw.QueryRaw(ctx, f, limit, func(r eventstore.Raw) bool {
-		m.rows.Add(1)
-		return fn(r)
-	})
-	m.nanos.Add(int64(time.Since(start)))
-	return err
-}
-
 func (s meteredStore) Query(ctx context.Context, f *nostr.Filter, limit int, fn func(*nostr.Event) bool) error {
 	m, ok := ctx.Value(workMeterKey{}).(*workMeter)
 	if !ok {
@@ -202,6 +119,66 @@ func (s meteredStore) Query(ctx context.Context, f *nostr.Filter, limit int, fn 
 	return err
 }
 
+// QueryRaw meters a raw query as Query does. A store that cannot hand out
+// raw records is queried through Query, each event wrapped as a Raw.
+func (s meteredStore) QueryRaw(ctx context.Context, f *nostr.Filter, limit int, fn func(eventstore.Raw) bool) error {
+	m, _ := ctx.Value(workMeterKey{}).(*workMeter)
+	count := func(r eventstore.Raw) bool {
+		if m != nil {
+			m.rows.Add(1)
+		}
+		return fn(r)
+	}
+	start := time.Now()
+	var err error
+	if rq, ok := s.Store.(rawQuerier); ok {
+		err = rq.QueryRaw(ctx, f, limit, count)
+	} else {
+		err = s.Store.Query(ctx, f, limit, func(ev *nostr.Event) bool { return count(eventRaw{ev}) })
+	}
+	if m != nil {
+		m.nanos.Add(int64(time.Since(start)))
+	}
+	return err
+}
+
+// rawLister is the optional part of a Store that lists matches in no
+// particular order, cheaply for the whole store (store.Store does).
+type rawLister interface {
+	ListRaw(ctx context.Context, f *nostr.Filter, limit int, fn func(eventstore.Raw) bool) error
+}
+
+// ListRaw meters an unordered listing as Query does; a store that cannot
+// list is queried with QueryRaw.
+func (s meteredStore) ListRaw(ctx context.Context, f *nostr.Filter, limit int, fn func(eventstore.Raw) bool) error {
+	l, ok := s.Store.(rawLister)
+	if !ok {
+		return s.QueryRaw(ctx, f, limit, fn)
+	}
+	m, _ := ctx.Value(workMeterKey{}).(*workMeter)
+	start := time.Now()
+	err := l.ListRaw(ctx, f, limit, func(r eventstore.Raw) bool {
+		if m != nil {
+			m.rows.Add(1)
+		}
+		return fn(r)
+	})
+	if m != nil {
+		m.nanos.Add(int64(time.Since(start)))
+	}
+	return err
+}
+
+// eventRaw is a decoded event seen as a Raw.
+type eventRaw struct{ ev *nostr.Event }
+
+func (r eventRaw) ID() [32]byte                 { return r.ev.ID }
+func (r eventRaw) PubKey() [32]byte             { return r.ev.PubKey }
+func (r eventRaw) CreatedAt() int64             { return r.ev.CreatedAt }
+func (r eventRaw) Kind() int                    { return r.ev.Kind }
+func (r eventRaw) AppendJSON(dst []byte) []byte { return r.ev.AppendJSON(dst) }
+func (r eventRaw) Event() (*nostr.Event, error) { return r.ev, nil }
+
 func (s meteredStore) Count(ctx context.Context, f *nostr.Filter) (int64, bool, error) {
 	start := time.Now()
 	n, approx, err := s.Store.Count(ctx, f)
@@ -211,8 +188,11 @@ func (s meteredStore) Count(ctx context.Context, f *nostr.Filter) (int64, bool, 
 	return n, approx, err
 }
 
+// work is what m measured.
+func (m *workMeter) work() workbudget.Work {
+	return workbudget.Work{Time: time.Duration(m.nanos.Load()), Rows: int(m.rows.Load())}
+}
+
 // charge spends what m measured from the connection's and its address's
 // budgets.
-func (c *conn) charge(m *workMeter) {
-	c.spendWork(time.Duration(m.nanos.Load()), int(m.rows.Load()))
-}
+func (c *conn) charge(m *workMeter) { c.settleWork(reservation{}, m.work()) }

@@ -19,6 +19,7 @@ import (
 	"fleetmesh.org/fleetmesh/clientaddr"
 	"fleetmesh.org/fleetmesh/negentropy"
 	"fleetmesh.org/fleetmesh/nostr"
+	"fleetmesh.org/fleetmesh/workbudget"
 )
 
 // conn is one client connection. The read loop owns parsing and ordering;
@@ -59,6 +60,9 @@ type subscription struct {
 	cancel  context.CancelFunc
 	release func() // from Relay.Interest; nil if none
 	unslot  func() // gives the address's subscription slot back
+	// opened is the fan-out's number when the subscription opened: it is
+	// given live only events queued after (fanout.seq).
+	opened uint64
 }
 
 // end stops the subscription and tells the Interest hook it is gone.
@@ -90,7 +94,7 @@ func newConn(r *Relay, ws *websocket.Conn, addr clientaddr.Key, host string) *co
 		subs:       make(map[string]*subscription),
 		negs:       make(map[string]*negentropy.Responder),
 		authed:     make(map[[32]byte]struct{}),
-		work:       connWork{b: newWorkBudget(r.cfg.ReqMillisPerSecond, r.cfg.ReqRowsPerSecond)},
+		work:       connWork{b: workbudget.New(r.cfg.ReqMillisPerSecond, r.cfg.ReqRowsPerSecond, r.cfg.largestWork())},
 	}
 	c.invalid = rate.NewLimiter(invalidPerSecond, invalidBurst)
 	if r.cfg.EventsPerSecond > 0 {
@@ -102,16 +106,29 @@ func newConn(r *Relay, ws *websocket.Conn, addr clientaddr.Key, host string) *co
 // A connection may send invalidBurst malformed, oversized or binary
 // messages, and invalidPerSecond more each second; one that sends more is
 // not a client with a bug (nor a conformance suite trying every malformed
-// frame it knows) but a flood, and is closed.
+// frame it knows) but a flood, and is closed. An address may send
+// ipInvalidBurst and ipInvalidPerSecond over all its connections, so that
+// reconnecting does not buy a flood a fresh allowance. A message over the
+// size limit counts as oversizedWeight, for the bytes it makes the relay
+// read and drop.
 const (
-	invalidPerSecond = 2
-	invalidBurst     = 100
+	invalidPerSecond   = 2
+	invalidBurst       = 100
+	ipInvalidPerSecond = 10
+	ipInvalidBurst     = 200
+	oversizedWeight    = 10
 )
 
 // badMessage counts an invalid message and reports whether the
 // connection may go on.
-func (c *conn) badMessage() bool {
-	if c.invalid.Allow() {
+func (c *conn) badMessage() bool { return c.badMessages(1) }
+
+// badMessages counts n invalid messages' worth (an oversized message is
+// worth several) and reports whether the connection may go on; if not,
+// it says why and cuts the connection.
+func (c *conn) badMessages(n int) bool {
+	now := time.Now()
+	if c.invalid.AllowN(now, n) && c.r.addrs.allowInvalid(c.addr, now, n) {
 		return true
 	}
 	c.r.m.rejected.WithLabelValues("invalid_flood").Inc()
@@ -158,7 +175,9 @@ func (c *conn) serve() {
 		if err != nil {
 			break
 		}
-		if c.stopping.Load() {
+		// A connection being cut (a flood of invalid messages, a slow
+		// consumer) stops reading here, even with messages buffered.
+		if c.stopping.Load() || c.ctx.Err() != nil {
 			break
 		}
 		spoke.Store(true)
@@ -173,7 +192,7 @@ func (c *conn) serve() {
 			rest, _ := io.Copy(io.Discard, rd)
 			c.r.m.rejected.WithLabelValues("message_too_large").Inc()
 			c.notice(fmt.Sprintf("invalid: message of %d bytes is over this relay's limit of %d bytes", n+rest, c.r.cfg.MaxMessageBytes))
-			if !c.badMessage() {
+			if !c.badMessages(oversizedWeight) {
 				break
 			}
 			continue
@@ -316,9 +335,7 @@ func (c *conn) overBuffered(f []byte) bool {
 	if c.r.buffered.Load()+int64(len(f)) <= limit {
 		return false
 	}
-	c.r.mu.RLock()
-	n := int64(max(1, len(c.r.conns)))
-	c.r.mu.RUnlock()
+	n := max(1, c.r.nconns.Load())
 	return c.queued.Load() > limit/n
 }
 
@@ -400,6 +417,16 @@ func (c *conn) sendLive(subID string, f []byte) {
 	c.r.m.rejected.WithLabelValues("slow_consumer").Inc()
 	c.cancel()
 	c.ws.SetReadDeadline(time.Now())
+}
+
+// refuseSub answers a REQ refused for a subscription cap with CLOSED and
+// counts it as an invalid message: a client told "blocked" that keeps
+// asking is flooding, and is closed like one, so that a burst of refused
+// REQs costs the relay a bounded number of replies per connection.
+func (c *conn) refuseSub(subID, metric, reason string) {
+	c.r.m.rejected.WithLabelValues(metric).Inc()
+	c.closed(subID, reason)
+	c.badMessage()
 }
 
 func (c *conn) notice(msg string) {

@@ -26,10 +26,10 @@
 // (gate.go), below net/http, so a flood of half-open handshakes cannot
 // reach the file limit, which is split between the store, the mesh and
 // clients (budget.go); store work per REQ, COUNT and NEG-OPEN is metered
-// and charged against per-connection and per-address budgets
-// (budgets.go). The budgets are hand-written debt buckets because
-// golang.org/x/time/rate needs the cost of a reservation before the work
-// and no larger than its burst, and a query's cost is known only after.
+// and charged against per-connection and per-address budgets (budgets.go,
+// on package workbudget's debt buckets). Live delivery of stored events
+// runs off the publisher's path, in a bounded queue with one worker
+// (broadcasting.go), so a publisher's OK never waits on subscribers.
 //
 // The spec pages are spec/relay.md and spec/limits.md.
 //

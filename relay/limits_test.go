@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"fleetmesh.org/fleetmesh/clientaddr"
 	"fleetmesh.org/fleetmesh/config/setting"
 	"fleetmesh.org/fleetmesh/eventstore"
 	"fleetmesh.org/fleetmesh/nostr"
@@ -28,29 +29,6 @@ func TestBudgetFor(t *testing.T) {
 		if tc.limit > 512 && b.Store+b.Mesh+b.Iroh+b.Spare+b.Conns != tc.limit {
 			t.Errorf("BudgetFor(%d) does not add up: %s", tc.limit, b)
 		}
-	}
-}
-
-func TestWorkBudgetDebt(t *testing.T) {
-	now := time.Now()
-	w := newWorkBudget(100, 1000) // 0.1 s/s and 1,000 rows/s
-	w.time.last, w.rows.last = now, now
-	if d := w.wait(now); d != 0 {
-		t.Fatalf("fresh budget waits %v", d)
-	}
-	// One large query is allowed and leaves a debt of 6,000 rows (the
-	// burst is 4,000): six seconds at 1,000 a second.
-	w.spend(now, 0, 10000)
-	if d := w.wait(now); d < 5900*time.Millisecond || d > 6100*time.Millisecond {
-		t.Fatalf("after 10,000 rows: wait %v, want about 6s", d)
-	}
-	if d := w.wait(now.Add(7 * time.Second)); d != 0 {
-		t.Fatalf("debt not paid after 7s: wait %v", d)
-	}
-	// The debt is bounded.
-	w.spend(now.Add(7*time.Second), time.Hour, 0)
-	if d := w.wait(now.Add(7 * time.Second)); d > maxDebtSeconds*time.Second {
-		t.Fatalf("debt of %v is over the bound", d)
 	}
 }
 
@@ -331,7 +309,283 @@ func TestMeterKeepsRawQueries(t *testing.T) {
 	if n != 1 || m.rows.Load() != 1 {
 		t.Fatalf("got %d events, %d rows metered; want 1 and 1", n, m.rows.Load())
 	}
-	if _, ok := metered(struct{ Store }{tr.st}).(rawQuerier); ok {
-		t.Fatal("a store without QueryRaw gained it through the meter")
+}
+
+// TestRefusedSubsFloodCloses checks that a connection that keeps sending
+// REQs after being refused for the subscription cap is closed like any
+// flood of invalid messages, after at most invalidBurst (and a few more
+// a second) refusals.
+func TestRefusedSubsFloodCloses(t *testing.T) {
+	tr := newTestRelay(t, func(c *Config) { c.IPMaxSubscriptions = 1 })
+	c := tr.dial()
+	const reqs = 3 * invalidBurst
+	go func() {
+		// Owned by the test: ends when the writes fail or are done.
+		for i := range reqs {
+			if c.ws.WriteMessage(1, []byte(fmt.Sprintf(`["REQ","s%d",{"limit":0}]`, i))) != nil {
+				return
+			}
+		}
+	}()
+	c.ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	refused, sawClose := 0, false
+	for {
+		_, data, err := c.ws.ReadMessage()
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatalf("the connection was not closed after %d refusals", refused)
+			}
+			break
+		}
+		switch {
+		case strings.HasPrefix(string(data), `["CLOSED"`):
+			refused++
+		case strings.Contains(string(data), "too many invalid messages"):
+			sawClose = true
+		}
+	}
+	if !sawClose || refused > invalidBurst+20 {
+		t.Fatalf("closed after %d refusals (NOTICE seen: %v), want about %d", refused, sawClose, invalidBurst)
+	}
+}
+
+// TestInvalidAllowancePerAddress checks that an address that spends its
+// invalid-message allowance on one connection cannot get a fresh one by
+// reconnecting: its next connection is closed at its first invalid
+// message.
+func TestInvalidAllowancePerAddress(t *testing.T) {
+	tr := newTestRelay(t, nil)
+	// Oversized messages count ten each: twenty of them spend the
+	// address's 200, over two connections (a connection's own allowance
+	// is 100).
+	big := `["EVENT",{"content":"` + strings.Repeat("x", DefaultConfig().MaxMessageBytes) + `"}]`
+	closedAfter := func(c *client, msg string, n int) int {
+		go func() {
+			// Owned by the test: ends when the writes fail or are done.
+			for range n {
+				if c.ws.WriteMessage(1, []byte(msg)) != nil {
+					return
+				}
+			}
+		}()
+		c.ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+		answered := 0
+		for {
+			_, data, err := c.ws.ReadMessage()
+			if err != nil {
+				if ne, ok := err.(net.Error); ok && ne.Timeout() {
+					t.Fatalf("the connection was not closed after %d answers", answered)
+				}
+				return answered
+			}
+			if strings.HasPrefix(string(data), `["NOTICE","invalid:`) {
+				answered++
+			}
+		}
+	}
+	start := time.Now()
+	if n := closedAfter(tr.dial(), big, 20); n < 9 || n > 11 {
+		t.Fatalf("first connection: %d oversized messages answered before the close, want 10", n)
+	}
+	if n := closedAfter(tr.dial(), big, 20); n < 9 || n > 11+int(time.Since(start).Seconds()) {
+		t.Fatalf("second connection: %d answered before the close, want the address's other 10", n)
+	}
+	// The allowance refills at ten a second: one oversized message's
+	// worth a second since the first.
+	refilled := 1 + int(time.Since(start).Seconds())
+	if n := closedAfter(tr.dial(), big, 20); n > refilled {
+		t.Fatalf("third connection: %d oversized messages answered, want the close after %d", n, refilled)
+	}
+}
+
+// TestGateIPv6Caps checks the accept gate's IPv6 caps: per /64 (one host,
+// whatever address it takes from it) and, looser, per /56 (a site), and
+// that a closed connection gives its slot back to both.
+func TestGateIPv6Caps(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxConnsPerIP, cfg.MaxConns = 2, 1000
+	g := newGate(&cfg, newMetrics(nil))
+	perAddr, perWide := 2+gateSlack, 2*ipv6WideFactor+gateSlack
+	key := func(addr string) clientaddr.Key { return clientaddr.Of("[" + addr + "]:4000") }
+	open := func(addr string) string { return g.open(key(addr)) }
+	// One /64, a fresh address for every connection.
+	for i := range perAddr {
+		if why := open(fmt.Sprintf("2001:db8:0:1::%x", i+1)); why != "" {
+			t.Fatalf("connection %d from one /64 refused: %s", i, why)
+		}
+	}
+	if why := open("2001:db8:0:1::ffff"); why != "addr" {
+		t.Fatalf("connection over the /64's cap of %d: %q, want addr", perAddr, why)
+	}
+	// Other /64s of the same /56 fill the rest of the /56's cap.
+	for i := range perWide - perAddr {
+		if why := open(fmt.Sprintf("2001:db8:0:%x::1", 2+i/perAddr)); why != "" {
+			t.Fatalf("connection %d from the /56's other /64s refused: %s", i, why)
+		}
+	}
+	if why := open("2001:db8:0:ff::1"); why != "addr" {
+		t.Fatalf("connection over the /56's cap of %d: %q, want addr", perWide, why)
+	}
+	// Another /56 is another site.
+	if why := open("2001:db8:0:100::1"); why != "" {
+		t.Fatalf("a connection from another /56 refused: %s", why)
+	}
+	// Closing one from the full /64 frees a slot in it and in its /56.
+	g.close(key("2001:db8:0:1::1"))
+	if why := open("2001:db8:0:1::abcd"); why != "" {
+		t.Fatalf("after a close, a connection from the /64: %q", why)
+	}
+}
+
+// TestIPv6ConnCaps checks the WebSocket caps (max_connections_per_ip) for
+// IPv6: per /64, and four times that per /56.
+func TestIPv6ConnCaps(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxConnsPerIP = 2
+	l := newAddrLimits(&cfg)
+	key := func(addr string) clientaddr.Key { return clientaddr.Of("[" + addr + "]:4000") }
+	for i, tc := range []struct {
+		addr string
+		want bool
+	}{
+		{"2001:db8:0:1::1", true},
+		{"2001:db8:0:1::2", true},
+		{"2001:db8:0:1::3", false}, // the /64's 2
+		{"2001:db8:0:2::1", true},
+		{"2001:db8:0:2::2", true},
+		{"2001:db8:0:3::1", true},
+		{"2001:db8:0:3::2", true},
+		{"2001:db8:0:4::1", true},
+		{"2001:db8:0:4::2", true}, // the /56's 8
+		{"2001:db8:0:5::1", false},
+		{"2001:db8:0:100::1", true}, // another /56
+	} {
+		if got := l.openConn(key(tc.addr)); got != tc.want {
+			t.Fatalf("connection %d from %s: admitted %v, want %v", i, tc.addr, got, tc.want)
+		}
+	}
+	l.closeConn(key("2001:db8:0:2::1"))
+	if !l.openConn(key("2001:db8:0:5::1")) {
+		t.Fatal("after a close, the /56 is still full")
+	}
+}
+
+// TestPingLiveness checks that a connection that has spoken but no longer
+// answers pings is closed after three intervals, and that one that answers
+// them stays open however long it is silent.
+func TestPingLiveness(t *testing.T) {
+	const interval = 50 * time.Millisecond
+	tr := newTestRelay(t, func(c *Config) { c.PingInterval = interval })
+	alive, dead := tr.dial(), tr.dial()
+	for _, c := range []*client{alive, dead} {
+		if _, closed := c.req("s", `{"limit":0}`); closed != "" {
+			t.Fatal(closed)
+		}
+	}
+	// alive reads, and gorilla answers each ping with a pong as it
+	// reads; dead's pings are dropped unanswered.
+	stop := make(chan struct{})
+	aliveErr := make(chan error, 1)
+	go func() {
+		// Owned by the test: ends at stop or when alive's read fails.
+		for {
+			alive.ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, _, err := alive.ws.ReadMessage(); err != nil {
+				select {
+				case <-stop:
+					aliveErr <- nil
+				default:
+					aliveErr <- err
+				}
+				return
+			}
+		}
+	}()
+	// dead is closed by the relay: reading drains what was queued, then
+	// fails without waiting for the deadline.
+	dead.ws.SetPingHandler(func(string) error { return nil })
+	dead.ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		if _, _, err := dead.ws.ReadMessage(); err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatal("a connection that answers no ping was not closed")
+			}
+			break
+		}
+	}
+	// By now dead went three intervals without a pong; alive, silent
+	// as long, must still be served.
+	if err := alive.ws.WriteMessage(1, []byte(`["REQ","again",{"limit":0}]`)); err != nil {
+		t.Fatalf("the connection that answers pings was closed: %v", err)
+	}
+	close(stop)
+	alive.ws.SetReadDeadline(time.Now())
+	if err := <-aliveErr; err != nil {
+		t.Fatalf("the connection that answers pings was closed: %v", err)
+	}
+}
+
+// TestBufferedBytesCap checks max_buffered_bytes: a client that asks for
+// more stored results than it reads fills its share of the cap, and its
+// REQ is cut short with CLOSED rate-limited, while another client is
+// served as usual, and the slow client still gets every OK.
+func TestBufferedBytesCap(t *testing.T) {
+	tr := newTestRelay(t, func(c *Config) { c.MaxBufferedBytes = 64 << 10 })
+	k, _ := nostr.GenerateSecretKey()
+	pub := tr.dial()
+	content := strings.Repeat("x", 30<<10)
+	for i := range 200 {
+		if ok, msg := pub.publish(signed(t, k, 1, nil, fmt.Sprint(i, content))); !ok {
+			t.Fatal(msg)
+		}
+	}
+	// The slow client's socket takes little, so what it does not read
+	// stays in the relay's send queue.
+	d := *tr.dialer
+	d.NetDialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err == nil {
+			c.(*net.TCPConn).SetReadBuffer(4096)
+		}
+		return c, err
+	}
+	ws, _, err := d.Dial(tr.url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	slow := &client{t: t, ws: ws}
+	slow.read() // AUTH
+	slow.send("REQ", "all", map[string]any{"limit": 500})
+	// Another client is served while the slow one's queue is full.
+	other := tr.dial()
+	if ids, closed := other.req("one", `{"limit":1}`); len(ids) != 1 || closed != "" {
+		t.Fatalf("another client's REQ: %d events, %q", len(ids), closed)
+	}
+	if ok, msg := other.publish(signed(t, k, 1, nil, "still served")); !ok {
+		t.Fatal(msg)
+	}
+	// The slow client reads at last: some of the results, then CLOSED.
+	got := 0
+	for {
+		m := slow.read()
+		if len(m) < 2 || m[1] != "all" {
+			continue
+		}
+		if m[0] == "EVENT" {
+			got++
+			continue
+		}
+		if m[0] != "CLOSED" || !strings.HasPrefix(m[2].(string), "rate-limited:") {
+			t.Fatalf("after %d events: %v, want CLOSED rate-limited", got, m)
+		}
+		break
+	}
+	if got >= 200 {
+		t.Fatalf("all %d events were queued despite the cap", got)
+	}
+	// Replies are never refused for the cap: the slow client's OK comes.
+	if ok, msg := slow.publish(signed(t, k, 1, nil, "slow but acknowledged")); !ok {
+		t.Fatal(msg)
 	}
 }

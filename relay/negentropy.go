@@ -1,13 +1,16 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
 
+	"fleetmesh.org/fleetmesh/eventstore"
 	"fleetmesh.org/fleetmesh/negentropy"
 	"fleetmesh.org/fleetmesh/nostr"
+	"fleetmesh.org/fleetmesh/workbudget"
 )
 
 // negFrameLimit keeps a NEG-MSG, hex-encoded, under the 131,072-byte
@@ -51,15 +54,22 @@ func (c *conn) handleNeg(m *nostr.ClientMessage) {
 			negErr("invalid: negentropy message is not hex")
 			return
 		}
-		if reason := c.admitWork(c.ctx); reason != "" {
-			negErr(reason)
-			return
-		}
 		if !c.r.addrs.openNeg(c.addr) {
 			negErr(fmt.Sprintf("blocked: your address has %d open sync sessions, the relay's limit; NEG-CLOSE some first", c.r.cfg.IPMaxNegSessions))
 			return
 		}
-		items, err := c.negItems(&m.Filters[0])
+		// The listing is charged before it runs, as if it read every
+		// record a session may cover (as far as a second of debt), and
+		// settled with what it read: so NEG-OPENs from one address run
+		// one at a time, each once the address's budget has room.
+		res, reason := c.admitReserving(c.ctx, workbudget.Work{Rows: c.r.cfg.MaxNegRecords + 1})
+		if reason != "" {
+			c.r.addrs.closeNeg(c.addr)
+			negErr(reason)
+			return
+		}
+		items, used, err := c.negItems(&m.Filters[0])
+		c.settleWork(res, used)
 		if err != nil {
 			c.r.addrs.closeNeg(c.addr)
 			negErr(err.Error())
@@ -114,27 +124,39 @@ func (c *conn) negStep(subID string, resp *negentropy.Responder, msg []byte, neg
 }
 
 // negItems loads the (created_at, id) pairs of the events a filter
-// matches, refusing filters that match more than the configured bound.
-func (c *conn) negItems(f *nostr.Filter) ([]negentropy.Item, error) {
+// matches, refusing filters that match more than the configured bound,
+// and says what the store work cost. The store lists them in no order
+// (in one pass over its records for the whole store), and only the pair
+// is read from each record; no event is decoded, but one of a kind that
+// needs AUTH to read, to check who may read it.
+func (c *conn) negItems(f *nostr.Filter) ([]negentropy.Item, workbudget.Work, error) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.r.cfg.QueryTimeout.Duration)
 	defer cancel()
 	ctx, meter := withMeter(ctx)
-	defer c.charge(meter)
 	var items []negentropy.Item
 	max := c.r.cfg.MaxNegRecords
-	err := c.r.store.Query(ctx, f, max+1, func(ev *nostr.Event) bool {
-		if c.canRead(ev) {
-			items = append(items, negentropy.Item{Timestamp: uint64(ev.CreatedAt), ID: ev.ID})
+	var derr error
+	err := c.r.store.(rawLister).ListRaw(ctx, f, max+1, func(r eventstore.Raw) bool {
+		if c.restrictedKind(r.Kind()) {
+			ev, err := r.Event()
+			if err != nil {
+				derr = err
+				return false
+			}
+			if !c.canRead(ev) {
+				return true
+			}
 		}
+		items = append(items, negentropy.Item{Timestamp: uint64(r.CreatedAt()), ID: r.ID()})
 		return true
 	})
-	if err != nil {
-		return nil, errors.New("error: could not read the events to sync; try again")
+	if err := cmp.Or(err, derr); err != nil {
+		return nil, meter.work(), errors.New("error: could not read the events to sync; try again")
 	}
 	if len(items) > max {
-		return nil, fmt.Errorf("blocked: this filter matches more than %d events; narrow it (since/until, authors, kinds)", max)
+		return nil, meter.work(), fmt.Errorf("blocked: this filter matches more than %d events; narrow it (since/until, authors, kinds)", max)
 	}
-	return items, nil
+	return items, meter.work(), nil
 }
 
 // endNeg ends the sync session id, if open, and gives back its slot in

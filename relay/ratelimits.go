@@ -7,6 +7,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"fleetmesh.org/fleetmesh/clientaddr"
+	"fleetmesh.org/fleetmesh/workbudget"
 )
 
 // maxTrackedAddrs bounds the per-address table; idle entries are dropped
@@ -27,10 +28,13 @@ type addrLimits struct {
 
 type addrState struct {
 	bucket *rate.Limiter
-	conns  int
-	negs   int
-	subs   int
-	work   workBudget
+	// invalid bounds the invalid messages of all the address's
+	// connections (nil until its first).
+	invalid *rate.Limiter
+	conns   int
+	negs    int
+	subs    int
+	work    workbudget.Budget
 }
 
 func newAddrLimits(cfg *Config) *addrLimits {
@@ -43,7 +47,7 @@ func (l *addrLimits) state(k string) *addrState {
 		if len(l.addrs) >= maxTrackedAddrs {
 			l.evict()
 		}
-		st = &addrState{work: newWorkBudget(l.cfg.IPReqMillisPerSecond, l.cfg.IPReqRowsPerSecond)}
+		st = &addrState{work: workbudget.New(l.cfg.IPReqMillisPerSecond, l.cfg.IPReqRowsPerSecond, l.cfg.largestWork())}
 		if l.cfg.IPEventsPerSecond > 0 {
 			st.bucket = rate.NewLimiter(rate.Limit(l.cfg.IPEventsPerSecond), l.cfg.IPEventsBurst)
 		}
@@ -57,7 +61,8 @@ func (l *addrLimits) state(k string) *addrState {
 func (l *addrLimits) evict() {
 	now := time.Now()
 	for k, st := range l.addrs {
-		if st.conns == 0 && st.negs == 0 && st.subs == 0 && (st.bucket == nil || st.bucket.Tokens() >= float64(l.cfg.IPEventsBurst)) && st.work.full(now) {
+		if st.conns == 0 && st.negs == 0 && st.subs == 0 && (st.bucket == nil || st.bucket.Tokens() >= float64(l.cfg.IPEventsBurst)) &&
+			(st.invalid == nil || st.invalid.TokensAt(now) >= ipInvalidBurst) && st.work.Full(now) {
 			delete(l.addrs, k)
 		}
 	}
@@ -105,6 +110,18 @@ func (l *addrLimits) allowEvent(k clientaddr.Key) bool {
 	return l.state(k.Narrow).bucket.Allow()
 }
 
+// allowInvalid counts n invalid messages from k and reports whether k is
+// within its allowance.
+func (l *addrLimits) allowInvalid(k clientaddr.Key, now time.Time, n int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := l.state(k.Narrow)
+	if st.invalid == nil {
+		st.invalid = rate.NewLimiter(ipInvalidPerSecond, ipInvalidBurst)
+	}
+	return st.invalid.AllowN(now, n)
+}
+
 // openNeg counts a NIP-77 session from k unless k is at its cap.
 func (l *addrLimits) openNeg(k clientaddr.Key) bool {
 	l.mu.Lock()
@@ -125,18 +142,26 @@ func (l *addrLimits) closeNeg(k clientaddr.Key) {
 	}
 }
 
-// workWait says how long k must wait before its next query (0: now).
-func (l *addrLimits) workWait(k clientaddr.Key) time.Duration {
+// reserveWork says how long k must wait before its next query (0: now),
+// and when it need not wait, reserves w from k's budget and says what it
+// reserved (workbudget.Budget.Reserve).
+func (l *addrLimits) reserveWork(k clientaddr.Key, w workbudget.Work) (workbudget.Work, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.state(k.Narrow).work.wait(time.Now())
+	b := &l.state(k.Narrow).work
+	now := time.Now()
+	r, ok := b.Reserve(now, w)
+	if !ok {
+		return r, b.Wait(now)
+	}
+	return r, 0
 }
 
-// spendWork charges k for a query's time and rows.
-func (l *addrLimits) spendWork(k clientaddr.Key, d time.Duration, rows int) {
+// settleWork charges k used in place of what it reserved.
+func (l *addrLimits) settleWork(k clientaddr.Key, reserved, used workbudget.Work) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.state(k.Narrow).work.spend(time.Now(), d, rows)
+	l.state(k.Narrow).work.Settle(time.Now(), reserved, used)
 }
 
 // openSub counts a REQ subscription from k unless k is at its cap.

@@ -96,11 +96,20 @@ type Relay struct {
 	// buffered counts the bytes queued in every connection's send queue
 	// (Config.MaxBufferedBytes).
 	buffered atomic.Int64
+	// fanout delivers stored events to live subscriptions.
+	fanout *fanout
+	// refusals are the reasons of refusals a flood repeats, formatted
+	// once.
+	refusals struct{ subsConn, subsAddr string }
 
 	mu    sync.RWMutex
 	conns map[*conn]struct{}
-	done  chan struct{}
-	wg    sync.WaitGroup
+	// nconns is len(conns), read without mu: a live delivery, which
+	// runs under mu's read lock, asks it, and a second read lock there
+	// would deadlock with a writer waiting between the two.
+	nconns atomic.Int64
+	done   chan struct{}
+	wg     sync.WaitGroup
 }
 
 // New makes a relay on a store. reg receives the relay's Prometheus metrics
@@ -122,7 +131,7 @@ func New(cfg Config, st Store, log *slog.Logger, reg prometheus.Registerer) *Rel
 	m := newMetrics(reg)
 	r := &Relay{
 		cfg:      cfg,
-		store:    metered(st),
+		store:    meteredStore{st},
 		log:      log,
 		verifier: nostr.NewVerifier(cfg.VerifierKeys),
 		m:        m,
@@ -130,6 +139,9 @@ func New(cfg Config, st Store, log *slog.Logger, reg prometheus.Registerer) *Rel
 		conns:    make(map[*conn]struct{}),
 		done:     make(chan struct{}),
 	}
+	r.fanout = newFanout(r)
+	r.refusals.subsConn = fmt.Sprintf("blocked: this connection has %d open subscriptions, the relay's limit; CLOSE one first", cfg.MaxSubscriptions)
+	r.refusals.subsAddr = fmt.Sprintf("blocked: your address has %d open subscriptions, the relay's limit; CLOSE some first", cfg.IPMaxSubscriptions)
 	r.addrs = newAddrLimits(&r.cfg)
 	r.newConns = clientaddr.NewBuckets(cfg.IPConnsPerSecond, max(1, int(cfg.IPConnsPerSecond*4)), maxTrackedAddrs)
 	r.gate = newGate(&r.cfg, m)
@@ -228,6 +240,7 @@ func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
 	default:
 	}
 	r.conns[c] = struct{}{}
+	r.nconns.Add(1)
 	r.wg.Add(1)
 	r.mu.Unlock()
 	r.m.conns.Inc()
@@ -236,6 +249,7 @@ func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
 		c.serve()
 		r.mu.Lock()
 		delete(r.conns, c)
+		r.nconns.Add(-1)
 		r.mu.Unlock()
 		// What the writer left queued is dropped with the connection; no
 		// broadcast reaches it any more.
@@ -270,22 +284,14 @@ func (r *Relay) accept(ctx context.Context, ev *nostr.Event, from Origin) (event
 	}
 	r.m.stored.WithLabelValues(res.String()).Inc()
 	if res == eventstore.Stored {
-		r.broadcast(ev)
+		// Live delivery runs off the publisher's path: its OK does not
+		// wait for every matching subscription to be written to.
+		r.fanout.add(ev)
 		for _, h := range r.OnStored {
 			h(ev, from)
 		}
 	}
 	return res, nil
-}
-
-// broadcast sends an event to every live subscription it matches.
-func (r *Relay) broadcast(ev *nostr.Event) {
-	var frame []byte
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	for c := range r.conns {
-		c.deliver(ev, &frame)
-	}
 }
 
 // Shutdown stops accepting connections' messages, closes every connection
@@ -304,6 +310,7 @@ func (r *Relay) Shutdown(ctx context.Context) error {
 	waited := make(chan struct{})
 	go func() {
 		r.wg.Wait()
+		r.fanout.wait()
 		close(waited)
 	}()
 	select {

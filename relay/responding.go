@@ -57,18 +57,16 @@ func (c *conn) handleReq(m *nostr.ClientMessage) {
 	if len(c.subs) >= c.r.cfg.MaxSubscriptions {
 		c.mu.Unlock()
 		cancel()
-		c.r.m.rejected.WithLabelValues("too_many_subs").Inc()
-		c.closed(m.SubID, fmt.Sprintf("blocked: this connection has %d open subscriptions, the relay's limit; CLOSE one first", c.r.cfg.MaxSubscriptions))
+		c.refuseSub(m.SubID, "too_many_subs", c.r.refusals.subsConn)
 		return
 	}
 	if !c.r.addrs.openSub(c.addr) {
 		c.mu.Unlock()
 		cancel()
-		c.r.m.rejected.WithLabelValues("too_many_subs_ip").Inc()
-		c.closed(m.SubID, fmt.Sprintf("blocked: your address has %d open subscriptions, the relay's limit; CLOSE some first", c.r.cfg.IPMaxSubscriptions))
+		c.refuseSub(m.SubID, "too_many_subs_ip", c.r.refusals.subsAddr)
 		return
 	}
-	s := &subscription{filters: m.Filters, cancel: cancel, unslot: func() { c.r.addrs.closeSub(c.addr) }}
+	s := &subscription{filters: m.Filters, cancel: cancel, unslot: func() { c.r.addrs.closeSub(c.addr) }, opened: c.r.fanout.opened()}
 	if c.r.Interest != nil {
 		s.release = c.r.Interest(m.Filters)
 	}
@@ -273,13 +271,14 @@ func (c *conn) handleCount(m *nostr.ClientMessage) {
 	}()
 }
 
-// deliver sends a new event to each of this connection's subscriptions it
-// matches. evJSON caches the event's encoding across connections.
-func (c *conn) deliver(ev *nostr.Event, evJSON *[]byte) {
+// deliver sends a new event, queued for delivery as seq, to each of this
+// connection's subscriptions it matches that were open when it was
+// queued. evJSON caches the event's encoding across connections.
+func (c *conn) deliver(ev *nostr.Event, seq uint64, evJSON *[]byte) {
 	c.mu.Lock()
 	var matched []string
 	for id, s := range c.subs {
-		if nostr.MatchesAny(s.filters, ev) {
+		if s.opened < seq && nostr.MatchesAny(s.filters, ev) {
 			matched = append(matched, id)
 		}
 	}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 
 	"fleetmesh.org/fleetmesh/clientaddr"
 	"fleetmesh.org/fleetmesh/didcomm"
+	"fleetmesh.org/fleetmesh/didcomm/problemreport"
 	"fleetmesh.org/fleetmesh/didcomm/routing"
 )
 
@@ -80,19 +82,27 @@ func newLimiter(cfg Limits) *limiter {
 	}
 }
 
-// admit takes an in-flight slot and a rate token for addr, or returns the
-// HTTP status and problem to refuse with. release must be called when
-// admitted.
-func (l *limiter) admit(addr string) (release func(), status int, p *didcomm.Problem) {
-	if ok, _ := l.addrs.Allow(addr); !ok {
-		return nil, http.StatusTooManyRequests, &didcomm.Problem{Code: didcomm.CodeRateLimited,
-			Err: fmt.Errorf("more than %g messages a second from your address; retry later", l.cfg.AddrPerSecond)}
+// Why admit refused a POST.
+type refusalKind int
+
+const (
+	refuseAddrRate     refusalKind = iota // the address's POST bucket is empty
+	refuseAddrInFlight                    // the address has MaxInFlightPerAddr being handled
+	refuseBusy                            // the endpoint has MaxInFlight being handled
+	refusalKinds
+)
+
+// admit takes an in-flight slot and a rate token for addr, or says why
+// not and, for the address's own bucket, how long until its next token.
+// release must be called when admitted.
+func (l *limiter) admit(addr string) (release func(), refused refusalKind, wait time.Duration) {
+	if ok, wait := l.addrs.Allow(addr); !ok {
+		return nil, refuseAddrRate, wait
 	}
 	l.mu.Lock()
 	if l.byAddr[addr] >= l.cfg.MaxInFlightPerAddr {
 		l.mu.Unlock()
-		return nil, http.StatusTooManyRequests, &didcomm.Problem{Code: didcomm.CodeRateLimited,
-			Err: fmt.Errorf("%d messages from your address are being handled; wait for their answers", l.cfg.MaxInFlightPerAddr)}
+		return nil, refuseAddrInFlight, maxTarpit
 	}
 	l.byAddr[addr]++
 	l.mu.Unlock()
@@ -100,10 +110,78 @@ func (l *limiter) admit(addr string) (release func(), status int, p *didcomm.Pro
 	case l.inflight <- struct{}{}:
 	default:
 		l.done(addr)
-		return nil, http.StatusServiceUnavailable, &didcomm.Problem{Code: didcomm.CodeRateLimited,
-			Err: fmt.Errorf("this endpoint is handling %d messages; retry later", l.cfg.MaxInFlight)}
+		return nil, refuseBusy, 0
 	}
-	return func() { <-l.inflight; l.done(addr) }, 0, nil
+	return func() { <-l.inflight; l.done(addr) }, 0, 0
+}
+
+// problem is the problem a refusal of kind k reports.
+func (l *limiter) problem(k refusalKind) (int, *didcomm.Problem) {
+	switch k {
+	case refuseAddrRate:
+		return http.StatusTooManyRequests, &didcomm.Problem{Code: didcomm.CodeRateLimited,
+			Err: fmt.Errorf("more than %g messages a second from your address; retry later", l.cfg.AddrPerSecond)}
+	case refuseAddrInFlight:
+		return http.StatusTooManyRequests, &didcomm.Problem{Code: didcomm.CodeRateLimited,
+			Err: fmt.Errorf("%d messages from your address are being handled; wait for their answers", l.cfg.MaxInFlightPerAddr)}
+	}
+	return http.StatusServiceUnavailable, &didcomm.Problem{Code: didcomm.CodeRateLimited,
+		Err: fmt.Errorf("this endpoint is handling %d messages; retry later", l.cfg.MaxInFlight)}
+}
+
+// maxTarpit is the longest an address over its own bounds waits for its
+// refusal. A flood on kept-alive connections then gets about one answer
+// a second per connection (and the accept gate bounds its connections)
+// instead of as many as it can send.
+const maxTarpit = time.Second
+
+// refusal is a refusal the endpoint repeats, its problem report packed
+// once: a flood of refused POSTs costs no packing each.
+type refusal struct {
+	status int
+	report []byte // a plaintext problem report
+	idAt   int    // where its id's hex digits start
+}
+
+// placeholderID is the id a refusal's report is packed with; each answer
+// gets a fresh id written over it.
+var placeholderID = strings.Repeat("0", 32)
+
+// newRefusals packs the report of every refusal kind of l, from did.
+func newRefusals(l *limiter, did string, packer *didcomm.Packer) ([refusalKinds]refusal, error) {
+	var out [refusalKinds]refusal
+	for k := range refusalKinds {
+		status, p := l.problem(k)
+		m, err := problemreport.New(p, did, "", "")
+		if err != nil {
+			return out, err
+		}
+		m.ID = placeholderID
+		b, err := packer.Pack(m, didcomm.PackOptions{Mode: didcomm.ModePlaintext})
+		if err != nil {
+			return out, err
+		}
+		at := bytes.Index(b, []byte(`"id":"`+placeholderID+`"`))
+		if at < 0 {
+			return out, fmt.Errorf("agent: packed report has no id field")
+		}
+		out[k] = refusal{status: status, report: b, idAt: at + len(`"id":"`)}
+	}
+	return out, nil
+}
+
+// write answers with the refusal, a fresh id in its report, and closes
+// the connection after it: a sender over its bounds reconnects to ask
+// again.
+func (r *refusal) write(w http.ResponseWriter) {
+	out := bytes.Clone(r.report)
+	copy(out[r.idAt:], didcomm.NewID())
+	h := w.Header()
+	h.Set("Retry-After", retryAfter)
+	h.Set("Content-Type", didcomm.MediaTypePlain)
+	h.Set("Connection", "close")
+	w.WriteHeader(r.status)
+	_, _ = w.Write(out)
 }
 
 func (l *limiter) done(addr string) {

@@ -3,7 +3,9 @@ package agent
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +14,7 @@ import (
 
 	"fleetmesh.org/fleetmesh/didcomm"
 	"fleetmesh.org/fleetmesh/didcomm/mediator"
+	"fleetmesh.org/fleetmesh/didcomm/problemreport"
 	"fleetmesh.org/fleetmesh/didcomm/routing"
 )
 
@@ -88,5 +91,55 @@ func TestForwardFloodOneRecipient(t *testing.T) {
 	}
 	if res := post(clientFrom("127.0.0.2"), -1); res.StatusCode != http.StatusAccepted {
 		t.Fatalf("another address's forward to the same recipient: HTTP %d", res.StatusCode)
+	}
+}
+
+// TestRefusalIsCheap checks what an address over its POST bucket gets: a
+// 429 with Retry-After, a problem report e.p.me.res.rate-limited with a
+// fresh id each time, and Connection: close, so that a flood on kept-alive
+// connections must reconnect for each refusal.
+func TestRefusalIsCheap(t *testing.T) {
+	svc, key := newService(t, t.TempDir())
+	defer svc.Close()
+	lim := DefaultLimits()
+	lim.AddrPerSecond, lim.AddrBurst = 0.001, 1
+	if err := svc.SetLimits(lim); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(svc)
+	defer srv.Close()
+	hc := clientFrom("127.0.0.1")
+	post := func() *http.Response {
+		res, err := hc.Post(srv.URL, didcomm.MediaTypePlain, bytes.NewReader([]byte(`{}`)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := post(); res.StatusCode == http.StatusTooManyRequests {
+		t.Fatal("the first POST was refused")
+	} else {
+		res.Body.Close()
+	}
+	ids := map[string]bool{}
+	for range 2 {
+		res := post()
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" || !res.Close {
+			t.Fatalf("over the bucket: HTTP %d, Retry-After %q, close %v; want 429, a Retry-After and Connection: close", res.StatusCode, res.Header.Get("Retry-After"), res.Close)
+		}
+		var m didcomm.Message
+		if err := json.Unmarshal(body, &m); err != nil {
+			t.Fatalf("refusal is not a DIDComm message: %v\n%s", err, body)
+		}
+		pr, err := problemreport.Parse(&m)
+		if err != nil || pr.Code != didcomm.CodeRateLimited || m.From != key.DID() {
+			t.Fatalf("refusal report: %+v from %s (%v)", pr, m.From, err)
+		}
+		if ids[m.ID] || len(m.ID) != 32 || m.ID == placeholderID {
+			t.Fatalf("refusal id %q is not fresh", m.ID)
+		}
+		ids[m.ID] = true
 	}
 }

@@ -42,7 +42,8 @@ type Service struct {
 	unpacker *didcomm.Unpacker
 	mediator *mediator.Mediator
 	limits   *limiter
-	proxies  clientaddr.Proxies // set before serving; read-only after
+	refusals [refusalKinds]refusal // for limits, packed once
+	proxies  clientaddr.Proxies    // set before serving; read-only after
 	log      *slog.Logger
 	features []discoverfeatures.Disclosure
 
@@ -73,7 +74,7 @@ func New(key *identity.Key, dir string, log *slog.Logger) (*Service, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	res := didcomm.DIDKeyResolver{}
-	return &Service{
+	s := &Service{
 		did:    key.DID(),
 		packer: &didcomm.Packer{Secrets: secrets, Resolver: res},
 		unpacker: &didcomm.Unpacker{
@@ -81,12 +82,17 @@ func New(key *identity.Key, dir string, log *slog.Logger) (*Service, error) {
 			Replay: didcomm.NewReplayGuard(didcomm.DefaultReplayWindow, didcomm.DefaultReplayEntries),
 		},
 		mediator: med,
-		limits:   newLimiter(DefaultLimits()),
 		log:      log.With("component", "didcomm"),
 		features: Features(),
 		ctx:      ctx,
 		cancel:   cancel,
-	}, nil
+	}
+	if err := s.SetLimits(DefaultLimits()); err != nil {
+		cancel()
+		med.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
 // Features lists what the Service discloses: every protocol it speaks with
@@ -164,10 +170,20 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	addr := s.proxies.OfRequest(r).Narrow
-	release, status, p := s.limits.admit(addr)
-	if p != nil {
-		w.Header().Set("Retry-After", retryAfter)
-		s.writeReport(w, status, p)
+	release, refused, wait := s.limits.admit(addr)
+	if release == nil {
+		// An address over its own bounds waits for its answer (at most
+		// maxTarpit), so a flood on one connection is slowed, not just
+		// refused; a busy endpoint answers at once.
+		if wait > 0 {
+			t := time.NewTimer(min(wait, maxTarpit))
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				t.Stop()
+			}
+		}
+		s.refusals[refused].write(w)
 		return
 	}
 	defer release()
@@ -265,8 +281,9 @@ func (s *Service) serveInvitation(w http.ResponseWriter, r *http.Request) {
 // answer is a problem report with code e.p.me.res.rate-limited, and the
 // error says so.
 func (s *Service) HandleFrom(ctx context.Context, from string, packed []byte) ([]byte, error) {
-	release, _, p := s.limits.admit(from)
-	if p != nil {
+	release, refused, _ := s.limits.admit(from)
+	if release == nil {
+		_, p := s.limits.problem(refused)
 		return s.problem(nil, p), p
 	}
 	defer release()

@@ -455,9 +455,9 @@ func TestRequestThroughSenderAndHandleFrom(t *testing.T) {
 
 	// One message of "iroh:alice" in flight: a second is refused with
 	// rate-limited, one from "iroh:bob" is not.
-	release, _, p := b.limits.admit("iroh:alice")
-	if p != nil {
-		t.Fatal(p)
+	release, refused, _ := b.limits.admit("iroh:alice")
+	if release == nil {
+		t.Fatalf("the first message of iroh:alice was refused (kind %d)", refused)
 	}
 	defer release()
 	alice := newPeer(t)

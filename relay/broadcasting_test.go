@@ -1,0 +1,88 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"fleetmesh.org/fleetmesh/nostr"
+)
+
+// BenchmarkBroadcast measures matching one stored event against the live
+// subscriptions of 64 connections: none match (the cost every event pays
+// for every subscription) or all match (the subscription flood's 500
+// subscriptions of one address, each delivering the event). Run with
+//
+//	go test -run '^$' -bench Broadcast -benchtime 500x ./relay/
+func BenchmarkBroadcast(b *testing.B) {
+	k, _ := nostr.GenerateSecretKey()
+	ev := &nostr.Event{CreatedAt: 1, Kind: 1, Tags: nostr.Tags{}, Content: "hello"}
+	k.Sign(ev)
+	for _, tc := range []struct {
+		name   string
+		subs   int // per connection
+		filter nostr.Filter
+	}{
+		{"none match, 64x200", 200, nostr.Filter{Kinds: []int{7}}},
+		{"none match, 64x8", 8, nostr.Filter{Kinds: []int{7}}},
+		{"all match, 64x8", 8, nostr.Filter{Kinds: []int{1}}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			r := New(DefaultConfig(), nil, nil, nil)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			for range 64 {
+				c := &conn{r: r, send: make(chan []byte, 1<<16), subs: map[string]*subscription{}, ctx: ctx, cancel: cancel}
+				for i := range tc.subs {
+					c.subs[fmt.Sprint("s", i)] = &subscription{filters: []nostr.Filter{tc.filter}}
+				}
+				r.conns[c] = struct{}{}
+				r.nconns.Add(1)
+				go func() {
+					// Owned by the benchmark: ends when ctx does.
+					for {
+						select {
+						case f := <-c.send:
+							c.took(f)
+						case <-ctx.Done():
+							return
+						}
+					}
+				}()
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				r.broadcast(ev, 1)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(64*tc.subs), "ns/sub")
+		})
+	}
+}
+
+// TestLiveAfterOK checks the fan-out's two promises: an event reaches a
+// subscription opened before it was stored (even though delivery runs
+// after the publisher's OK), and never reaches live a subscription opened
+// after its OK, which gets it once, from the store.
+func TestLiveAfterOK(t *testing.T) {
+	tr := newTestRelay(t, nil)
+	k, _ := nostr.GenerateSecretKey()
+	pub, sub := tr.dial(), tr.dial()
+	sub.send("REQ", "live", map[string]any{"kinds": []int{1}, "limit": 0})
+	if m := sub.read(); m[0] != "EOSE" {
+		t.Fatalf("got %v, want EOSE", m)
+	}
+	for i := range 50 {
+		ev := signed(t, k, 1, nil, fmt.Sprint("note ", i))
+		if ok, msg := pub.publish(ev); !ok {
+			t.Fatal(msg)
+		}
+		// A REQ for it right after its OK, on the publisher's own
+		// connection, where the live delivery would land.
+		if ids, closed := pub.req(fmt.Sprint("r", i), `{"ids":["`+ev.IDHex()+`"]}`); len(ids) != 1 || closed != "" {
+			t.Fatalf("REQ after OK of event %d: %d events (%s), want exactly 1", i, len(ids), closed)
+		}
+		if m := sub.read(); m[0] != "EVENT" || m[2].(map[string]any)["id"] != ev.IDHex() {
+			t.Fatalf("live subscriber got %v, want event %d", m, i)
+		}
+	}
+}
