@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 )
 
 // LockFile is the file in a node home that the running node holds locked,
@@ -24,18 +23,18 @@ var ErrHomeInUse = errors.New("home in use by another node")
 type homeLock struct{ f *os.File }
 
 // lockHome takes the home's lock, or says which process holds it. The lock
-// is an flock, so it goes with the process: a node killed with kill -9
-// leaves no stale lock behind.
+// is an flock (LockFileEx on Windows), so it goes with the process: a node
+// killed with kill -9 leaves no stale lock behind.
 func lockHome(h Home) (*homeLock, error) {
 	path := filepath.Join(h.Dir, LockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := lockFile(f); err != nil {
 		pid, _ := os.ReadFile(path)
 		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+		if errors.Is(err, errLocked) {
 			who := "another process"
 			if p, perr := strconv.Atoi(strings.TrimSpace(string(pid))); perr == nil && p > 0 {
 				who = "pid " + strconv.Itoa(p)
@@ -56,7 +55,7 @@ func (l *homeLock) release() {
 		return
 	}
 	l.f.Truncate(0)
-	syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
+	unlockFile(l.f)
 	l.f.Close()
 	l.f = nil
 }

@@ -69,6 +69,9 @@ echo "== go test -race"
 go test -race -count=1 -timeout 25m ./...
 echo "== go test -tags libsecp256k1 (the cgo signature backend)"
 go test -race -count=1 -tags libsecp256k1 ./nostr ./relay
+echo "== cross builds (windows/amd64, darwin/arm64: compile only)"
+GOOS=windows GOARCH=amd64 go build -o /dev/null ./cmd/fleetmesh
+GOOS=darwin GOARCH=arm64 go build -o /dev/null ./cmd/fleetmesh
 echo "== release builds (linux/arm64, linux/armv7; reproducibility check)"
 rel=$(mktemp -d)
 bash scripts/release.sh -o "$rel" -t "linux/arm64 linux/arm/7"
