@@ -120,9 +120,10 @@ type Store struct {
 	boundAt time.Time
 	used    uint64
 
-	writes chan *saveReq
-	stop   chan struct{}
-	done   chan struct{}
+	writes  chan *saveReq
+	deletes chan *deleteReq
+	stop    chan struct{}
+	done    chan struct{}
 
 	mu     sync.RWMutex // guards closed against Save racing Close
 	closed bool
@@ -188,6 +189,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		db:          db,
 		opts:        opts,
 		writes:      make(chan *saveReq, opts.MaxBatch),
+		deletes:     make(chan *deleteReq),
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
 		known:       newKnownIDs(),
@@ -312,12 +314,18 @@ func (s *Store) writer(serial uint64) {
 				s.opts.Logger.Error("store: expiration sweep failed", "err", err)
 			}
 			continue
+		case d := <-s.deletes:
+			s.delete(d)
+			continue
 		case <-s.stop:
-			// Drain what Save calls already handed over before closing.
+			// Drain what Save and Delete calls already handed over before
+			// closing.
 			for {
 				select {
 				case r := <-s.writes:
 					serial = s.commit(append(pending[:0], r), serial)
+				case d := <-s.deletes:
+					s.delete(d)
 				default:
 					return
 				}
