@@ -30,9 +30,9 @@ const (
 	handOffBatch = maxIDsPerReq
 )
 
-// handOffCursor is where the next round's read of the store starts:
-// before (or at) until, skipping the ids of that second already read.
-// Zero until: from the newest event.
+// handOffCursor is where the next round's read of the store starts: at
+// or before until, skipping the ids of that second already read, or from
+// the newest event while seen is nil.
 type handOffCursor struct {
 	until int64
 	seen  map[[32]byte]bool
@@ -176,23 +176,26 @@ func (sc *Scheduler) keeps(shard int) bool {
 func (sc *Scheduler) handOffCandidates(ctx context.Context) (map[int][][32]byte, error) {
 	out := map[int][][32]byte{}
 	found, scanned := 0, 0
+	cur := &sc.handOff
 	for scanned < handOffScan && found < handOffMax {
 		f := nostr.Filter{}
-		if sc.handOff.until > 0 {
-			f.Until, f.HasUntil = sc.handOff.until, true
+		if cur.seen != nil {
+			f.Until, f.HasUntil = cur.until, true
 		}
-		read, fresh := 0, 0
-		err := sc.s.local.Query(ctx, &f, handOffPage, func(ev *nostr.Event) bool {
+		// The ids of the cursor's second already read come again: the
+		// limit leaves room for them, so a crowded second is read through.
+		limit := handOffPage + len(cur.seen)
+		read := 0
+		err := sc.s.local.Query(ctx, &f, limit, func(ev *nostr.Event) bool {
 			read++
-			if ev.CreatedAt == sc.handOff.until && sc.handOff.seen[ev.ID] {
+			if cur.seen != nil && ev.CreatedAt == cur.until && cur.seen[ev.ID] {
 				return true
 			}
-			fresh++
 			scanned++
-			if ev.CreatedAt != sc.handOff.until {
-				sc.handOff.until, sc.handOff.seen = ev.CreatedAt, map[[32]byte]bool{}
+			if cur.seen == nil || ev.CreatedAt != cur.until {
+				cur.until, cur.seen = ev.CreatedAt, map[[32]byte]bool{}
 			}
-			sc.handOff.seen[ev.ID] = true
+			cur.seen[ev.ID] = true
 			shard := mesh.ShardOf(ev.PubKey)
 			if sc.keeps(shard) || slices.ContainsFunc(sc.cfg.Filters, func(f nostr.Filter) bool { return f.Matches(ev) }) ||
 				(sc.s.policy != nil && sc.s.policy.Match(ev) != nil) {
@@ -208,12 +211,9 @@ func (sc *Scheduler) handOffCandidates(ctx context.Context) (map[int][][32]byte,
 		switch {
 		case found >= handOffMax:
 			return out, nil
-		case read < handOffPage:
-			sc.handOff.until, sc.handOff.seen = 0, nil // the end: next round starts from the newest
+		case read < limit:
+			*cur = handOffCursor{} // the end: the next round starts from the newest
 			return out, nil
-		case fresh == 0:
-			// A whole page of one second already seen: step past it.
-			sc.handOff.until, sc.handOff.seen = sc.handOff.until-1, nil
 		}
 	}
 	return out, nil

@@ -2,6 +2,7 @@ package meshsync
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -128,5 +129,43 @@ func TestHandOffEpoch(t *testing.T) {
 	// event goes.
 	if len(deleted) != 1 || deleted[0] != [32]byte{5} {
 		t.Fatalf("deleted %v, want only the event of shard 5", deleted)
+	}
+}
+
+// TestHandOffCandidatesCrowdedSecond reads a store whose events mostly
+// share one second, more than two pages of them: one round picks every
+// event exactly once, and the next round starts again from the newest.
+func TestHandOffCandidatesCrowdedSecond(t *testing.T) {
+	mn, nodes := newMesh(t, 1)
+	sc := NewScheduler(nodes[0].svc, holderMesh{fakeMesh{h: mn.Hosts()[0]}, placement.Placement{}, func(int) bool { return false }}, SchedulerConfig{}, nil)
+	k, _ := nostr.GenerateSecretKey()
+	want := map[[32]byte]bool{}
+	for i := range 2*handOffPage + 100 {
+		ev := signed(t, k, 1000, 1, fmt.Sprint("crowded ", i))
+		nodes[0].add(t, ev)
+		want[ev.ID] = true
+	}
+	for i := range 10 {
+		ev := signed(t, k, 999-int64(i), 1, fmt.Sprint("older ", i))
+		nodes[0].add(t, ev)
+		want[ev.ID] = true
+	}
+	for round := range 2 {
+		cands, err := sc.handOffCandidates(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[[32]byte]bool{}
+		for _, ids := range cands {
+			for _, id := range ids {
+				if got[id] {
+					t.Fatalf("round %d picked an event twice", round)
+				}
+				got[id] = true
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("round %d picked %d of %d events", round, len(got), len(want))
+		}
 	}
 }
