@@ -27,12 +27,14 @@ const bootstrapGrace = 5 * time.Second
 
 // TestMeshHealsAfterBootstrapLeaves is issue 12's bootstrap-loss scenario
 // with real processes and the default mesh config: five nodes, each
-// started with only the first as --bootstrap; the first is killed (kill
-// -9) five seconds later; then an event is published at one survivor and
-// read by id at every other survivor, each on its first REQ (no retries),
-// and a newcomer that knows only one survivor reads every event published
-// before it came, also on its first REQ. The scenario runs
-// FLEETMESH_E2E_HEAL_TRIALS times (default 3) in a bounded loop.
+// started with only the first as --bootstrap; five seconds later every
+// survivor must be connected to every other (a mesh this small is full by
+// then), and the first is killed (kill -9); then an event is published at
+// one survivor and read by id at every other survivor, each on its first
+// REQ (no retries), and a newcomer that knows only one survivor reads
+// every event published before it came, also on its first REQ. The
+// scenario runs FLEETMESH_E2E_HEAL_TRIALS times (default 3) in a bounded
+// loop.
 func TestMeshHealsAfterBootstrapLeaves(t *testing.T) {
 	needBinary(t)
 	trials := healTrialsShort
