@@ -155,12 +155,15 @@ func (s *Service) HandOff(ctx context.Context, p peer.ID, shards []int, ids [][3
 // events this node no longer needs keep: events of shards it neither holds
 // for durability nor has clients interested in, that none of its own
 // filters match. A node whose filters take every event keeps everything
-// and runs none.
+// and runs none. The first round waits a sync interval, not FirstRound:
+// a node that has just started places over the few storage nodes it knows
+// yet, and would hand off shards it is about to hold again (safe, since
+// holders must take them first, but wasted).
 func (sc *Scheduler) runHandOff(ctx context.Context) {
 	if slices.ContainsFunc(sc.cfg.Filters, takesAll) {
 		return
 	}
-	periodic.Run(ctx, FirstRound, sc.cfg.Every, nil, func() { sc.handOffRound(ctx) })
+	periodic.Run(ctx, sc.cfg.Every, sc.cfg.Every, nil, func() { sc.handOffRound(ctx) })
 }
 
 // keeps reports whether the node keeps the events of shard whatever its
