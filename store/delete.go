@@ -32,25 +32,10 @@ func (s *Store) Delete(ctx context.Context, ids [][32]byte) (int, error) {
 		return 0, nil
 	}
 	req := &deleteReq{ids: ids, done: make(chan struct{})}
-	s.mu.RLock()
-	if s.closed {
-		s.mu.RUnlock()
-		return 0, ErrClosed
+	if err := toWriter(ctx, s, s.deletes, req, req.done); err != nil {
+		return 0, err
 	}
-	select {
-	case s.deletes <- req:
-	case <-ctx.Done():
-		s.mu.RUnlock()
-		return 0, ctx.Err()
-	}
-	s.mu.RUnlock()
-	select {
-	case <-req.done:
-		return req.n, req.err
-	case <-ctx.Done():
-		// The delete may still commit; the caller just stops waiting.
-		return 0, ctx.Err()
-	}
+	return req.n, req.err
 }
 
 // delete runs a deleteReq on the writer goroutine: all of its removals
