@@ -133,22 +133,24 @@ func TestHandOffEpoch(t *testing.T) {
 }
 
 // TestHandOffCandidatesCrowdedSecond reads a store whose events mostly
-// share one second, more than two pages of them: one round picks every
-// event exactly once, and the next round starts again from the newest.
+// share one second, more than a page of them: one round picks every event
+// exactly once, and the next round starts again from the newest.
 func TestHandOffCandidatesCrowdedSecond(t *testing.T) {
 	mn, nodes := newMesh(t, 1)
 	sc := NewScheduler(nodes[0].svc, holderMesh{fakeMesh{h: mn.Hosts()[0]}, placement.Placement{}, func(int) bool { return false }}, SchedulerConfig{}, nil)
 	k, _ := nostr.GenerateSecretKey()
 	want := map[[32]byte]bool{}
-	for i := range 2*handOffPage + 100 {
-		ev := signed(t, k, 1000, 1, fmt.Sprint("crowded ", i))
-		nodes[0].add(t, ev)
+	save := func(ev *nostr.Event) {
+		if _, err := nodes[0].local.Store.Save(context.Background(), ev); err != nil {
+			t.Fatal(err)
+		}
 		want[ev.ID] = true
 	}
+	for i := range handOffPage + 20 {
+		save(signed(t, k, 1000, 1, fmt.Sprint("crowded ", i)))
+	}
 	for i := range 10 {
-		ev := signed(t, k, 999-int64(i), 1, fmt.Sprint("older ", i))
-		nodes[0].add(t, ev)
-		want[ev.ID] = true
+		save(signed(t, k, 999-int64(i), 1, fmt.Sprint("older ", i)))
 	}
 	for round := range 2 {
 		cands, err := sc.handOffCandidates(context.Background())
