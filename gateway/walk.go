@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"fleetmesh.org/fleetmesh/nostr"
+	"fleetmesh.org/fleetmesh/store"
 )
 
 // fullWalk is the catch-up that makes a connection lossless when NIP-77
@@ -35,13 +36,14 @@ type fullWalk struct {
 }
 
 // outWalk is where a newest-first walk of the local store for one filter
-// stands: the next page holds events at or before until, less the ids of
-// the second until already seen.
+// stands: the next page holds events at or before until (from the newest
+// while bounded is false), less the ids of the second until already seen.
 type outWalk struct {
-	f     nostr.Filter
-	until int64
-	seen  map[[32]byte]bool
-	done  bool
+	f       nostr.Filter
+	until   int64
+	bounded bool
+	seen    map[[32]byte]bool
+	done    bool
 }
 
 // newFullWalk returns the walk of in (on the backend) and out (in the
@@ -56,12 +58,10 @@ func newFullWalk(s *session, in, out []nostr.Filter) *fullWalk {
 		}
 	}
 	for _, f := range out {
-		until := int64(-1)
-		if f.HasUntil {
-			until = f.Until
-		}
+		ow := outWalk{until: f.Until, bounded: f.HasUntil}
 		f.Until, f.HasUntil = 0, false
-		w.out = append(w.out, outWalk{f: f, until: until})
+		ow.f = f
+		w.out = append(w.out, ow)
 	}
 	if len(w.in)+len(w.out) == 0 {
 		return nil
@@ -87,34 +87,10 @@ func (g *Gateway) walkStep(ctx context.Context, s *session, w *fullWalk) (bool, 
 // outStep reads the next fetchChunk local events of w, asks the backend
 // which of them it has, and publishes those it lacks.
 func (g *Gateway) outStep(ctx context.Context, s *session, w *outWalk) error {
-	f := w.f
-	if w.until >= 0 {
-		f.Until, f.HasUntil = w.until, true
+	batch, err := w.next(ctx, g.store)
+	if err != nil || len(batch) == 0 {
+		return err
 	}
-	var batch []*nostr.Event
-	err := g.store.Query(ctx, &f, fetchChunk+len(w.seen), func(ev *nostr.Event) bool {
-		if ev.CreatedAt == w.until && w.seen[ev.ID] {
-			return true
-		}
-		batch = append(batch, ev)
-		return len(batch) < fetchChunk
-	})
-	if err != nil {
-		return fmt.Errorf("gateway: walk local events: %w", err)
-	}
-	if len(batch) == 0 {
-		w.done = true
-		return nil
-	}
-	for _, ev := range batch {
-		if ev.CreatedAt != w.until {
-			w.until, w.seen = ev.CreatedAt, map[[32]byte]bool{}
-		}
-		w.seen[ev.ID] = true
-	}
-	// Fewer than asked for: the store has no more (at most len(seen)
-	// were skipped, and the limit allowed for them).
-	w.done = len(batch) < fetchChunk
 	ids := nostr.Filter{IDs: make([][32]byte, len(batch)), Limit: len(batch), HasLimit: true}
 	for i, ev := range batch {
 		ids.IDs[i] = ev.ID
@@ -146,4 +122,33 @@ func (g *Gateway) walked(w *fullWalk) {
 		g.m.catchups.WithLabelValues(dirToBackend, "full-walk").Inc()
 	}
 	g.log.Info("gateway: full walk done: every event present when the connection caught up was compared", "to_mesh", len(w.in) > 0, "to_backend", len(w.out) > 0)
+}
+
+// next returns the walk's next fetchChunk local events, newest first, and
+// moves it on; fewer than that when the store has no more, and then the
+// walk is done.
+func (w *outWalk) next(ctx context.Context, st *store.Store) ([]*nostr.Event, error) {
+	f := w.f
+	f.Until, f.HasUntil = w.until, w.bounded
+	var batch []*nostr.Event
+	err := st.Query(ctx, &f, fetchChunk+len(w.seen), func(ev *nostr.Event) bool {
+		if w.bounded && ev.CreatedAt == w.until && w.seen[ev.ID] {
+			return true
+		}
+		batch = append(batch, ev)
+		return len(batch) < fetchChunk
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gateway: walk local events: %w", err)
+	}
+	for _, ev := range batch {
+		if !w.bounded || w.seen == nil || ev.CreatedAt != w.until {
+			w.until, w.bounded, w.seen = ev.CreatedAt, true, map[[32]byte]bool{}
+		}
+		w.seen[ev.ID] = true
+	}
+	// Fewer than asked for: the store has no more (at most len(seen)
+	// were skipped, and the limit allowed for them).
+	w.done = len(batch) < fetchChunk
+	return batch, nil
 }
