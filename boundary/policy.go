@@ -94,6 +94,12 @@ func (p *Policy) RelayHook(_ context.Context, ev *nostr.Event) string {
 		return ""
 	}
 	p.Allow(ev, ClientStore)
+	return r.Refusal()
+}
+
+// Refusal is the NIP-01 OK or CLOSED reason for an event r refuses:
+// "blocked:", r's reason and r's name.
+func (r *Rule) Refusal() string {
 	return "blocked: " + r.Reason + " (fleetmesh boundary rule " + r.Name + ")"
 }
 

@@ -133,9 +133,11 @@ type MeshConfig struct {
 	// it holds its share of the mesh's shards. Leaf nodes never do.
 	OfferStorage bool `toml:"offer_storage" comment:"declare a storage offer, so this node holds its share of the mesh's shards"`
 	// StorageMaxBytes and StorageRetention are the bounds the storage
-	// offer declares (spec/descriptor.md).
+	// offer declares (spec/descriptor.md). Retention is a promise, not a
+	// deletion deadline: a holder deletes no event of a shard it holds
+	// at any age (spec/mesh-placement.md, "Retention").
 	StorageMaxBytes  uint64           `toml:"storage_max_bytes" comment:"the store's bound: above it client writes are refused with error: (0: unbounded)"`
-	StorageRetention setting.Duration `toml:"storage_retention" comment:"how long the storage offer says events are kept"`
+	StorageRetention setting.Duration `toml:"storage_retention" comment:"how long the storage offer promises to keep held shards' events (nothing held is deleted by age)"`
 	// DurableSyncPeers bounds the co-holders one anti-entropy round syncs
 	// the durably held shards with.
 	DurableSyncPeers int `toml:"durable_sync_peers" comment:"co-holders one anti-entropy round syncs the durably held shards with"`

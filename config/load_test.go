@@ -8,8 +8,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-
-	"fleetmesh.org/fleetmesh/config/setting"
 )
 
 // TestDefaultRoundTrips checks that the file `fleetmesh init` writes loads
@@ -76,8 +74,6 @@ func TestOldFilesLoadTheSame(t *testing.T) {
 	}
 }
 
-var durationType = reflect.TypeFor[setting.Duration]()
-
 // fileWith is a config file that sets key (a full key) to the TOML value v.
 func fileWith(key, v string) string {
 	table, name := "", key
@@ -96,18 +92,17 @@ func TestBadValuesNameTheKey(t *testing.T) {
 	type bad struct{ key, value, want string }
 	var cases []bad
 	for _, k := range Keys() {
-		key, ft := k.Full(), k.typ
-		switch {
-		case ft == durationType:
+		key := k.Full()
+		switch k.Kind() {
+		case DurationValue:
 			cases = append(cases,
 				bad{key, "'soon'", `"soon": write a duration such as "30s" or "2m"`},
 				bad{key, "60", `"60": write a duration such as "30s" or "2m"`},
 				bad{key, "true", "write a duration"})
-		case ft.Kind() >= reflect.Int && ft.Kind() <= reflect.Float64:
+		case NumberValue:
 			cases = append(cases, bad{key, "'lots'", "cannot decode TOML string"})
-			if ft.Kind() >= reflect.Uint && ft.Kind() <= reflect.Uint64 {
-				cases = append(cases, bad{key, "-1", "negative"})
-			}
+		case UnsignedValue:
+			cases = append(cases, bad{key, "'lots'", "cannot decode TOML string"}, bad{key, "-1", "negative"})
 		}
 	}
 	durations := 0

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"fleetmesh.org/fleetmesh/config/setting"
 )
 
 // Key is one setting of config.toml as the reference lists it.
@@ -25,6 +27,37 @@ func (k Key) Full() string {
 		return k.Name
 	}
 	return k.Table + "." + k.Name
+}
+
+// ValueKind is the kind of value a key takes, for tests and tools that
+// give every key of one kind a value.
+type ValueKind int
+
+// The kinds of value Key.Kind tells apart.
+const (
+	// OtherValue is text, a boolean or a list.
+	OtherValue ValueKind = iota
+	// DurationValue is a duration written as text ("30s"), parsed at load.
+	DurationValue
+	// NumberValue is an integer or a float: a size, a count or a rate.
+	NumberValue
+	// UnsignedValue is a NumberValue that cannot be negative.
+	UnsignedValue
+)
+
+var durationType = reflect.TypeFor[setting.Duration]()
+
+// Kind says which kind of value k takes.
+func (k Key) Kind() ValueKind {
+	switch kind := k.typ.Kind(); {
+	case k.typ == durationType:
+		return DurationValue
+	case kind >= reflect.Uint && kind <= reflect.Uint64:
+		return UnsignedValue
+	case kind >= reflect.Int && kind <= reflect.Float64:
+		return NumberValue
+	}
+	return OtherValue
 }
 
 // Keys lists every setting of config.toml in file order, with its default

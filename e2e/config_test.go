@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"fleetmesh.org/fleetmesh/config"
 )
 
 // runRefused runs `fleetmesh run` on a home whose config.toml is file and
@@ -31,21 +33,39 @@ func TestConfigBadDurationStopsRun(t *testing.T) {
 	runRefused(t, "[mesh]\nsync_interval = 'soon'\n", "sync_interval", `"soon"`, `write a duration such as "30s"`)
 }
 
-// TestConfigEveryBadDurationKeyStopsRun gives each duration key of
-// config.toml a value that is not a duration, one run each; the node exits
-// at load, so each run is short. config's TestBadValuesNameTheKey checks
-// the same keys, found from the schema, in process.
-func TestConfigEveryBadDurationKeyStopsRun(t *testing.T) {
-	for _, key := range []string{
-		"relay.first_message_timeout", "relay.query_timeout",
-		"mesh.sync_interval", "mesh.maintain_interval", "mesh.client_linger", "mesh.reprovide_interval",
-		"mesh.storage_retention", "mesh.relay_search_interval",
-		"mesh.relay_limits.reservation_ttl", "mesh.relay_limits.circuit_duration",
-		"accounting.window", "accounting.dispute_period", "accounting.grant_length", "accounting.grant_notice",
-		"dashboard.sample_interval",
-	} {
-		i := strings.LastIndex(key, ".")
-		file := "[" + key[:i] + "]\n" + key[i+1:] + " = 'soon'\n"
-		t.Run(key, func(t *testing.T) { runRefused(t, file, key, `"soon"`) })
+// TestConfigEveryBadKeyStopsRun gives each duration key of config.toml a
+// value that is not a duration, and each numeric key (sizes, counts,
+// rates) a word, and each unsigned one a negative number, one run each;
+// the node exits at load, so each run is short. The keys come from the
+// schema (config.Keys), as config's TestBadValuesNameTheKey finds them in
+// process, so a key declared later is covered here too.
+func TestConfigEveryBadKeyStopsRun(t *testing.T) {
+	durations, numbers := 0, 0
+	for _, k := range config.Keys() {
+		var values []string
+		switch k.Kind() {
+		case config.DurationValue:
+			values = []string{"'soon'"}
+			durations++
+		case config.NumberValue:
+			values = []string{"'lots'"}
+			numbers++
+		case config.UnsignedValue:
+			values = []string{"'lots'", "-1"}
+			numbers++
+		}
+		key := k.Full()
+		for _, v := range values {
+			file := k.Name + " = " + v + "\n"
+			if k.Table != "" {
+				file = "[" + k.Table + "]\n" + file
+			}
+			t.Run(key+"="+v, func(t *testing.T) { runRefused(t, file, key) })
+		}
+	}
+	// The issue's 15 duration keys, and the numeric ones of this version:
+	// fewer means the schema walk lost some.
+	if durations < 15 || numbers < 40 {
+		t.Fatalf("the schema lists %d duration and %d numeric keys", durations, numbers)
 	}
 }

@@ -165,3 +165,35 @@ func TestGatewayKhatruV0170Refusing(t *testing.T) {
 		t.Errorf("the ERROR does not carry the backend's words\n%s", gw.output())
 	}
 }
+
+// TestGatewayKhatruV0170FullWalk is the created_at cursor's blind spot
+// against a backend without NIP-77: an event stored on the mesh side with
+// a created_at far older than the out cursor minus overlap, while the
+// gateway was not running (as when a crash loses the queue it was in),
+// lies outside every since window after it. The gateway's full walk
+// compares the whole local store with the backend by id, in plain REQs
+// khatru v0.17.0 parses, and publishes it. Before the walk it never
+// crossed.
+func TestGatewayKhatruV0170FullWalk(t *testing.T) {
+	backend := startBackendV0170(t)
+	home := gwHome(t, "")
+	gw := startGateway(t, home, backend)
+	gwWaitMetric(t, gw.url, `fleetmesh_gateway_catchups_total{direction="to_backend",method="since"}`, 1)
+	gw.stop(t)
+	// The gateway's node alone, on its home: what it stores is never
+	// queued for the backend.
+	n, err := tryStartNode(t, home, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, _ := newUser()
+	old := []*event{gwSignAt(alice, time.Now().Add(-48*time.Hour).Unix(), 1, "stored while the gateway was down, two days old", nil)}
+	gwMustPublish(t, n.url, old, true, "")
+	if err := n.stop(); err != nil {
+		t.Fatalf("stop the node: %v\n%s", err, n.output())
+	}
+
+	gw = startGateway(t, home, backend)
+	servedByIDs(t, "mesh → backend, older than the out cursor's window", backend.url(), gwIDs(old), gw, backend.proc)
+	gwWaitMetric(t, gw.url, `fleetmesh_gateway_catchups_total{direction="to_backend",method="full-walk"}`, 1)
+}

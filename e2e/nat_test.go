@@ -110,8 +110,13 @@ func startLabNodeWith(t *testing.T, lab *netLab, ns, config string, bootstrap ..
 
 // debug fetches the node's /debug/mesh from inside its namespace.
 func (n *labNode) debug(ctx context.Context) (meshDebug, error) {
-	client := n.lab.httpClient(n.ns)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+labRelayListen+"/debug/mesh", nil)
+	return getMeshDebug(ctx, n.lab.httpClient(n.ns), "http://"+labRelayListen)
+}
+
+// getMeshDebug fetches base's /debug/mesh (a node started with
+// --debug-mesh) with client.
+func getMeshDebug(ctx context.Context, client *http.Client, base string) (meshDebug, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/debug/mesh", nil)
 	if err != nil {
 		return meshDebug{}, err
 	}

@@ -41,8 +41,9 @@ func (g *Gateway) window(filters []nostr.Filter, cursor int64) []nostr.Filter {
 }
 
 // catchUpIn stores what the backend has and the mesh side lacks, for the
-// to_mesh filters since the in cursor.
-func (g *Gateway) catchUpIn(ctx context.Context, s *session) error {
+// to_mesh filters since the in cursor. It returns what a full walk must
+// still cover (walk.go).
+func (g *Gateway) catchUpIn(ctx context.Context, s *session) ([]nostr.Filter, error) {
 	return g.catchUp(ctx, s, dirToMesh, g.s.ToMesh, g.in,
 		func(f nostr.Filter, i int) error {
 			_, need, err := g.reconcile(ctx, s, fmt.Sprintf("in-%d", i), &f)
@@ -55,8 +56,9 @@ func (g *Gateway) catchUpIn(ctx context.Context, s *session) error {
 }
 
 // catchUpOut publishes what the mesh side has and the backend lacks, for
-// the to_backend filters since the out cursor.
-func (g *Gateway) catchUpOut(ctx context.Context, s *session) error {
+// the to_backend filters since the out cursor. It returns what a full walk
+// must still cover (walk.go).
+func (g *Gateway) catchUpOut(ctx context.Context, s *session) ([]nostr.Filter, error) {
 	return g.catchUp(ctx, s, dirToBackend, g.s.ToBackend, g.out,
 		func(f nostr.Filter, i int) error {
 			have, _, err := g.reconcile(ctx, s, fmt.Sprintf("out-%d", i), &f)
@@ -71,7 +73,9 @@ func (g *Gateway) catchUpOut(ctx context.Context, s *session) error {
 // catchUp runs one direction's catch-up over each filter: NIP-77 over the
 // whole filter first, and where the backend cannot (or the filter holds
 // more than max_sync_records) since windows from the cursor; the cursor's
-// base moves to the start time once all succeeded.
+// base moves to the start time once all succeeded. It returns, for each
+// filter caught up by a since window, the part before the window, which
+// only a full walk covers (walk.go).
 //
 // NIP-77 is not windowed by the cursor because a created_at cursor cannot
 // be lossless: an event arrives with the created_at its author gave it,
@@ -82,24 +86,29 @@ func (g *Gateway) catchUpOut(ctx context.Context, s *session) error {
 // with the set, and its cost on each side with the events in the filter,
 // which max_sync_records bounds (spec/gateway.md, "Cursors and catch-up").
 func (g *Gateway) catchUp(ctx context.Context, s *session, dir string, filters []nostr.Filter, w *watermark,
-	viaNegentropy func(f nostr.Filter, i int) error, viaSince func(f nostr.Filter) error) error {
+	viaNegentropy func(f nostr.Filter, i int) error, viaSince func(f nostr.Filter) error) ([]nostr.Filter, error) {
 	started := time.Now().Unix()
 	method := "negentropy"
 	windows := g.window(filters, w.start())
+	var before []nostr.Filter
 	for i, f := range g.window(filters, 0) {
 		err := viaNegentropy(f, i)
 		if fallback(err) {
 			method = "since"
 			err = viaSince(windows[i])
+			if since := windows[i].Since; since > f.Since && (!f.HasUntil || since < f.Until) {
+				f.Until, f.HasUntil = since, true
+			}
+			before = append(before, f)
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
 	w.complete(started)
 	g.m.catchups.WithLabelValues(dir, method).Inc()
 	g.log.Info("gateway: caught up", "direction", dir, "method", method)
-	return nil
+	return before, nil
 }
 
 // fallback reports whether a NIP-77 catch-up failed in a way a since-window
@@ -283,6 +292,7 @@ func (g *Gateway) request(ctx context.Context, s *session, what, id string, f no
 		case nostr.MsgEvent:
 			answered = true
 			p.add(m.Event.CreatedAt)
+			p.ids = append(p.ids, m.Event.ID)
 			if err := g.ingest(ctx, m.Event); err != nil {
 				return p, err
 			}
@@ -326,6 +336,8 @@ func (g *Gateway) refusedREQ(s *session, what, text string) error {
 type page struct {
 	n              int
 	oldest, newest int64
+	// ids are the events' ids, in the order they came.
+	ids [][32]byte
 }
 
 func (p *page) add(createdAt int64) {
@@ -353,38 +365,66 @@ const secondSweep = 10
 // deduplicated); a page of one second is swept with a larger limit and the
 // walk goes on below it.
 func (g *Gateway) pageIn(ctx context.Context, s *session, f nostr.Filter) error {
-	if s.plain {
-		return g.plainIn(ctx, s, f)
-	}
-	f.Limit, f.HasLimit = g.s.PageSize, true
-	for i := 0; ; i++ {
-		p, err := g.request(ctx, s, "catch-up", "page-"+strconv.Itoa(i), f)
-		if errors.Is(err, errShape) {
-			return g.plainIn(ctx, s, f)
-		}
-		if err != nil || p.n < g.s.PageSize {
+	w := inWalk{f: f}
+	for !w.done {
+		if err := g.inStep(ctx, s, &w); err != nil {
 			return err
 		}
-		f.Until, f.HasUntil = p.oldest, true
-		if p.oneSecond() {
-			sweep := f
-			sweep.Since, sweep.Limit = max(f.Since, p.oldest), g.s.PageSize*secondSweep
-			sp, err := g.request(ctx, s, "catch-up", "second-"+strconv.Itoa(i), sweep)
-			if errors.Is(err, errShape) {
-				return g.plainIn(ctx, s, f)
-			}
-			if err != nil {
-				return err
-			}
-			if sp.n >= sweep.Limit {
-				g.log.Warn("gateway: the backend has more events in one second than it serves in one REQ; some may not be caught up without NIP-77", "created_at", p.oldest)
-			}
-			f.Until = p.oldest - 1
-		}
-		if f.Until < f.Since {
-			return nil
-		}
 	}
+	return nil
+}
+
+// inWalk is where a newest-first walk of the backend for one filter
+// stands: f's until is the next page's.
+type inWalk struct {
+	f    nostr.Filter
+	page int
+	done bool
+}
+
+// inStep asks the backend for the next page of w (and sweeps its second
+// when the page holds one), storing what may cross. A backend that cannot
+// parse until gets the plain catch-up instead, which ends the walk.
+func (g *Gateway) inStep(ctx context.Context, s *session, w *inWalk) error {
+	if s.plain {
+		w.done = true
+		return g.plainIn(ctx, s, w.f)
+	}
+	f := w.f
+	f.Limit, f.HasLimit = g.s.PageSize, true
+	i := w.page
+	w.page++
+	p, err := g.request(ctx, s, "catch-up", "page-"+strconv.Itoa(i), f)
+	if errors.Is(err, errShape) {
+		w.done = true
+		return g.plainIn(ctx, s, f)
+	}
+	if err != nil {
+		return err
+	}
+	if p.n < g.s.PageSize {
+		w.done = true
+		return nil
+	}
+	w.f.Until, w.f.HasUntil = p.oldest, true
+	if p.oneSecond() {
+		sweep := f
+		sweep.Since, sweep.Limit = max(f.Since, p.oldest), g.s.PageSize*secondSweep
+		sp, err := g.request(ctx, s, "catch-up", "second-"+strconv.Itoa(i), sweep)
+		if errors.Is(err, errShape) {
+			w.done = true
+			return g.plainIn(ctx, s, f)
+		}
+		if err != nil {
+			return err
+		}
+		if sp.n >= sweep.Limit {
+			g.log.Warn("gateway: the backend has more events in one second than it serves in one REQ; some may not be caught up without NIP-77", "created_at", p.oldest)
+		}
+		w.f.Until = p.oldest - 1
+	}
+	w.done = w.f.Until < w.f.Since
+	return nil
 }
 
 // plainIn is the catch-up from a backend that parses no limit, since or

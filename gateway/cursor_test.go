@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -16,9 +17,22 @@ import (
 // backend, and in the local store with nothing queued: the queue died with
 // the process). A gateway started again from those cursors must carry
 // both. With NIP-77 it does: the reconciliation covers each filter over
-// all time, not since the cursor.
+// all time, not since the cursor. Without it, the full walk after the
+// since windows does (walk.go); before it, the second case failed.
 func TestCatchUpOldCreatedAt(t *testing.T) {
-	backend := startKhatru(t, "--negentropy")
+	for _, tc := range []struct {
+		name, method string
+		flags        []string
+	}{
+		{"NIP-77", "negentropy", []string{"--negentropy"}},
+		{"since windows and the full walk", "since", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) { catchUpOldCreatedAt(t, tc.method, tc.flags) })
+	}
+}
+
+func catchUpOldCreatedAt(t *testing.T, method string, flags []string) {
+	backend := startKhatru(t, flags...)
 	g, rl, st := newTestGateway(t, func(s *Settings) {
 		s.Backend = backend.url()
 		s.RetryMin, s.RetryMax = 20*time.Millisecond, 200*time.Millisecond
@@ -36,7 +50,7 @@ func TestCatchUpOldCreatedAt(t *testing.T) {
 	}
 	stop := run(g)
 	waitFor(t, "first catch-up", func() bool {
-		return counterValue(t, g.m.catchups.WithLabelValues(dirToBackend, "negentropy")) >= 1
+		return counterValue(t, g.m.catchups.WithLabelValues(dirToBackend, method)) >= 1
 	})
 	waitFor(t, "cursors written", func() bool {
 		c, err := g.state.load()
@@ -55,6 +69,16 @@ func TestCatchUpOldCreatedAt(t *testing.T) {
 	if _, err := st.Save(context.Background(), onMesh); err != nil {
 		t.Fatal(err)
 	}
+	// More than one page of the walk in one second, below it: the walk's
+	// pages must neither skip nor stall on a crowded second.
+	crowd := [][32]byte{onMesh.ID}
+	for i := range fetchChunk + 20 {
+		ev := makeEvent(t, author, old-60, 1, fmt.Sprint("one of a crowded second ", i), nil)
+		if _, err := st.Save(context.Background(), ev); err != nil {
+			t.Fatal(err)
+		}
+		crowd = append(crowd, ev.ID)
+	}
 
 	// The restarted gateway: same home (cursors), same store and relay.
 	again, err := New(Options{Settings: g.s, Home: filepath.Dir(g.state.path), Key: g.key, Relay: rl, Store: st, Policy: g.policy})
@@ -67,7 +91,7 @@ func TestCatchUpOldCreatedAt(t *testing.T) {
 		st.Query(context.Background(), &nostr.Filter{IDs: [][32]byte{onBackend.ID}}, 1, func(*nostr.Event) bool { found = true; return false })
 		return found
 	})
-	waitFor(t, "the old mesh event on the backend", func() bool {
-		return len(dialClient(t, backend.url(), writer).has([][32]byte{onMesh.ID})) == 1
+	waitFor(t, "the old mesh events on the backend", func() bool {
+		return len(dialClient(t, backend.url(), writer).has(crowd)) == len(crowd)
 	})
 }

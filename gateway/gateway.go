@@ -419,21 +419,38 @@ func (g *Gateway) ingest(ctx context.Context, ev *nostr.Event) error {
 // sync catches up both directions, then delivers the live queue,
 // catching up again whenever events were dropped from a full queue.
 func (g *Gateway) sync(ctx context.Context, s *session, readable bool, healthy *atomic.Bool) error {
+	var in []nostr.Filter
 	if readable {
-		if err := g.catchUpIn(ctx, s); err != nil {
+		var err error
+		if in, err = g.catchUpIn(ctx, s); err != nil {
 			return err
 		}
 		g.caughtUp()
 	}
-	if err := g.catchUpOut(ctx, s); err != nil {
+	out, err := g.catchUpOut(ctx, s)
+	if err != nil {
 		return err
 	}
 	healthy.Store(true)
+	// Where NIP-77 could not cover all time, the full walk does, a page
+	// at a time while the live queue is empty (walk.go).
+	walk := newFullWalk(s, in, out)
 	for {
 		if g.out.hasDropped() {
-			if err := g.catchUpOut(ctx, s); err != nil {
+			if _, err := g.catchUpOut(ctx, s); err != nil {
 				return err
 			}
+		}
+		if walk != nil && g.queue.len() == 0 {
+			over, err := g.walkStep(ctx, s, walk)
+			if err != nil {
+				return err
+			}
+			if over {
+				g.walked(walk)
+				walk = nil
+			}
+			continue
 		}
 		ev, err := g.queue.peek(ctx)
 		if err != nil {

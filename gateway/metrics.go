@@ -43,7 +43,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		catchups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleetmesh_gateway_catchups_total",
-			Help: "Completed catch-ups, by direction and method (negentropy or since).",
+			Help: "Completed catch-ups, by direction and method (negentropy or since), and completed full walks (method full-walk).",
 		}, []string{"direction", "method"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleetmesh_gateway_backend_req_refusals_total",

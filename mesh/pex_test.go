@@ -113,3 +113,48 @@ func TestPeerExchange(t *testing.T) {
 		t.Fatal("a node accepted another node's descriptor as its own")
 	}
 }
+
+// TestLateDescriptorsMakeAFullMesh is the start-up order of a real node,
+// whose mesh connects and exchanges before the node has signed its
+// descriptor: five nodes join through node 0 and finish their joining
+// exchanges with no descriptor to hand out; only then does each sign one.
+// With maintenance rounds an hour apart, only the news of each node's own
+// descriptor can tell the others, and every node must end up connected to
+// every other. Before that news existed the mesh stayed a star around
+// node 0 (issue 12's heal flake).
+func TestLateDescriptorsMakeAFullMesh(t *testing.T) {
+	const count = 5
+	_, nodes := newMockMesh(t, count, func(i int, nodes []*testNode) Config {
+		cfg := testConfig()
+		cfg.MaintainInterval = time.Hour
+		if i > 0 {
+			cfg.Bootstrap = []string{nodes[0].p2pAddr()}
+		}
+		return cfg
+	}, func(int) Hooks {
+		return Hooks{VerifyDescriptor: peerexchange.VerifyWith(descriptor.NewVerifier(descriptor.VerifierConfig{}))}
+	})
+	eventually(t, 30*time.Second, "every node has met node 0 without a descriptor", func() bool {
+		for _, n := range nodes[1:] {
+			if !n.m.pex.Met() || !nodes[0].m.pex.Met() {
+				return false
+			}
+		}
+		return true
+	})
+	for _, n := range nodes {
+		if err := n.m.SetLocalDescriptor(signDescriptor(t, n, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 20*time.Second, "every node is connected to every other", func() bool {
+		for _, n := range nodes {
+			for _, o := range nodes {
+				if n != o && n.h.Network().Connectedness(o.h.ID()) != network.Connected {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}

@@ -90,9 +90,18 @@ func (m *Mesh) SetInterest(shards []int) error {
 	return m.reconcileLocked(m.interest, shards)
 }
 
+// Interested reports whether the node's clients want shard's live events
+// (SetInterest).
+func (m *Mesh) Interested(shard int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.interest[shard]
+}
+
 // setDurable makes shards the set held for durability: it subscribes to
 // the new ones and leaves those no longer held that the node's own
-// subscriptions do not need. Their events stay in the store.
+// subscriptions do not need. Their events stay in the store until the
+// node's hand-off (meshsync) has given them to the shards' holders.
 func (m *Mesh) setDurable(shards []int) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -9,8 +9,10 @@ import (
 	"testing"
 
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	ma "github.com/multiformats/go-multiaddr"
 
 	"fleetmesh.org/fleetmesh/boundary"
+	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
@@ -36,11 +38,21 @@ type testNode struct {
 
 func newMesh(t *testing.T, n int) (mocknet.Mocknet, []*testNode) {
 	t.Helper()
-	mn, err := mocknet.FullMeshLinked(n)
-	if err != nil {
+	// Ed25519 keys, as fleetmesh nodes have: placement needs them.
+	mn := mocknet.New()
+	t.Cleanup(func() { mn.Close() })
+	for i := range n {
+		key, err := identity.GenerateKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := mn.AddPeer(key.Libp2pKey(), ma.StringCast(fmt.Sprintf("/ip4/10.0.0.%d/tcp/4001", i+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := mn.LinkAll(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { mn.Close() })
 	var nodes []*testNode
 	for _, h := range mn.Hosts() {
 		st, err := store.Open(t.TempDir(), store.Options{})
@@ -284,17 +296,22 @@ func TestShardOptionRefused(t *testing.T) {
 		{"unknown member", `{"shards":[1],"kinds":[1]}`},
 		{"not an object", `[1,2]`},
 		{"trailing data", `{"shards":[1]} {}`},
+		{"hand-off not a boolean", `{"shards":[1],"handoff":1}`},
+		{"hand-off without shards", `{"handoff":true}`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if _, err := parseOpenOptions(json.RawMessage(c.raw)); err == nil || !strings.HasPrefix(err.Error(), "invalid: ") {
+			if _, _, err := parseOpenOptions(json.RawMessage(c.raw)); err == nil || !strings.HasPrefix(err.Error(), "invalid: ") {
 				t.Fatalf("parseOpenOptions(%s) = %v, want an invalid: error", c.raw, err)
 			}
 		})
 	}
-	set, err := parseOpenOptions(json.RawMessage(`{"shards":[0,255,17]}`))
-	if err != nil {
-		t.Fatal(err)
+	set, o, err := parseOpenOptions(json.RawMessage(`{"shards":[0,255,17]}`))
+	if err != nil || o.HandOff {
+		t.Fatal(err, o)
+	}
+	if _, o, err := parseOpenOptions(json.RawMessage(`{"shards":[4],"handoff":true}`)); err != nil || !o.HandOff {
+		t.Fatalf("a hand-off's options: %+v %v", o, err)
 	}
 	for s := range mesh.ShardCount {
 		if set[s] != (s == 0 || s == 255 || s == 17) {
@@ -307,13 +324,16 @@ func TestShardOptionRefused(t *testing.T) {
 // panic, and what it accepts is a set of 1 to 256 shards in range that
 // round-trips.
 func FuzzParseOpenOptions(f *testing.F) {
-	for _, s := range []string{`{"shards":[0]}`, `{"shards":[0,1,255]}`, `{"shards":[256]}`, `{}`, `null`, `{"shards":null}`, `{"shards":[1.5]}`, `{"shards":[1],"x":1}`} {
+	for _, s := range []string{`{"shards":[0]}`, `{"shards":[0,1,255]}`, `{"shards":[256]}`, `{}`, `null`, `{"shards":null}`, `{"shards":[1.5]}`, `{"shards":[1],"x":1}`, `{"shards":[2],"handoff":true}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		set, err := parseOpenOptions(raw)
+		set, o, err := parseOpenOptions(raw)
 		if err != nil {
 			return
+		}
+		if o.HandOff && len(o.Shards) == 0 {
+			t.Fatalf("accepted %q as a hand-off of no shard", raw)
 		}
 		var shards []int
 		for s, in := range set {

@@ -28,6 +28,11 @@ type Mesh interface {
 	Placement() placement.Placement
 	Durable() []int
 	PlacementChanges() <-chan struct{}
+	// HoldsDurable reports whether this node holds a shard for
+	// durability, Interested whether its clients want the shard's live
+	// events: either way it keeps the shard's events (handoff.go).
+	HoldsDurable(shard int) bool
+	Interested(shard int) bool
 	// ReportUnreachable says a durable co-holder could not be reached.
 	ReportUnreachable(p peer.ID)
 	// KnownPeers are bootstrap and address-book peers, up to n.
@@ -86,16 +91,21 @@ type Scheduler struct {
 	// last in a lookup's first stage; nil when there are none.
 	extraPeers func() []peer.ID
 	push       chan [32]byte
+	// handOff is the hand-off rounds' place in the store (handoff.go),
+	// theirs alone.
+	handOff handOffCursor
 
-	lookupHits, lookupMisses, lookupDials, relayPushed atomic.Uint64
+	lookupHits, lookupMisses, lookupDials, relayPushed, handedOff atomic.Uint64
 }
 
-// NewScheduler schedules s's sessions over m.
+// NewScheduler schedules s's sessions over m. From then on s takes
+// hand-offs of the shards m holds for durability.
 func NewScheduler(s *Service, m Mesh, cfg SchedulerConfig, log *slog.Logger) *Scheduler {
 	cfg.fill()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	s.handOffs.setHolds(m.HoldsDurable)
 	return &Scheduler{s: s, m: m, cfg: cfg, log: log, push: make(chan [32]byte, relayPushQueue)}
 }
 
@@ -117,6 +127,9 @@ type SchedulerCounters struct {
 	// RelayPushed counts the events peers reached only through a relay
 	// accepted from this node's pushes.
 	RelayPushed uint64
+	// HandedOff counts the events deleted after every holder of their
+	// shard took them (handoff.go).
+	HandedOff uint64
 }
 
 // Counters returns the totals so far.
@@ -124,14 +137,17 @@ func (sc *Scheduler) Counters() SchedulerCounters {
 	return SchedulerCounters{
 		LookupHits: sc.lookupHits.Load(), LookupMisses: sc.lookupMisses.Load(),
 		LookupDials: sc.lookupDials.Load(), RelayPushed: sc.relayPushed.Load(),
+		HandedOff: sc.handedOff.Load(),
 	}
 }
 
-// Run runs the filter rounds, the durable anti-entropy and the push to
-// relayed peers until ctx ends, and returns when all three have stopped.
+// Run runs the filter rounds, the durable anti-entropy, the hand-off of
+// what the node no longer keeps and the push to relayed peers until ctx
+// ends, and returns when all have stopped.
 func (sc *Scheduler) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { sc.runDurable(ctx) })
+	wg.Go(func() { sc.runHandOff(ctx) })
 	wg.Go(func() { sc.runPush(ctx) })
 	wg.Go(func() {
 		sc.RunRounds(ctx, "mesh", func() []peer.ID { return sc.syncPeers(1) })

@@ -24,6 +24,8 @@ func (f fakeMesh) Placement() placement.Placement    { return placement.Placemen
 func (f fakeMesh) Durable() []int                    { return nil }
 func (f fakeMesh) PlacementChanges() <-chan struct{} { return nil }
 func (f fakeMesh) ReportUnreachable(peer.ID)         {}
+func (f fakeMesh) HoldsDurable(int) bool             { return false }
+func (f fakeMesh) Interested(int) bool               { return false }
 func (f fakeMesh) KnownPeers(n int) []peer.AddrInfo  { return f.known[:min(n, len(f.known))] }
 func (f fakeMesh) ContentRouting() bool              { return false }
 func (f fakeMesh) FindProviders(context.Context, [32]byte, int) ([]peer.AddrInfo, error) {

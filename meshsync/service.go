@@ -30,6 +30,10 @@ import (
 type Local interface {
 	Query(ctx context.Context, f *nostr.Filter, limit int, fn func(*nostr.Event) bool) error
 	AddEvent(ctx context.Context, ev *nostr.Event) (eventstore.Result, error)
+	// Delete removes stored events by id, all of one call or none, and
+	// returns how many it removed; it is given at most 500 ids a call.
+	// It is the hand-off of shards the node no longer keeps (handoff.go).
+	Delete(ctx context.Context, ids [][32]byte) (int, error)
 }
 
 // Config bounds a session. Zero values take the defaults.
@@ -103,6 +107,8 @@ type Service struct {
 	work   *peerBudgets
 	// progress is the current catch-up, over every session's fetches.
 	progress progress
+	// handOffs are the shards this node accepts hand-offs of (handoff.go).
+	handOffs handOffs
 }
 
 // New registers the sync protocol on h.
@@ -181,16 +187,32 @@ func (s *Service) allowed(ev *nostr.Event, d boundary.Direction) bool {
 // SyncWith reconciles this node's events matching f with peer p, fetches
 // what it lacks and pushes what the peer lacks.
 func (s *Service) SyncWith(ctx context.Context, p peer.ID, f nostr.Filter) (Stats, error) {
-	return s.sync(ctx, p, f, nil, nil)
+	return s.sync(ctx, p, &session{f: f})
+}
+
+// session is what one session reconciles (a filter, and the shard option
+// when set is not nil) and whether it is a hand-off (handoff.go). A
+// hand-off fetches nothing, and sync fills in what the peer took.
+type session struct {
+	f       nostr.Filter
+	set     shardSet
+	shards  []int // set as given, for the wire
+	handOff bool
+
+	// Filled in for a hand-off: items is this side's set, have the ids
+	// the peer lacked, took those of them the peer holds now or refused
+	// as obsolete there (tookPush).
+	items []negentropy.Item
+	have  []negentropy.ID
+	took  map[[32]byte]bool
 }
 
 // maxShardScan bounds the events a shard-restricted session reads from
 // the store; the store's own scan bound is lower by default.
 const maxShardScan = 1 << 30
 
-// sync runs one session for f, restricted to shards (listed as given, for
-// the wire) when set is not nil.
-func (s *Service) sync(ctx context.Context, p peer.ID, f nostr.Filter, set shardSet, shards []int) (st Stats, err error) {
+// sync runs one session.
+func (s *Service) sync(ctx context.Context, p peer.ID, ses *session) (st Stats, err error) {
 	defer func() { s.stats.record(st, err) }()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.SessionTimeout)
 	defer cancel()
@@ -204,9 +226,12 @@ func (s *Service) sync(ctx context.Context, p peer.ID, f nostr.Filter, set shard
 	}
 	r, w := msgio.NewVarintReaderSize(str, MaxFrameBytes), msgio.NewVarintWriter(str)
 
-	items, _, err := s.items(ctx, &f, set)
+	items, _, err := s.items(ctx, &ses.f, ses.set)
 	if err != nil {
 		return st, fmt.Errorf("meshsync: %w", err)
+	}
+	if ses.handOff {
+		ses.items = items
 	}
 	vec, err := negentropy.NewVector(items)
 	if err != nil {
@@ -220,9 +245,9 @@ func (s *Service) sync(ctx context.Context, p peer.ID, f nostr.Filter, set shard
 	if err != nil {
 		return st, err
 	}
-	open := []any{"NEG-OPEN", "sync", f, hex.EncodeToString(msg)}
-	if set != nil {
-		open = append(open, openOptions{Shards: shards})
+	open := []any{"NEG-OPEN", "sync", ses.f, hex.EncodeToString(msg)}
+	if ses.set != nil {
+		open = append(open, openOptions{Shards: ses.shards, HandOff: ses.handOff})
 	}
 	if err := writeFrame(w, open...); err != nil {
 		return st, err
@@ -268,11 +293,16 @@ func (s *Service) sync(ctx context.Context, p peer.ID, f nostr.Filter, set shard
 	defer func() { s.progress.resolved(left, s.log) }()
 	moved := func(n int) { s.progress.resolved(n, s.log); left -= n }
 	// Fetch first: a deletion the peer has removes events we would
-	// otherwise push to it.
-	if err := s.fetch(ctx, p, r, w, need, &st, moved); err != nil {
+	// otherwise push to it. A hand-off fetches nothing: this node is
+	// about to stop keeping the set, and a deletion the peer holds
+	// answers the push with "blocked: deleted".
+	if ses.handOff {
+		ses.have, ses.took = have, map[[32]byte]bool{}
+		moved(len(need))
+	} else if err := s.fetch(ctx, p, r, w, need, &st, moved); err != nil {
 		return st, err
 	}
-	if err := s.push(ctx, p, r, w, have, &st, moved); err != nil {
+	if err := s.push(ctx, p, r, w, have, &st, moved, ses.took); err != nil {
 		return st, err
 	}
 	return st, nil
@@ -347,8 +377,8 @@ func (s *Service) store(ctx context.Context, evs []*nostr.Event, st *Stats) {
 }
 
 // push sends p the events have names, in chunks; it reports each chunk
-// done to moved.
-func (s *Service) push(ctx context.Context, p peer.ID, r msgio.Reader, w msgio.Writer, have []negentropy.ID, st *Stats, moved func(int)) error {
+// done to moved, and records in took (unless nil) the ids p took.
+func (s *Service) push(ctx context.Context, p peer.ID, r msgio.Reader, w msgio.Writer, have []negentropy.ID, st *Stats, moved func(int), took map[[32]byte]bool) error {
 	for len(have) > 0 {
 		chunk := have[:min(len(have), maxIDsPerReq)]
 		have = have[len(chunk):]
@@ -396,6 +426,12 @@ func (s *Service) push(ctx context.Context, p peer.ID, r msgio.Reader, w msgio.W
 				st.Pushed++
 			} else {
 				st.Refused++
+			}
+			if took != nil && tookPush(ok, parts) {
+				var id [32]byte
+				if nostr.DecodeHex(id[:], rawString(parts[1])) == nil {
+					took[id] = true
+				}
 			}
 		}
 		if err := <-wrote; err != nil {
@@ -456,10 +492,17 @@ func (s *Service) serveOn(str Stream, remote peer.ID) {
 			}
 			var shards shardSet
 			if len(parts) == 5 {
-				if shards, err = parseOpenOptions(parts[4]); err != nil {
+				var o openOptions
+				if shards, o, err = parseOpenOptions(parts[4]); err != nil {
 					violation()
 					werr = writeFrame(w, "NEG-ERR", "sync", err.Error())
 					break
+				}
+				if o.HandOff {
+					if err := s.handOffs.accept(o.Shards); err != nil {
+						werr = writeFrame(w, "NEG-ERR", "sync", err.Error())
+						break
+					}
 				}
 			}
 			resp, werr = s.negOpen(ctx, remote, w, &f, shards, parts[3], violation)
@@ -590,7 +633,7 @@ func (s *Service) serveEvent(ctx context.Context, p peer.ID, w msgio.Writer, par
 	id := ev.IDHex()
 	if r := s.policy; r != nil {
 		if rule := r.Allow(ev, boundary.ReplicateIn); rule != nil {
-			return writeFrame(w, "OK", id, false, "blocked: "+rule.Reason)
+			return writeFrame(w, "OK", id, false, rule.Refusal())
 		}
 	}
 	res, err := s.local.AddEvent(ctx, ev)

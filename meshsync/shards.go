@@ -20,6 +20,9 @@ type shardSet *[mesh.ShardCount]bool
 // openOptions is the optional fifth element of NEG-OPEN.
 type openOptions struct {
 	Shards []int `json:"shards"`
+	// HandOff asks the peer to take the events as a holder of the shards
+	// (handoff.go).
+	HandOff bool `json:"handoff,omitempty"`
 }
 
 // newShardSet checks shards (1 to ShardCount of them, each in range, none
@@ -44,20 +47,21 @@ func newShardSet(shards []int) (shardSet, error) {
 // parseOpenOptions reads NEG-OPEN's options object. Unknown members are
 // refused, so that a peer asking for a restriction this version does not
 // know learns it at once instead of reconciling the wrong set.
-func parseOpenOptions(raw json.RawMessage) (shardSet, error) {
+func parseOpenOptions(raw json.RawMessage) (shardSet, openOptions, error) {
 	var o openOptions
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&o); err != nil {
-		return nil, fmt.Errorf("invalid: NEG-OPEN options: %v", err)
+		return nil, o, fmt.Errorf("invalid: NEG-OPEN options: %v", err)
 	}
 	if dec.More() {
-		return nil, fmt.Errorf("invalid: NEG-OPEN options: trailing data")
+		return nil, o, fmt.Errorf("invalid: NEG-OPEN options: trailing data")
 	}
 	if o.Shards == nil {
-		return nil, fmt.Errorf("invalid: NEG-OPEN options need shards")
+		return nil, o, fmt.Errorf("invalid: NEG-OPEN options need shards")
 	}
-	return newShardSet(o.Shards)
+	set, err := newShardSet(o.Shards)
+	return set, o, err
 }
 
 // inShards reports whether ev belongs to set.
@@ -74,5 +78,5 @@ func (s *Service) SyncShards(ctx context.Context, p peer.ID, shards []int) (Stat
 	if err != nil {
 		return Stats{}, fmt.Errorf("meshsync: %w", err)
 	}
-	return s.sync(ctx, p, nostr.Filter{}, set, shards)
+	return s.sync(ctx, p, &session{set: set, shards: shards})
 }

@@ -21,7 +21,7 @@ type meshObserver struct {
 	peers, gossipBytes, gossipMessages                *prometheus.Desc
 	syncSessions, syncRounds, syncEvents, syncBytes   *prometheus.Desc
 	lookups, lookupDials, belowR, addrBook, replicate *prometheus.Desc
-	relayPushed, syncPending                          *prometheus.Desc
+	relayPushed, syncPending, handedOff               *prometheus.Desc
 }
 
 func newMeshObserver(mp *meshPart) *meshObserver {
@@ -44,11 +44,12 @@ func newMeshObserver(mp *meshPart) *meshObserver {
 		addrBook:       d("address_book_peers", "Peers remembered in the address book."),
 		relayPushed:    d("relay_push_events_total", "New events peers reached only through a relay accepted from this node's pushes."),
 		syncPending:    d("sync_pending_events", "Events this node's sync sessions found missing here or at a peer and have not moved yet (an estimate: see fleetmesh status's sync line)."),
+		handedOff:      d("handoff_deleted_events_total", "Events deleted here after every holder of their shard took them: shards this node no longer keeps."),
 	}
 }
 
 func (o *meshObserver) descs() []*prometheus.Desc {
-	return []*prometheus.Desc{o.peers, o.gossipBytes, o.gossipMessages, o.syncSessions, o.syncRounds, o.syncEvents, o.syncBytes, o.lookups, o.lookupDials, o.belowR, o.replicate, o.addrBook, o.relayPushed, o.syncPending}
+	return []*prometheus.Desc{o.peers, o.gossipBytes, o.gossipMessages, o.syncSessions, o.syncRounds, o.syncEvents, o.syncBytes, o.lookups, o.lookupDials, o.belowR, o.replicate, o.addrBook, o.relayPushed, o.syncPending, o.handedOff}
 }
 
 func (o *meshObserver) Describe(ch chan<- *prometheus.Desc) {
@@ -108,6 +109,7 @@ func (o *meshObserver) Collect(ch chan<- prometheus.Metric) {
 	gauge(o.replicate, float64(r))
 	gauge(o.addrBook, float64(m.AddrBookLen()))
 	counter(o.relayPushed, sc.RelayPushed)
+	counter(o.handedOff, sc.HandedOff)
 	gauge(o.syncPending, float64(o.mp.sync.Progress().Pending))
 }
 

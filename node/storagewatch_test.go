@@ -2,12 +2,16 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"fleetmesh.org/fleetmesh/mesh"
+	"fleetmesh.org/fleetmesh/nostr"
 )
 
 func TestStorageWithdrawn(t *testing.T) {
@@ -74,4 +78,59 @@ func TestWithdrawnNodeLeavesPlacement(t *testing.T) {
 	full.mp.self.withdrawn.Store(false)
 	full.mp.self.resign()
 	agreeOn(t, parts, all)
+}
+
+// TestWithdrawnNodeHandsOff runs four storage parts on mocknet that keep
+// nothing but their durability share (R = 3). An event a client published
+// at a node that does not hold its shard is deleted there once the
+// shard's holders hold it. A node that withdraws its storage offer holds
+// no shard any more: the events of its old shards are deleted from its
+// store once the shards' new holders hold them. At the end every holder
+// holds each event, so nothing acknowledged is lost.
+func TestWithdrawnNodeHandsOff(t *testing.T) {
+	const count = 4
+	_, parts, all := startStorageParts(t, count)
+	agreeOn(t, parts, all)
+	holders := holderIndexes(parts)
+	heldBy := func(i int, ev *nostr.Event) bool { return parts[i].holds(t, ev.ID) }
+
+	other := authorOn(t, func(s int) bool { return !slices.Contains(holders(s), 0) })
+	visitor := note(t, other, "published at a node that does not hold its shard")
+	parts[0].publish(t, visitor)
+	eventually(t, 60*time.Second, "the node it was published at deletes an event of a shard it does not hold", func() bool {
+		return !heldBy(0, visitor)
+	})
+	for _, h := range holders(mesh.ShardOf(other.PubKey())) {
+		if !heldBy(h, visitor) {
+			t.Fatalf("holder %d lacks the event the node it was published at deleted", h)
+		}
+	}
+
+	const full = 1
+	k := authorOn(t, func(s int) bool { return slices.Contains(holders(s), full) })
+	var evs []*nostr.Event
+	for i := range 5 {
+		ev := note(t, k, fmt.Sprint("held by the node that fills up, ", i))
+		parts[full].publish(t, ev)
+		evs = append(evs, ev)
+	}
+	parts[full].mp.self.withdrawn.Store(true)
+	parts[full].mp.self.resign()
+	rest := slices.DeleteFunc(slices.Clone(all), func(id peer.ID) bool { return id == parts[full].h.ID() })
+	agreeOn(t, parts, rest)
+	eventually(t, 60*time.Second, "the node that withdrew deletes its old shards' events", func() bool {
+		return !slices.ContainsFunc(evs, func(ev *nostr.Event) bool { return heldBy(full, ev) })
+	})
+	// Three storage nodes are left, so each holds every shard.
+	for i := range parts {
+		for _, ev := range evs {
+			if i != full && !heldBy(i, ev) {
+				t.Fatalf("node %d, now a holder of the shard, lacks %q", i, ev.Content)
+			}
+		}
+	}
+	// The count follows the deletion's commit.
+	eventually(t, 10*time.Second, "the withdrawn node counts the events it handed off", func() bool {
+		return parts[full].mp.rounds.Counters().HandedOff >= uint64(len(evs))
+	})
 }

@@ -22,6 +22,8 @@
 // out and the batch is rebuilt without it. A commit that fails on disk
 // (Pebble calls that fatal) stops writes, not the process: the database is
 // reopened from disk and writes resume after a backoff step (failure.go).
+// Delete, the mesh's hand-off of shards the node no longer holds, removes
+// events by id on the same writer, all of one call or none.
 // Saves are refused with ErrFull before the disk is full: at
 // Options.MaxBytes (storage_max_bytes) or when the filesystem keeps less
 // than a WAL's and a flush's worth free (bound.go).

@@ -120,9 +120,10 @@ type Store struct {
 	boundAt time.Time
 	used    uint64
 
-	writes chan *saveReq
-	stop   chan struct{}
-	done   chan struct{}
+	writes  chan *saveReq
+	deletes chan *deleteReq
+	stop    chan struct{}
+	done    chan struct{}
 
 	mu     sync.RWMutex // guards closed against Save racing Close
 	closed bool
@@ -188,6 +189,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		db:          db,
 		opts:        opts,
 		writes:      make(chan *saveReq, opts.MaxBatch),
+		deletes:     make(chan *deleteReq),
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
 		known:       newKnownIDs(),
@@ -251,24 +253,33 @@ func (s *Store) lastSerial() (uint64, error) {
 // Stored or Duplicate with a nil error, the event is on disk.
 func (s *Store) Save(ctx context.Context, ev *nostr.Event) (Result, error) {
 	req := &saveReq{ev: ev, done: make(chan struct{})}
+	if err := toWriter(ctx, s, s.writes, req, req.done); err != nil {
+		return 0, err
+	}
+	return req.res, req.err
+}
+
+// toWriter hands req to the writer goroutine on ch and waits until done
+// is closed. A caller whose ctx ends stops waiting, but what the writer
+// took may still commit.
+func toWriter[R any](ctx context.Context, s *Store, ch chan<- R, req R, done <-chan struct{}) error {
 	s.mu.RLock()
 	if s.closed {
 		s.mu.RUnlock()
-		return 0, ErrClosed
+		return ErrClosed
 	}
 	select {
-	case s.writes <- req:
+	case ch <- req:
 	case <-ctx.Done():
 		s.mu.RUnlock()
-		return 0, ctx.Err()
+		return ctx.Err()
 	}
 	s.mu.RUnlock()
 	select {
-	case <-req.done:
-		return req.res, req.err
+	case <-done:
+		return nil
 	case <-ctx.Done():
-		// The write may still commit; the caller just stops waiting.
-		return 0, ctx.Err()
+		return ctx.Err()
 	}
 }
 
@@ -312,12 +323,18 @@ func (s *Store) writer(serial uint64) {
 				s.opts.Logger.Error("store: expiration sweep failed", "err", err)
 			}
 			continue
+		case d := <-s.deletes:
+			s.delete(d)
+			continue
 		case <-s.stop:
-			// Drain what Save calls already handed over before closing.
+			// Drain what Save and Delete calls already handed over before
+			// closing.
 			for {
 				select {
 				case r := <-s.writes:
 					serial = s.commit(append(pending[:0], r), serial)
+				case d := <-s.deletes:
+					s.delete(d)
 				default:
 					return
 				}

@@ -278,6 +278,19 @@ func (m *model) save(e *nostr.Event, now int64) Result {
 	return Stored
 }
 
+// delete removes the events among ids, leaving no tombstone, and returns
+// how many it removed.
+func (m *model) delete(ids [][32]byte) int {
+	n := 0
+	for _, id := range ids {
+		if _, ok := m.events[id]; ok {
+			delete(m.events, id)
+			n++
+		}
+	}
+	return n
+}
+
 func (m *model) query(f *nostr.Filter, now int64) []*nostr.Event {
 	var out []*nostr.Event
 	if f.Empty() {
@@ -315,6 +328,20 @@ func TestAgainstModel(t *testing.T) {
 					fx.restart()
 				case op == 1:
 					fx.now += int64(r.IntN(5))
+				case op == 2 && len(history) > 0:
+					// Delete a few events, stored or not (the mesh's
+					// hand-off): no tombstone is left.
+					var del [][32]byte
+					for range 1 + r.IntN(3) {
+						del = append(del, history[r.IntN(len(history))].ID)
+					}
+					n, err := fx.s.Delete(context.Background(), del)
+					if err != nil {
+						t.Fatalf("step %d: delete: %v", step, err)
+					}
+					if want := m.delete(del); n != want {
+						t.Fatalf("step %d: delete removed %d events, model %d", step, n, want)
+					}
 				case op < 12 || len(history) == 0:
 					e := randomEvent(r, fx, history, fmt.Sprint(step))
 					history = append(history, e)

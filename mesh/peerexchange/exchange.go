@@ -224,12 +224,28 @@ func (p *Service) SetSelf(raw []byte) error {
 		return fmt.Errorf("peerexchange: own descriptor names %s, this node is %s", info.ID, p.h.ID())
 	}
 	p.mu.Lock()
+	news := p.self == nil || !sameReach(p.selfInfo, info)
 	p.self = bytes.Clone(raw)
 	p.selfInfo = info
 	p.selfSum = sha256.Sum256(raw)
 	p.mu.Unlock()
 	p.hooks.StorageChanged()
+	if news {
+		// An exchange run before this descriptor existed could not carry
+		// it: the peers met so far would learn of this node only at their
+		// next maintenance round (news.go).
+		p.announceSelf()
+	}
 	return nil
+}
+
+// sameReach reports whether two descriptors of one node say the same
+// about reaching and using it: addresses, relaying, storage and class. A
+// descriptor that changes any of them is news to its peers; one that is
+// only signed again is not.
+func sameReach(a, b Info) bool {
+	return a.Relay == b.Relay && a.Storage == b.Storage && a.Class == b.Class &&
+		slices.EqualFunc(a.Addrs, b.Addrs, func(x, y ma.Multiaddr) bool { return x.Equal(y) })
 }
 
 // SetTransport makes exchanges open their streams with d (nil: libp2p

@@ -351,3 +351,78 @@ func TestExchangeOverAnotherTransport(t *testing.T) {
 		t.Fatal("the exchange went over libp2p")
 	}
 }
+
+// TestOwnDescriptorIsNews checks that a node's own descriptor reaches its
+// connected peers as soon as it exists, although the exchanges it ran
+// before could not carry it, and that signing it again with nothing new
+// spreads nothing: the mesh's first exchanges run as soon as a node
+// connects, before the node has signed its descriptor, and a node the
+// peers it met never learnt of stayed unknown to them until their next
+// maintenance round (the mesh stayed a star around its bootstrap node).
+func TestOwnDescriptorIsNews(t *testing.T) {
+	// Two nodes: with a third, the news of b that a's first exchange
+	// brings would make a exchange with it, which could carry a's
+	// descriptor by chance.
+	nodes := newNodes(t, 2, testConfig())
+	a, b := nodes[0], nodes[1]
+	ctx, cancel := context.WithCancel(context.Background())
+	var runs sync.WaitGroup
+	t.Cleanup(func() { cancel(); runs.Wait() })
+	for _, n := range nodes {
+		for _, o := range nodes {
+			if o != n {
+				if err := n.h.Peerstore().AddProtocols(o.h.ID(), Protocol); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		runs.Go(func() { n.p.Run(ctx) })
+	}
+	if err := b.p.SetSelf(b.sign(t, 1, false)); err != nil {
+		t.Fatal(err)
+	}
+	// The joining exchange, run before a has a descriptor.
+	if _, err := a.p.Exchange(ctx, b.h.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.p.Descriptor(a.h.ID()); ok {
+		t.Fatal("b learnt a descriptor a had not signed")
+	}
+	if err := a.p.SetSelf(a.sign(t, 1, false)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, ok := b.p.Descriptor(a.h.ID()); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("b never learnt a's descriptor: no maintenance round runs here, so only news could carry it")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Signed again with the same addresses, class and offers: no news.
+	// A changed offer is. The spreading stops first, so that what
+	// SetSelf asked for stays to be read.
+	cancel()
+	runs.Wait()
+	tests := []struct {
+		name    string
+		storage bool
+		news    bool
+	}{
+		{"re-signed, nothing new", false, false},
+		{"now offers storage", true, true},
+	}
+	for i, tt := range tests {
+		if err := a.p.SetSelf(a.sign(t, uint64(2+i), tt.storage)); err != nil {
+			t.Fatal(err)
+		}
+		a.p.news.mu.Lock()
+		got := a.p.news.self
+		a.p.news.mu.Unlock()
+		if got != tt.news {
+			t.Errorf("%s: own descriptor news = %v, want %v", tt.name, got, tt.news)
+		}
+	}
+}

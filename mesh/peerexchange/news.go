@@ -27,6 +27,12 @@ const newsFresh = 30 * time.Second
 // peers do the same for what is news to them, so the word floods the mesh
 // in a few hops and stops where everyone knows. Only new nodes are news, not
 // a known node's re-signed descriptor, so the cost follows joins, not time.
+//
+// This node's own descriptor is news too, to every connected peer, when it
+// first exists and whenever it says something new about reaching the node
+// (SetSelf): the node's first exchanges run as soon as it connects, which
+// may be before it has signed a descriptor, so a newcomer would otherwise
+// stay unknown to the peers it met first.
 type news struct {
 	wake chan struct{}
 
@@ -34,6 +40,9 @@ type news struct {
 	// told are the peers that brought the news since the last spread:
 	// they know it already.
 	told map[peer.ID]bool
+	// self is set when this node's own descriptor is news: then no peer
+	// knows all of it, and told is ignored.
+	self bool
 }
 
 func newNews() news {
@@ -48,15 +57,29 @@ func (p *Service) noteNewcomer(from peer.ID) {
 		p.news.told[from] = true
 	}
 	p.news.mu.Unlock()
+	p.wakeNews()
+	p.hooks.Dial()
+}
+
+// announceSelf asks for a spread of this node's own descriptor to
+// connected peers.
+func (p *Service) announceSelf() {
+	p.news.mu.Lock()
+	p.news.self = true
+	p.news.mu.Unlock()
+	p.wakeNews()
+}
+
+func (p *Service) wakeNews() {
 	select {
 	case p.news.wake <- struct{}{}:
 	default:
 	}
-	p.hooks.Dial()
 }
 
 // Run spreads news until ctx ends: on news, one exchange with each of up
-// to Config.NewsFanout connected peers that did not bring it, then a pause
+// to Config.NewsFanout connected peers that did not bring it (any of them
+// when the news is this node's own descriptor), then a pause
 // of Config.NewsInterval that gathers the news arriving meanwhile.
 func (p *Service) Run(ctx context.Context) {
 	for {
@@ -66,12 +89,12 @@ func (p *Service) Run(ctx context.Context) {
 		case <-p.news.wake:
 		}
 		p.news.mu.Lock()
-		told := p.news.told
-		p.news.told = make(map[peer.ID]bool)
+		told, self := p.news.told, p.news.self
+		p.news.told, p.news.self = make(map[peer.ID]bool), false
 		p.news.mu.Unlock()
 		var to []peer.ID
 		for _, id := range p.Speakers() {
-			if !told[id] {
+			if self || !told[id] {
 				to = append(to, id)
 			}
 		}
