@@ -18,6 +18,7 @@ import (
 
 	"fleetmesh.org/fleetmesh/boundary"
 	"fleetmesh.org/fleetmesh/eventstore"
+	"fleetmesh.org/fleetmesh/internal/progress"
 	"fleetmesh.org/fleetmesh/meter"
 	"fleetmesh.org/fleetmesh/negentropy"
 	"fleetmesh.org/fleetmesh/nostr"
@@ -82,8 +83,9 @@ type Service struct {
 	log    *slog.Logger
 	dial   Dialer
 	stats  counters
-	// progress is the current catch-up, over every session's fetches.
-	progress progress
+	// progress is the current catch-up, over every session's fetches and
+	// pushes.
+	progress *progress.Tracker
 }
 
 // New registers the sync protocol on h.
@@ -92,11 +94,19 @@ func New(h host.Host, local Local, policy *boundary.Policy, cfg Config, log *slo
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{h: h, local: local, policy: policy, cfg: cfg, log: log}
-	s.progress.now = time.Now
+	s := &Service{h: h, local: local, policy: policy, cfg: cfg, log: log, progress: progress.New("meshsync", log, true)}
 	h.SetStreamHandler(protocol.ID(ProtocolID), s.serve)
 	return s
 }
+
+// Progress returns how far the current catch-up is, or how the last one
+// went when none runs: the ids the service's sessions found missing here
+// (fetched from the peer) or at the peer (pushed to it). A new node
+// catches up by both: by its own sessions' fetches, and by its peers'
+// sessions, which push and show in their progress. Two co-holders missing
+// the same id from one node count it twice, and the second transfer finds
+// it stored already.
+func (s *Service) Progress() progress.Progress { return s.progress.Get() }
 
 // Close unregisters the protocol.
 func (s *Service) Close() { s.h.RemoveStreamHandler(protocol.ID(ProtocolID)) }
@@ -218,9 +228,9 @@ func (s *Service) sync(ctx context.Context, p peer.ID, f nostr.Filter, set shard
 	// Whatever the session does not move is given up when it ends, so that
 	// a failed session leaves nothing pending in the catch-up.
 	left := len(need) + len(have)
-	s.progress.found(left)
-	defer func() { s.progress.resolved(left, s.log) }()
-	moved := func(n int) { s.progress.resolved(n, s.log); left -= n }
+	s.progress.Found(left)
+	defer func() { s.progress.Resolved(left) }()
+	moved := func(n int) { s.progress.Resolved(n); left -= n }
 	// Fetch first: a deletion the peer has removes events we would
 	// otherwise push to it.
 	if err := s.fetch(ctx, p, r, w, need, &st, moved); err != nil {
