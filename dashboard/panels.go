@@ -26,6 +26,7 @@ func DefaultPanels() []Panel {
 		}},
 		{Title: "Catch-up", Unit: "events", Series: []Series{
 			{Metric: "fleetmesh_mesh_sync_pending_events", Name: "still to move"},
+			{Metric: "fleetmesh_gateway_catchup_pending_events", By: "direction", Name: "gateway"},
 		}},
 		{Title: "Sync events", Unit: "events/s", Series: []Series{
 			{Metric: "fleetmesh_mesh_sync_events_total", Rate: true, By: "direction"},

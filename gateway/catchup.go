@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"fleetmesh.org/fleetmesh/boundary"
+	"fleetmesh.org/fleetmesh/internal/progress"
 	"fleetmesh.org/fleetmesh/negentropy"
 	"fleetmesh.org/fleetmesh/nostr"
 )
@@ -49,6 +50,7 @@ func (g *Gateway) catchUpIn(ctx context.Context, s *session) error {
 			if err != nil {
 				return err
 			}
+			g.progress[dirToMesh].Found(len(need))
 			return g.fetch(ctx, s, need)
 		},
 		func(f nostr.Filter) error { return g.pageIn(ctx, s, f) })
@@ -63,6 +65,7 @@ func (g *Gateway) catchUpOut(ctx context.Context, s *session) error {
 			if err != nil {
 				return err
 			}
+			g.progress[dirToBackend].Found(len(have))
 			return g.publishLocal(ctx, s, have)
 		},
 		func(f nostr.Filter) error { return g.pageOut(ctx, s, f) })
@@ -73,6 +76,10 @@ func (g *Gateway) catchUpOut(ctx context.Context, s *session) error {
 // more than max_sync_records) since windows from the cursor; the cursor's
 // base moves to the start time once all succeeded.
 //
+// Its progress (g.progress[dir]) is one catch-up over every filter: NIP-77
+// counts the ids it found to move, a since walk guesses from the time it
+// has covered (walk), and a failed catch-up gives up what it had left.
+//
 // NIP-77 is not windowed by the cursor because a created_at cursor cannot
 // be lossless: an event arrives with the created_at its author gave it,
 // so one arriving (on either side) with a created_at older than cursor −
@@ -82,7 +89,15 @@ func (g *Gateway) catchUpOut(ctx context.Context, s *session) error {
 // with the set, and its cost on each side with the events in the filter,
 // which max_sync_records bounds (spec/gateway.md, "Cursors and catch-up").
 func (g *Gateway) catchUp(ctx context.Context, s *session, dir string, filters []nostr.Filter, w *watermark,
-	viaNegentropy func(f nostr.Filter, i int) error, viaSince func(f nostr.Filter) error) error {
+	viaNegentropy func(f nostr.Filter, i int) error, viaSince func(f nostr.Filter) error) (err error) {
+	prog := g.progress[dir]
+	release := prog.Hold()
+	defer func() {
+		if err != nil {
+			prog.GiveUp()
+		}
+		release()
+	}()
 	started := time.Now().Unix()
 	method := "negentropy"
 	windows := g.window(filters, w.start())
@@ -95,10 +110,14 @@ func (g *Gateway) catchUp(ctx context.Context, s *session, dir string, filters [
 		if err != nil {
 			return err
 		}
+		prog.Estimate(0) // the filter is done: what its walk guessed was left is not
 	}
 	w.complete(started)
 	g.m.catchups.WithLabelValues(dir, method).Inc()
-	g.log.Info("gateway: caught up", "direction", dir, "method", method)
+	release()
+	st := prog.Get()
+	g.log.Info("gateway: caught up", "direction", dir, "method", method,
+		"moved", st.Moved, "in", st.Elapsed.Round(time.Millisecond), "per_second", int(st.Rate))
 	return nil
 }
 
@@ -247,6 +266,9 @@ func (g *Gateway) fetch(ctx context.Context, s *session, ids []negentropy.ID) er
 		if err != nil {
 			return err
 		}
+		// An id the backend no longer serves is resolved too: the
+		// catch-up is through with it.
+		g.progress[dirToMesh].Resolved(len(part))
 	}
 	return nil
 }
@@ -322,6 +344,39 @@ func (g *Gateway) refusedREQ(s *session, what, text string) error {
 	return r
 }
 
+// walk guesses what a since-window walk has left. It goes newest first,
+// from when it began back to since, and the events it has seen cover the
+// created_at seconds from the start down to the last page's oldest: the
+// rest of the window is guessed at the same density. A window reaching
+// back to the start of time has no such measure; while pages come full it
+// guesses one more page.
+type walk struct {
+	t            *progress.Tracker
+	start, since int64
+	pageSize     int
+	seen         int64
+}
+
+func newWalk(t *progress.Tracker, since int64, pageSize int) *walk {
+	return &walk{t: t, start: time.Now().Unix(), since: since, pageSize: pageSize}
+}
+
+// page records one page of the walk (full: it held a whole page size,
+// so the walk goes on) and updates the guess of what is left.
+func (w *walk) page(p page, full bool) {
+	w.seen += int64(p.n)
+	w.t.Resolved(p.n)
+	switch {
+	case !full:
+		w.t.Estimate(0)
+	case w.since <= 0:
+		w.t.Estimate(int64(w.pageSize))
+	default:
+		covered := max(1, w.start-p.oldest)
+		w.t.Estimate(w.seen * max(0, p.oldest-w.since) / covered)
+	}
+}
+
 // page tracks one page of a since-window walk.
 type page struct {
 	n              int
@@ -357,13 +412,18 @@ func (g *Gateway) pageIn(ctx context.Context, s *session, f nostr.Filter) error 
 		return g.plainIn(ctx, s, f)
 	}
 	f.Limit, f.HasLimit = g.s.PageSize, true
+	w := newWalk(g.progress[dirToMesh], f.Since, g.s.PageSize)
 	for i := 0; ; i++ {
 		p, err := g.request(ctx, s, "catch-up", "page-"+strconv.Itoa(i), f)
 		if errors.Is(err, errShape) {
 			return g.plainIn(ctx, s, f)
 		}
-		if err != nil || p.n < g.s.PageSize {
+		if err != nil {
 			return err
+		}
+		w.page(p, p.n >= g.s.PageSize)
+		if p.n < g.s.PageSize {
+			return nil
 		}
 		f.Until, f.HasUntil = p.oldest, true
 		if p.oneSecond() {
@@ -376,6 +436,7 @@ func (g *Gateway) pageIn(ctx context.Context, s *session, f nostr.Filter) error 
 			if err != nil {
 				return err
 			}
+			g.progress[dirToMesh].Resolved(sp.n)
 			if sp.n >= sweep.Limit {
 				g.log.Warn("gateway: the backend has more events in one second than it serves in one REQ; some may not be caught up without NIP-77", "created_at", p.oldest)
 			}
@@ -393,6 +454,7 @@ func (g *Gateway) pageIn(ctx context.Context, s *session, f nostr.Filter) error 
 // only what the configured filters take.
 func (g *Gateway) plainIn(ctx context.Context, s *session, f nostr.Filter) error {
 	p, err := g.request(ctx, s, "catch-up", "plain", f)
+	g.progress[dirToMesh].Resolved(p.n)
 	if err == nil {
 		g.log.Info("gateway: plain catch-up from a backend without limit/since/until", "events", p.n)
 	}
@@ -403,18 +465,25 @@ func (g *Gateway) plainIn(ctx context.Context, s *session, f nostr.Filter) error
 // event in the window; the backend answers "duplicate:" for what it has. A
 // page of one second is published whole (the local store has no limit).
 func (g *Gateway) pageOut(ctx context.Context, s *session, f nostr.Filter) error {
+	w := newWalk(g.progress[dirToBackend], f.Since, g.s.PageSize)
 	for {
 		p, err := g.publishRange(ctx, s, f, g.s.PageSize)
-		if err != nil || p.n < g.s.PageSize {
+		if err != nil {
 			return err
+		}
+		w.page(p, p.n >= g.s.PageSize)
+		if p.n < g.s.PageSize {
+			return nil
 		}
 		f.Until, f.HasUntil = p.oldest, true
 		if p.oneSecond() {
 			second := f
 			second.Since = max(f.Since, p.oldest)
-			if _, err := g.publishRange(ctx, s, second, g.s.MaxSyncRecords); err != nil {
+			sp, err := g.publishRange(ctx, s, second, g.s.MaxSyncRecords)
+			if err != nil {
 				return err
 			}
+			g.progress[dirToBackend].Resolved(sp.n)
 			f.Until = p.oldest - 1
 		}
 		if f.Until < f.Since {
@@ -464,6 +533,7 @@ func (g *Gateway) publishLocal(ctx context.Context, s *session, ids []negentropy
 				return err
 			}
 		}
+		g.progress[dirToBackend].Resolved(len(part))
 	}
 	return nil
 }

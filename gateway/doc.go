@@ -14,7 +14,8 @@
 // as two created_at cursors in the node home, written atomically, and only
 // moved past events that are durable locally or acknowledged by the
 // backend; catch-up uses NIP-77 (package negentropy) when the backend
-// speaks it and since-window REQs otherwise. A backend that answers REQs
+// speaks it and since-window REQs otherwise, and says how far it is
+// (events moved of an estimate, rate, time left: Gateway.Progress). A backend that answers REQs
 // with NOTICE or CLOSED instead of EOSE gets plain filters (no limit,
 // since or until), and one that refuses those too is reported once, in
 // /metrics and Health, while mesh → backend goes on (refusal.go).

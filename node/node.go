@@ -149,6 +149,8 @@ type Node struct {
 	errs        *errorRing
 	statusToken string
 	started     time.Time
+	// gatewayStatus, set by a gateway, adds its side to the status.
+	gatewayStatus func() StatusGateway
 }
 
 // Open opens the node's store and binds its listener; Serve then runs it.

@@ -20,6 +20,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"fleetmesh.org/fleetmesh/internal/progress"
 )
 
 // RunFile is the file a running node writes in its home so that
@@ -64,6 +66,9 @@ type Status struct {
 	// Sync is the current catch-up of events other nodes have and this
 	// one lacks, or the last one when none runs.
 	Sync StatusSync `json:"sync"`
+	// Gateway is a gateway's catch-up with its backend; absent on a node
+	// that is not one (fleetmesh gateway sets it: SetGatewayStatus).
+	Gateway *StatusGateway `json:"gateway,omitempty"`
 	// Errors are the most recent warnings and errors the node logged,
 	// oldest first.
 	Errors        []StatusError `json:"errors"`
@@ -92,9 +97,11 @@ type StatusShards struct {
 	StorageNodes     int `json:"storage_nodes"`
 }
 
-// StatusSync is how far a catch-up is (meshsync.Progress): events the
-// node's sync sessions found missing here or at a peer, moved so far of an
-// estimated total, at a rate, with an estimate of the time left.
+// StatusSync is how far a catch-up is (progress.Progress): for the mesh,
+// events the node's sync sessions found missing here or at a peer; for a
+// gateway, events its catch-up with the backend fetched or published;
+// moved so far of an estimated total, at a rate, with an estimate of the
+// time left.
 type StatusSync struct {
 	Active         bool      `json:"active"`
 	Moved          int64     `json:"moved"`
@@ -105,6 +112,25 @@ type StatusSync struct {
 	ElapsedSeconds int64     `json:"elapsed_seconds"`
 	Started        time.Time `json:"started,omitzero"`
 }
+
+// StatusSyncOf is p as the status shows it.
+func StatusSyncOf(p progress.Progress) StatusSync {
+	return StatusSync{Active: p.Active, Moved: p.Moved, Pending: p.Pending, Total: p.Total,
+		PerSecond: math.Round(p.Rate*10) / 10, LeftSeconds: int64(p.Left / time.Second),
+		ElapsedSeconds: int64(p.Elapsed / time.Second), Started: p.Started}
+}
+
+// StatusGateway is a gateway's side of its status: the backend, and its
+// catch-up with it by direction (to_mesh: fetched from the backend and
+// stored here; to_backend: published to the backend).
+type StatusGateway struct {
+	Backend string                `json:"backend"`
+	CatchUp map[string]StatusSync `json:"catch_up"`
+}
+
+// SetGatewayStatus makes the status carry a gateway's side, read from fn
+// at each request. It must be called before the node serves.
+func (n *Node) SetGatewayStatus(fn func() StatusGateway) { n.gatewayStatus = fn }
 
 // StatusStorage is the event store's use of the disk.
 type StatusStorage struct {
@@ -224,10 +250,11 @@ func (n *Node) status() Status {
 	st.Shards.BelowReplication, st.Shards.Replication = shardsBelowR(m.Placement())
 	dir := n.opts.Home.Path(n.opts.Config.Store.Dir)
 	st.Storage = StatusStorage{Dir: dir, Bytes: dirBytes(dir)}
-	p := mp.sync.Progress()
-	st.Sync = StatusSync{Active: p.Active, Moved: p.Moved, Pending: p.Pending, Total: p.Total,
-		PerSecond: math.Round(p.Rate*10) / 10, LeftSeconds: int64(p.Left / time.Second),
-		ElapsedSeconds: int64(p.Elapsed / time.Second), Started: p.Started}
+	st.Sync = StatusSyncOf(mp.sync.Progress())
+	if n.gatewayStatus != nil {
+		gs := n.gatewayStatus()
+		st.Gateway = &gs
+	}
 	return st
 }
 
