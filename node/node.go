@@ -251,6 +251,7 @@ func Open(opts Options) (*Node, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/", rl)
 	mux.HandleFunc(StatusPath, func(w http.ResponseWriter, r *http.Request) { n.serveStatus(w, r) })
+	mux.HandleFunc(BackupPath, func(w http.ResponseWriter, r *http.Request) { n.serveBackup(w, r) })
 	mux.Handle("/didcomm", dc)
 	acct.mount(mux)
 	irohRelay := openIrohRelay(opts, mp, mux)

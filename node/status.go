@@ -275,9 +275,14 @@ func dirBytes(dir string) int64 {
 	return total
 }
 
-func (n *Node) serveStatus(w http.ResponseWriter, r *http.Request) {
+// hasRunToken reports whether r carries the token of the node's RunFile.
+func (n *Node) hasRunToken(r *http.Request) bool {
 	got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if subtle.ConstantTimeCompare([]byte(got), []byte(n.statusToken)) != 1 {
+	return subtle.ConstantTimeCompare([]byte(got), []byte(n.statusToken)) == 1
+}
+
+func (n *Node) serveStatus(w http.ResponseWriter, r *http.Request) {
+	if !n.hasRunToken(r) {
 		http.Error(w, "the status needs the token in the node home's "+RunFile+" (fleetmesh status --home DIR reads it)", http.StatusUnauthorized)
 		return
 	}
@@ -338,6 +343,23 @@ func (n *Node) removeRunFile() {
 	}
 }
 
+// readRunInfo reads a home's RunFile, and returns it with its path.
+func readRunInfo(home Home) (runInfo, string, error) {
+	path := filepath.Join(home.Dir, RunFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return runInfo{}, path, fmt.Errorf("%w: %s does not exist (start the node with fleetmesh run --home %s)", ErrNotRunning, path, home.Dir)
+	}
+	if err != nil {
+		return runInfo{}, path, err
+	}
+	var info runInfo
+	if err := json.Unmarshal(data, &info); err != nil || info.URL == "" || info.Token == "" {
+		return runInfo{}, path, fmt.Errorf("%s is not a node's run file (remove it and restart the node): %v", path, err)
+	}
+	return info, path, nil
+}
+
 // ErrNotRunning is returned by ReadStatus when no node answers for a
 // home.
 var ErrNotRunning = errors.New("no running node answers for this home")
@@ -345,17 +367,9 @@ var ErrNotRunning = errors.New("no running node answers for this home")
 // ReadStatus reads the Status of the node running in home, through the
 // address and token in its RunFile.
 func ReadStatus(ctx context.Context, home Home) (Status, error) {
-	path := filepath.Join(home.Dir, RunFile)
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return Status{}, fmt.Errorf("%w: %s does not exist (start the node with fleetmesh run --home %s)", ErrNotRunning, path, home.Dir)
-	}
+	info, path, err := readRunInfo(home)
 	if err != nil {
 		return Status{}, err
-	}
-	var info runInfo
-	if err := json.Unmarshal(data, &info); err != nil || info.URL == "" || info.Token == "" {
-		return Status{}, fmt.Errorf("%s is not a node's run file (remove it and restart the node): %v", path, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, info.URL, nil)
 	if err != nil {
