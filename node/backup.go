@@ -23,6 +23,7 @@ import (
 	"fleetmesh.org/fleetmesh/config"
 	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/identity"
+	"fleetmesh.org/fleetmesh/internal/boltsnap"
 	"fleetmesh.org/fleetmesh/store"
 )
 
@@ -59,10 +60,6 @@ type BackupManifest struct {
 	Bytes int64 `json:"bytes"`
 }
 
-// snapshot is how a node hands over one of its open databases (as
-// accounting.Service.Snapshot does).
-type snapshot func(fn func(size int64, write func(w io.Writer) error) error) error
-
 // backupSink is where a backup goes: a tar stream (from the running node)
 // or a directory (from a stopped one).
 type backupSink interface {
@@ -89,7 +86,7 @@ func backupStoreDir(cfg config.Config) string {
 // tables are hard links, not copies), the databases held (by their paths
 // in the home) through their snapshots, then every other file, and last
 // the manifest.
-func writeBackup(h Home, cfg config.Config, did string, live bool, checkpoint func(dest string) error, held map[string]snapshot, sink backupSink) (BackupManifest, error) {
+func writeBackup(h Home, cfg config.Config, did string, live bool, checkpoint func(dest string) error, held map[string]boltsnap.Func, sink backupSink) (BackupManifest, error) {
 	m := BackupManifest{DID: did, Taken: time.Now().UTC(), Live: live, StoreDir: backupStoreDir(cfg)}
 	count := func(size int64) { m.Files++; m.Bytes += size }
 	storeDir, err := filepath.Abs(h.Path(cfg.Store.Dir))
@@ -210,12 +207,9 @@ func copyBolt(abs, out string, sink backupSink, count func(int64)) error {
 		return fmt.Errorf("backup: %s: %w (a process holds it: stop it, or take the backup through the node that does)", abs, err)
 	}
 	defer db.Close()
-	return db.View(func(tx *bolt.Tx) error {
-		count(tx.Size())
-		return sink.file(out, 0o600, tx.Size(), func(w io.Writer) error {
-			_, err := tx.WriteTo(w)
-			return err
-		})
+	return boltsnap.Of(db)(func(size int64, write func(io.Writer) error) error {
+		count(size)
+		return sink.file(out, 0o600, size, write)
 	})
 }
 
@@ -364,7 +358,7 @@ func (n *Node) serveBackup(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "a backup needs the token in the node home's "+RunFile+" (fleetmesh backup --home DIR reads it)", http.StatusUnauthorized)
 		return
 	}
-	held := map[string]snapshot{
+	held := map[string]boltsnap.Func{
 		path.Join(DIDCommDir, agent.SnapshotPath): n.didcomm.Snapshot,
 	}
 	if a := n.acct.s; a != nil {
