@@ -52,33 +52,8 @@ func TestAnchorPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := u.sign(1, randomContent("from a home behind NAT to the anchor"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	c, err := home.ws(ctx)
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ok, err := publishOne(c, ev)
-	c.Close()
-	if err != nil || !ok.Accepted {
-		t.Fatalf("publish at the home node: %+v %v", ok, err)
-	}
-	for deadline := time.Now().Add(natTestBudget); ; {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		ok, err := anchor.serves(ctx, ev.ID)
-		cancel()
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the anchor never served the home node's event (last: %v)\n--- anchor:\n%s\n--- home:\n%s", err, anchor.output(), home.output())
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	id := home.publish(t, u, randomContent("from a home behind NAT to the anchor"))
+	anchor.waitServes(t, id, natTestBudget, home)
 }
 
 // TestPiPage follows docs/operators.md's "A home node on a Raspberry Pi"
@@ -126,33 +101,8 @@ func TestPiPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := u.sign(1, randomContent("from a Raspberry Pi"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	c, err := pi.ws(ctx)
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ok, err := publishOne(c, ev)
-	c.Close()
-	if err != nil || !ok.Accepted {
-		t.Fatalf("publish at the Pi: %+v %v", ok, err)
-	}
-	for deadline := time.Now().Add(60 * time.Second); ; {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		ok, err := peer.serves(ctx, ev.ID)
-		cancel()
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the peer never served the Pi's event (last: %v)\n--- peer:\n%s\n--- pi:\n%s", err, peer.output(), pi.output())
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	id := pi.publish(t, u, randomContent("from a Raspberry Pi"))
+	peer.waitServes(t, id, 60*time.Second, pi)
 }
 
 // grepLines returns the lines of s that contain sub.
