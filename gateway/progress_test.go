@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -105,13 +104,7 @@ func TestCatchUpProgress(t *testing.T) {
 				s.ToMesh = []nostr.Filter{{Kinds: []int{1}, Since: now - events*10 - 5}}
 				s.PageSize = 100
 			})
-			ctx, cancel := context.WithCancel(context.Background())
-			ran := make(chan error, 1)
-			go func() { ran <- g.Run(ctx) }()
-			defer func() {
-				cancel()
-				<-ran
-			}()
+			runGateway(t, g)
 			ended := `msg="gateway: caught up" direction=to_mesh method=` + tc.name + " moved="
 			deadline := time.Now().Add(backendDeadline)
 			for !strings.Contains(logs.String(), ended) {
