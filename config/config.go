@@ -93,8 +93,13 @@ type MeshConfig struct {
 	// node publishes its descriptor to, so that others can join through
 	// them (spec/announce.md). None is built in.
 	AnnounceRelays []string `toml:"announce_relays" comment:"Nostr relays (wss://) this node publishes its descriptor to, so others can --join through them"`
-	// MDNS finds peers on the local network by multicast DNS.
-	MDNS bool `toml:"mdns" comment:"find peers on the local network by multicast DNS"`
+	// MDNS finds peers on the local network by multicast DNS
+	// (docs/operators.md, "Joining the mesh", says what it tells the LAN).
+	// Auto, the default, runs it while the node is home class: always for
+	// class home, for class auto while the node is not publicly reachable,
+	// never for anchor or leaf. Files written before "auto" existed say
+	// true or false, read as on and off.
+	MDNS setting.Switch `toml:"mdns" comment:"find peers on the LAN by multicast DNS: auto (while home class), on or off"`
 	// DHT is the Kademlia mode: auto, server, client or off.
 	DHT string `toml:"dht" comment:"Kademlia DHT mode: auto, server, client or off"`
 	// Subscribe are the NIP-01 filters (JSON) of the data this node keeps
@@ -232,6 +237,7 @@ func Default() Config {
 			Listen:              mesh.DefaultListenAddrs(),
 			Bootstrap:           []string{},
 			AnnounceRelays:      []string{},
+			MDNS:                setting.Auto,
 			DHT:                 "auto",
 			Subscribe:           []string{"{}"},
 			SyncInterval:        setting.DurationOf(time.Minute),

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"fleetmesh.org/fleetmesh/config/setting"
 )
 
 // TestDefaultRoundTrips checks that the file `fleetmesh init` writes loads
@@ -44,13 +46,15 @@ func TestOldFilesLoadTheSame(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// That file says listen = [] (the default then), so an old home keeps
-	// listening on no mesh address; everything else is today's default.
+	// That file says listen = [] and mdns = false (the defaults then), so
+	// an old home keeps listening on no mesh address and keeps mDNS off;
+	// everything else is today's default.
 	def := Default()
 	def.Mesh.Listen = []string{}
 	// It also writes out the defaults of then that changed since, which
 	// such a home keeps.
 	def.Relay.IPMaxSubscriptions, def.Relay.MaxNegRecords = 500, 500_000
+	def.Mesh.MDNS = setting.Off
 	if !reflect.DeepEqual(got, def) {
 		t.Fatalf("old default file loaded as\n%+v\nwant\n%+v", got, def)
 	}
@@ -69,6 +73,9 @@ func TestOldFilesLoadTheSame(t *testing.T) {
 	// The comments above the keys came later (reference.go); the values
 	// must be what the code of then wrote.
 	data, want = uncommented(data), uncommented(want)
+	// Keys whose spelling changed since, with the same meaning: mdns was
+	// a boolean before it had 'auto'.
+	want = bytes.Replace(want, []byte("mdns = true\n"), []byte("mdns = 'on'\n"), 1)
 	if !bytes.Equal(data, want) {
 		t.Fatalf("every-key.toml loaded and written as\n%s\nwant\n%s", data, want)
 	}
@@ -84,7 +91,8 @@ func fileWith(key, v string) string {
 }
 
 // TestBadValuesNameTheKey gives every duration key, written as a word or
-// as a bare number, and every numeric key (sizes, counts, rates), written
+// as a bare number, every switch key (auto, on, off) a word or a number,
+// and every numeric key (sizes, counts, rates), written
 // as a word, a bad value, and checks that loading fails naming the full key
 // and, for a duration, the value and what is accepted. The keys come from
 // the schema itself, so a new key is covered when it is declared.
@@ -99,6 +107,10 @@ func TestBadValuesNameTheKey(t *testing.T) {
 				bad{key, "'soon'", `"soon": write a duration such as "30s" or "2m"`},
 				bad{key, "60", `"60": write a duration such as "30s" or "2m"`},
 				bad{key, "true", "write a duration"})
+		case SwitchValue:
+			cases = append(cases,
+				bad{key, "'maybe'", `"maybe": write 'auto', 'on' or 'off'`},
+				bad{key, "1", `"1": write 'auto', 'on' or 'off'`})
 		case NumberValue:
 			cases = append(cases, bad{key, "'lots'", "cannot decode TOML string"})
 		case UnsignedValue:

@@ -43,15 +43,22 @@ const (
 	NumberValue
 	// UnsignedValue is a NumberValue that cannot be negative.
 	UnsignedValue
+	// SwitchValue is 'auto', 'on' or 'off' (setting.Switch).
+	SwitchValue
 )
 
-var durationType = reflect.TypeFor[setting.Duration]()
+var (
+	durationType = reflect.TypeFor[setting.Duration]()
+	switchType   = reflect.TypeFor[setting.Switch]()
+)
 
 // Kind says which kind of value k takes.
 func (k Key) Kind() ValueKind {
 	switch kind := k.typ.Kind(); {
 	case k.typ == durationType:
 		return DurationValue
+	case k.typ == switchType:
+		return SwitchValue
 	case kind >= reflect.Uint && kind <= reflect.Uint64:
 		return UnsignedValue
 	case kind >= reflect.Int && kind <= reflect.Float64:

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"fleetmesh.org/fleetmesh/config"
+	"fleetmesh.org/fleetmesh/config/setting"
 	"fleetmesh.org/fleetmesh/conformance"
 	"fleetmesh.org/fleetmesh/node"
 )
@@ -23,6 +24,9 @@ func TestSuiteAgainstNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Relay.Listen = "127.0.0.1:0"
+	// mDNS would multicast on the machine's network (class auto runs it
+	// while the node is not found public).
+	cfg.Mesh.MDNS = setting.Off
 	ready := make(chan string, 1)
 	n, err := node.Open(node.Options{Home: h, Config: cfg, Key: key, Ready: func(u string) { ready <- u }})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -161,8 +162,10 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		page.Refresh = 1
 	}
 	for pi, pn := range d.opts.Panels {
-		ls, exported := lines(pts, pi, pn)
-		page.Panels = append(page.Panels, renderPanel(pn, ls, exported, from, now))
+		ls, exported, zeros := lines(pts, pi, pn)
+		pv := renderPanel(pn, ls, exported, from, now)
+		pv.Zeros = zeros
+		page.Panels = append(page.Panels, pv)
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
@@ -187,11 +190,14 @@ type panelView struct {
 	Exported bool
 	Metrics  string
 	Lines    []lineView
-	YMax     string
-	From     string // the x axis' left end, as a clock time
-	Width    int
-	Height   int
-	PlotW    int
+	// Zeros counts the split lines not drawn for being 0 throughout; the
+	// legend says there were some.
+	Zeros  int
+	YMax   string
+	From   string // the x axis' left end, as a clock time
+	Width  int
+	Height int
+	PlotW  int
 }
 
 type lineView struct {
@@ -200,6 +206,7 @@ type lineView struct {
 	Points string // SVG polyline points
 	Count  int
 	Last   string
+	Max    string // the line's largest value, in full, for scripts that read the page
 }
 
 // palette: distinguishable on white, in order.
@@ -241,7 +248,7 @@ func renderPanel(pn Panel, ls []line, exported bool, from, to time.Time) panelVi
 			y := plotH - p[1]/ymax*plotH
 			fmt.Fprintf(&b, "%.1f,%.1f ", x, y)
 		}
-		pv.Lines = append(pv.Lines, lineView{Name: l.Name, Color: palette[i%len(palette)], Points: strings.TrimSpace(b.String()), Count: len(l.Points), Last: human(l.Last)})
+		pv.Lines = append(pv.Lines, lineView{Name: l.Name, Color: palette[i%len(palette)], Points: strings.TrimSpace(b.String()), Count: len(l.Points), Last: human(l.Last), Max: strconv.FormatFloat(l.Max, 'f', -1, 64)})
 	}
 	return pv
 }
@@ -287,13 +294,13 @@ a{color:#1f77b4} .err{color:#b00}
 {{if .Exported}}<svg width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}" role="img" aria-label="{{.Title}}">
 <rect x="0" y="0" width="{{.PlotW}}" height="140" fill="#fcfcfc" stroke="#eee"/>
 <line x1="0" y1="70" x2="{{.PlotW}}" y2="70" stroke="#f0f0f0"/>
-{{range .Lines}}<polyline fill="none" stroke="{{.Color}}" stroke-width="1.5" points="{{.Points}}" data-points="{{.Count}}"><title>{{.Name}}</title></polyline>
+{{range .Lines}}<polyline fill="none" stroke="{{.Color}}" stroke-width="1.5" points="{{.Points}}" data-points="{{.Count}}" data-max="{{.Max}}"><title>{{.Name}}</title></polyline>
 {{end}}<text x="{{.PlotW}}" dx="4" y="10" font-size="11" fill="#666">{{.YMax}}</text>
 <text x="{{.PlotW}}" dx="4" y="140" font-size="11" fill="#666">0</text>
 <text x="0" y="154" font-size="11" fill="#666">{{.From}}</text>
 <text x="{{.PlotW}}" y="154" font-size="11" fill="#666" text-anchor="end">now</text>
 </svg>
-<div class="legend">{{range .Lines}}<span><b style="color:{{.Color}}">━</b> {{.Name}}: {{.Last}}</span>{{end}}</div>
+<div class="legend">{{range .Lines}}<span><b style="color:{{.Color}}">━</b> {{.Name}}: {{.Last}}</span>{{end}}{{if .Zeros}}<span class="none">lines at 0 throughout are not drawn</span>{{end}}</div>
 {{else}}<p class="none">no data yet: this node has not exported {{.Metrics}}</p>{{end}}
 </div>
 {{end}}</div>

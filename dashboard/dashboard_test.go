@@ -73,7 +73,7 @@ func TestCounterResetIsNoRate(t *testing.T) {
 	c.Add(50)
 	d.Sample(now.Add(-20 * time.Second))
 	d.Sample(now.Add(-10 * time.Second))
-	ls, _ := lines([]point{
+	ls, _, _ := lines([]point{
 		{at: now.Add(-20 * time.Second), values: map[string]float64{lineKey(0, 0, ""): 50}},
 		{at: now.Add(-10 * time.Second), values: map[string]float64{lineKey(0, 0, ""): 5}},
 	}, 0, d.opts.Panels[0])
@@ -91,9 +91,43 @@ func TestSplitIsBounded(t *testing.T) {
 	}
 	d := New(reg, Options{Panels: []Panel{{Title: "g", Series: []Series{{Metric: "g", By: "l"}}}}})
 	d.Sample(time.Now())
-	ls, _ := lines(d.hour.points, 0, d.opts.Panels[0])
+	ls, _, _ := lines(d.hour.points, 0, d.opts.Panels[0])
 	if len(ls) != MaxSplits {
 		t.Fatalf("%d lines, want %d", len(ls), MaxSplits)
+	}
+}
+
+// TestSplitByTwoLabels: a series split by class and transport draws a
+// line per pair that was ever above 0 in the window, and the legend says
+// the others are not drawn.
+func TestSplitByTwoLabels(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	v := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleetmesh_mesh_peers", Help: "x"}, []string{"class", "transport"})
+	reg.MustRegister(v)
+	for _, c := range []string{"anchor", "home", "leaf", "unknown"} {
+		for _, tr := range []string{"tcp", "quic", "relay"} {
+			v.WithLabelValues(c, tr).Set(0)
+		}
+	}
+	d := New(reg, Options{Panels: []Panel{{Title: "Mesh peers", Series: []Series{{Metric: "fleetmesh_mesh_peers", By: "class,transport"}}}}})
+	t0 := time.Now().Add(-time.Minute)
+	d.Sample(t0)
+	v.WithLabelValues("home", "quic").Set(2)
+	d.Sample(t0.Add(10 * time.Second))
+	v.WithLabelValues("home", "quic").Set(0)
+	v.WithLabelValues("anchor", "tcp").Set(1)
+	d.Sample(t0.Add(20 * time.Second))
+	ls, exported, zeros := lines(d.hour.points, 0, d.opts.Panels[0])
+	var names []string
+	for _, l := range ls {
+		names = append(names, fmt.Sprintf("%s max %v", l.Name, l.Max))
+	}
+	if !exported || zeros == 0 || len(ls) != 2 || names[0] != "anchor/tcp max 1" || names[1] != "home/quic max 2" {
+		t.Fatalf("lines %q, %d left out at 0 (exported %v); want anchor/tcp and home/quic drawn, others left out", names, zeros, exported)
+	}
+	body := get(t, d, "127.0.0.1:1", "/dashboard", nil).Body.String()
+	if !strings.Contains(body, "lines at 0 throughout are not drawn") || !strings.Contains(body, `data-max="2"`) {
+		t.Fatalf("the page does not count the lines at 0 or give a line's max:\n%s", body)
 	}
 }
 

@@ -18,7 +18,7 @@ func DefaultPanels() []Panel {
 			{Metric: "fleetmesh_relay_subscriptions", Name: "subscriptions"},
 		}},
 		{Title: "Mesh peers", Unit: "connected", Series: []Series{
-			{Metric: "fleetmesh_mesh_peers", By: "class"},
+			{Metric: "fleetmesh_mesh_peers", By: "class,transport"},
 		}},
 		{Title: "Sync traffic", Unit: "bytes/s", Series: []Series{
 			{Metric: "fleetmesh_mesh_sync_bytes_total", Rate: true, By: "direction", Name: "sync"},
@@ -26,6 +26,7 @@ func DefaultPanels() []Panel {
 		}},
 		{Title: "Catch-up", Unit: "events", Series: []Series{
 			{Metric: "fleetmesh_mesh_sync_pending_events", Name: "still to move"},
+			{Metric: "fleetmesh_gateway_catchup_pending_events", By: "direction", Name: "gateway"},
 		}},
 		{Title: "Sync events", Unit: "events/s", Series: []Series{
 			{Metric: "fleetmesh_mesh_sync_events_total", Rate: true, By: "direction"},
@@ -40,6 +41,11 @@ func DefaultPanels() []Panel {
 		}},
 		{Title: "Receipts", Unit: "per second", Series: []Series{
 			{Metric: "fleetmesh_accounting_receipts_total", Rate: true, By: "result"},
+			{Metric: "fleetmesh_accounting_disputes_total", Rate: true, By: "state", Name: "disputes"},
+			{Metric: "fleetmesh_accounting_fork_proofs_total", Rate: true, By: "source", Name: "fork proofs"},
+		}},
+		{Title: "Grants", Unit: "refusals/s", Series: []Series{
+			{Metric: "fleetmesh_accounting_grant_refusals_total", Rate: true, By: "service,reason"},
 		}},
 		{Title: "Refusals", Unit: "refusals/s", Series: []Series{
 			{Metric: "fleetmesh_relay_rejections_total", Rate: true, By: "reason"},

@@ -1,7 +1,9 @@
 package dashboard
 
 import (
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -15,7 +17,11 @@ type Series struct {
 	// Rate plots the counter's increase per second instead of its value.
 	Rate bool
 	// By splits the series by this label's values (at most MaxSplits of
-	// them; the rest are summed as "other"). Empty: the family's sum.
+	// them; the rest are summed as "other"), or by several labels' values
+	// together, comma-separated ("class,transport": a line per pair, named
+	// "home/quic"). Empty: the family's sum. A split line that is 0 at
+	// every point of the window is not drawn; the legend says some were
+	// left out.
 	By string
 	// Name labels the line; by default the metric name (or the label
 	// value, when split).
@@ -69,16 +75,9 @@ func sample(panels []Panel, fams map[string]*dto.MetricFamily, at time.Time) poi
 				continue
 			}
 			sums := map[string]float64{}
+			by := s.by()
 			for _, m := range fam.GetMetric() {
-				label := ""
-				if s.By != "" {
-					for _, lp := range m.GetLabel() {
-						if lp.GetName() == s.By {
-							label = lp.GetValue()
-						}
-					}
-				}
-				sums[label] += value(m)
+				sums[splitLabel(m, by)] += value(m)
 			}
 			if len(sums) > MaxSplits {
 				labels := make([]string, 0, len(sums))
@@ -86,7 +85,14 @@ func sample(panels []Panel, fams map[string]*dto.MetricFamily, at time.Time) poi
 					labels = append(labels, l)
 				}
 				// Keep the largest; fold the rest into "other".
-				sort.Slice(labels, func(i, j int) bool { return sums[labels[i]] > sums[labels[j]] })
+				// Ties by label, so that lines at the same value (at 0,
+				// say) keep their places from one sample to the next.
+				sort.Slice(labels, func(i, j int) bool {
+					if sums[labels[i]] != sums[labels[j]] {
+						return sums[labels[i]] > sums[labels[j]]
+					}
+					return labels[i] < labels[j]
+				})
 				other := 0.0
 				for _, l := range labels[MaxSplits-1:] {
 					other += sums[l]
@@ -100,6 +106,28 @@ func sample(panels []Panel, fams map[string]*dto.MetricFamily, at time.Time) poi
 		}
 	}
 	return p
+}
+
+// by is the labels a series is split by, in order.
+func (s Series) by() []string {
+	if s.By == "" {
+		return nil
+	}
+	return strings.Split(s.By, ",")
+}
+
+// splitLabel names the line a metric belongs to: its values of the labels
+// by, joined with "/" ("" for a series that is not split).
+func splitLabel(m *dto.Metric, by []string) string {
+	vals := make([]string, len(by))
+	for i, name := range by {
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == name {
+				vals[i] = lp.GetValue()
+			}
+		}
+	}
+	return strings.Join(vals, "/")
 }
 
 // value is a metric's number whatever its type: a histogram or summary
@@ -126,10 +154,13 @@ type line struct {
 	Name   string
 	Points [][2]float64 // unix seconds, value
 	Last   float64
+	Max    float64
 }
 
-// lines turns a window's samples into a panel's lines.
-func lines(pts []point, pi int, pn Panel) (out []line, exported bool) {
+// lines turns a window's samples into a panel's lines; zeros counts the
+// split lines left out for being 0 throughout (lines folded into "other"
+// at sampling are not among them).
+func lines(pts []point, pi int, pn Panel) (out []line, exported bool, zeros int) {
 	for si, s := range pn.Series {
 		prefix := lineKey(pi, si, "")
 		labels := map[string]bool{}
@@ -190,8 +221,15 @@ func lines(pts []point, pi int, pn Panel) (out []line, exported bool) {
 			if n := len(ln.Points); n > 0 {
 				ln.Last = ln.Points[n-1][1]
 			}
+			for _, pt := range ln.Points {
+				ln.Max = max(ln.Max, pt[1])
+			}
+			if s.By != "" && !slices.ContainsFunc(ln.Points, func(pt [2]float64) bool { return pt[1] != 0 }) {
+				zeros++
+				continue
+			}
 			out = append(out, ln)
 		}
 	}
-	return out, exported
+	return out, exported, zeros
 }

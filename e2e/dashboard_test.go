@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,16 +41,78 @@ func artifactDir(t *testing.T) string {
 	return dir
 }
 
-// TestDashboardInChromium loads the operator page of a node with traffic in
-// Debian's chromium (driven by playwright-core): the page loads, the plots
-// of events and clients have data, and a screenshot is saved.
+// panelLine is one drawn line of a dashboard panel: its name and its
+// largest value in the window.
+type panelLine struct {
+	panel, name string
+	max         float64
+}
+
+// dashboardLines reads the lines the dashboard's HTML draws, by panel.
+var (
+	panelStart   = regexp.MustCompile(`<div class="panel" data-panel="([^"]*)">`)
+	polylineLine = regexp.MustCompile(`data-points="(\d+)" data-max="([^"]*)"><title>([^<]*)</title>`)
+)
+
+func dashboardLines(body string) []panelLine {
+	var out []panelLine
+	starts := panelStart.FindAllStringSubmatchIndex(body, -1)
+	for i, st := range starts {
+		end := len(body)
+		if i+1 < len(starts) {
+			end = starts[i+1][0]
+		}
+		title := body[st[2]:st[3]]
+		for _, m := range polylineLine.FindAllStringSubmatch(body[st[1]:end], -1) {
+			if n, _ := strconv.Atoi(m[1]); n < 2 {
+				continue
+			}
+			v, _ := strconv.ParseFloat(m[2], 64)
+			out = append(out, panelLine{panel: title, name: html.UnescapeString(m[3]), max: v})
+		}
+	}
+	return out
+}
+
+// dashboardWants are the plots TestDashboardInChromium needs data in: a
+// line of the panel whose name has the prefix (any, if "") and whose
+// largest value is above 0.
+var dashboardWants = []struct{ panel, prefix string }{
+	{"Events in", "stored"},
+	{"Clients", "connections"},
+	{"Storage", "used"},
+	{"Mesh peers", ""},   // a class/transport pair: home/tcp, say
+	{"Sync traffic", ""}, // sync or gossip, in or out
+	{"Durable shards", "held"},
+}
+
+// missingPlots lists the dashboardWants that lines do not satisfy.
+func missingPlots(lines []panelLine) []string {
+	var missing []string
+	for _, w := range dashboardWants {
+		if !slices.ContainsFunc(lines, func(l panelLine) bool {
+			return l.panel == w.panel && strings.HasPrefix(l.name, w.prefix) && l.max > 0
+		}) {
+			missing = append(missing, w.panel)
+		}
+	}
+	return missing
+}
+
+// TestDashboardInChromium loads the operator page of a node that has a
+// mesh peer and client traffic in Debian's chromium (driven by
+// playwright-core): the page loads, and the plots of events, clients,
+// storage, mesh peers (split by class and transport), sync traffic and
+// durable shards are drawn with data; a screenshot is saved.
 func TestDashboardInChromium(t *testing.T) {
 	needNode(t)
 	chromium := "/usr/bin/chromium"
 	if _, err := os.Stat(chromium); err != nil {
 		t.Fatal("chromium is missing (apt-get install chromium; scripts/test.sh does)")
 	}
-	n := startNode(t, newHome(t, dashboardConfig))
+	cfg := nodeConfig(nil) + meshConfig + dashboardConfig
+	n := startMeshNode(t, newHome(t, cfg))
+	startMeshNode(t, newHome(t, cfg), n.mesh)
 	page := n.httpURL() + "/dashboard"
 
 	// Traffic: a few connections publishing for a few samples' time.
@@ -78,8 +142,8 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	// Wait until the page has sampled the traffic's end (bounded).
-	samples := regexp.MustCompile(`(\d+) samples`)
+	// Wait until the page, as the node renders it, has data in every plot
+	// the test looks for (bounded).
 	for {
 		resp, err := http.Get(page)
 		if err != nil {
@@ -87,13 +151,12 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if m := samples.FindSubmatch(body); m != nil {
-			if k, _ := strconv.Atoi(string(m[1])); k >= 8 {
-				break
-			}
+		missing := missingPlots(dashboardLines(string(body)))
+		if len(missing) == 0 {
+			break
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("the dashboard took no samples:\n%s", body)
+			t.Fatalf("the dashboard has no data in %v:\n%s\n%s", missing, body, n.output())
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -116,9 +179,10 @@ func TestDashboardInChromium(t *testing.T) {
 			Title    string `json:"title"`
 			Exported bool   `json:"exported"`
 			Lines    []struct {
-				Name   string `json:"name"`
-				Points int    `json:"points"`
-				Drawn  bool   `json:"drawn"`
+				Name   string  `json:"name"`
+				Points int     `json:"points"`
+				Max    float64 `json:"max"`
+				Drawn  bool    `json:"drawn"`
 			} `json:"lines"`
 		} `json:"panels"`
 	}
@@ -129,20 +193,22 @@ func TestDashboardInChromium(t *testing.T) {
 	if got.Status != http.StatusOK || got.Title != "fleetmesh node" {
 		t.Fatalf("page: status %d title %q", got.Status, got.Title)
 	}
-	want := map[string]string{"Events in": "stored", "Clients": "connections", "Storage": "used"}
+	// What the browser drew: lines with width on the page.
+	var drawn []panelLine
 	for _, p := range got.Panels {
-		name, ok := want[p.Title]
-		if !ok {
-			continue
-		}
 		for _, l := range p.Lines {
-			if l.Name == name && l.Points >= 2 && l.Drawn {
-				delete(want, p.Title)
+			if l.Points >= 2 && l.Drawn {
+				drawn = append(drawn, panelLine{panel: p.Title, name: l.Name, max: l.Max})
 			}
 		}
 	}
-	if len(want) > 0 {
-		t.Fatalf("panels without a drawn line of data: %v\n%s", want, out)
+	if missing := missingPlots(drawn); len(missing) > 0 {
+		t.Fatalf("panels without a drawn line of data in chromium: %v\n%s", missing, out)
+	}
+	for _, l := range drawn {
+		if l.panel == "Mesh peers" && !strings.Contains(l.name, "/") {
+			t.Errorf("a mesh peers line %q does not name a class and a transport", l.name)
+		}
 	}
 	if st, err := os.Stat(shot); err != nil || st.Size() == 0 {
 		t.Fatalf("no screenshot at %s: %v", shot, err)

@@ -27,7 +27,8 @@ import (
 // The files in deploy/ are what operators copy; these tests run them, so
 // that an example that no longer works fails here rather than on a server.
 
-// TestSystemdUnitVerifies checks deploy/fleetmesh.service with
+// TestSystemdUnitVerifies checks deploy/fleetmesh.service, with the
+// Raspberry Pi's drop-in deploy/fleetmesh-pi.conf beside it, with
 // systemd-analyze, with ExecStart pointed at the binary under test.
 func TestSystemdUnitVerifies(t *testing.T) {
 	needBinary(t)
@@ -42,16 +43,31 @@ func TestSystemdUnitVerifies(t *testing.T) {
 	if !strings.Contains(string(unit), "ExecStart=/usr/local/bin/fleetmesh run\n") {
 		t.Fatal("deploy/fleetmesh.service: ExecStart is not /usr/local/bin/fleetmesh run")
 	}
-	path := filepath.Join(t.TempDir(), "fleetmesh.service")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "fleetmesh.service")
 	fixed := strings.Replace(string(unit), "/usr/local/bin/fleetmesh", binary, 1)
 	if err := os.WriteFile(path, []byte(fixed), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(analyze, "verify", path).CombinedOutput()
+	dropin, err := os.ReadFile(filepath.Join(moduleRoot, "deploy", "fleetmesh-pi.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "fleetmesh.service.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "fleetmesh.service.d", "memory.conf"), dropin, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	verify := exec.Command(analyze, "verify", path)
+	// The unit's own directory first, so that its drop-in is read (a
+	// trailing ':' keeps the default search path after it).
+	verify.Env = append(os.Environ(), "SYSTEMD_UNIT_PATH="+dir+":")
+	out, err := verify.CombinedOutput()
 	// verify also reports units the host lacks that the file names only
 	// in After=/Wants= (network-online.target exists everywhere systemd
-	// does); anything naming our unit is a real finding.
-	if err != nil || strings.Contains(string(out), "fleetmesh.service") {
+	// does); anything naming our unit or its drop-in is a real finding.
+	if err != nil || strings.Contains(string(out), "fleetmesh.service") || strings.Contains(string(out), "memory.conf") {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
 	}
 }

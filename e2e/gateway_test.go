@@ -647,6 +647,16 @@ func TestGatewayMeshOff(t *testing.T) {
 	if v := gwMetric(t, gw.url, `fleetmesh_gateway_catchups_total{direction="to_mesh",method="negentropy"}`); v < 1 {
 		t.Errorf("negentropy catch-ups to_mesh = %v, want at least 1", v)
 	}
+	// The catch-up's progress, as fleetmesh status and /metrics tell it:
+	// NIP-77 found the 40 events the mesh side lacked, and fetched them.
+	if v := gwMetric(t, gw.url, `fleetmesh_gateway_catchup_pending_events{direction="to_mesh"}`); v != 0 {
+		t.Errorf("catchup_pending_events{to_mesh} = %v after the catch-up, want 0", v)
+	}
+	out, errOut, err := cli(t, "status", "--home", home)
+	want := fmt.Sprintf("gateway       to_mesh caught up: the last catch-up moved %d events", len(meanwhile))
+	if err != nil || !strings.Contains(out, want) || !strings.Contains(out, "gateway       backend "+backend.url()) {
+		t.Errorf("fleetmesh status of the gateway (%v):\n%s%s\nwant a line %q", err, out, errOut, want)
+	}
 }
 
 // Kill -9 loop bounds.

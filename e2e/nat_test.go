@@ -154,6 +154,51 @@ func (n *labNode) serves(ctx context.Context, id string) (bool, error) {
 	return err == nil && len(got) == 1 && got[0].ID == id, err
 }
 
+// publish signs a note with content as u and publishes it at n from
+// inside its namespace, failing the test unless n accepts it; it returns
+// the event's id.
+func (n *labNode) publish(t *testing.T, u *user, content string) string {
+	t.Helper()
+	ev, err := u.sign(1, content, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	c, err := n.ws(ctx)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, err := publishOne(c, ev)
+	c.Close()
+	if err != nil || !ok.Accepted {
+		t.Fatalf("publish at %s: %+v %v", n.ns, ok, err)
+	}
+	return ev.ID
+}
+
+// waitServes polls n until it serves the event id, for at most budget;
+// the test fails with the output of n and of others if it never does.
+func (n *labNode) waitServes(t *testing.T, id string, budget time.Duration, others ...*labNode) {
+	t.Helper()
+	for deadline := time.Now().Add(budget); ; {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ok, err := n.serves(ctx, id)
+		cancel()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			var b strings.Builder
+			for _, o := range append([]*labNode{n}, others...) {
+				fmt.Fprintf(&b, "--- %s:\n%s\n", o.ns, o.output())
+			}
+			t.Fatalf("%s never served %s (last: %v)\n%s", n.ns, id, err, b.String())
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
 // TestNATTraversal runs real fleetmesh processes in a lab internet: an
 // anchor with a public address and two home nodes, each behind its own NAT
 // router (iptables MASQUERADE), with netem delay on the internet links.

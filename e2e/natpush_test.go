@@ -70,24 +70,10 @@ func TestRelayedPush(t *testing.T) {
 	}
 	var delays []time.Duration
 	for i := range 3 {
-		ev, err := u.sign(1, randomContent(fmt.Sprint("through the relay ", i)), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		c, err := a.ws(ctx)
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ok, err := publishOne(c, ev)
-		c.Close()
-		if err != nil || !ok.Accepted {
-			t.Fatalf("publish at home A: %+v %v", ok, err)
-		}
+		id := a.publish(t, u, randomContent(fmt.Sprint("through the relay ", i)))
 		published := time.Now()
 		poll("home B serves the event", func(ctx context.Context) bool {
-			ok, _ := b.serves(ctx, ev.ID)
+			ok, _ := b.serves(ctx, id)
 			return ok
 		})
 		delays = append(delays, time.Since(published))

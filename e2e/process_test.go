@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -58,7 +59,8 @@ func cli(t *testing.T, args ...string) (stdout, stderr string, err error) {
 }
 
 // newHome makes a node home with `fleetmesh init` and, if config is not
-// empty, replaces its config.toml with config.
+// empty, replaces its config.toml with config. Unless config sets mdns
+// itself, the home's mDNS is off (withoutMDNS).
 func newHome(t *testing.T, config string) string {
 	t.Helper()
 	needBinary(t)
@@ -66,12 +68,37 @@ func newHome(t *testing.T, config string) string {
 	if out, errOut, err := cli(t, "init", "--home", home); err != nil {
 		t.Fatalf("fleetmesh init: %v\nstdout: %s\nstderr: %s", err, out, errOut)
 	}
-	if config != "" {
-		if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(config), 0o600); err != nil {
+	path := filepath.Join(home, "config.toml")
+	if config == "" {
+		written, err := os.ReadFile(path)
+		if err != nil {
 			t.Fatal(err)
 		}
+		config = mdnsLine.ReplaceAllString(string(written), "mdns = 'off'")
+	}
+	if err := os.WriteFile(path, []byte(withoutMDNS(config)), 0o600); err != nil {
+		t.Fatal(err)
 	}
 	return home
+}
+
+// mdnsLine is the mdns key's line in a config file.
+var mdnsLine = regexp.MustCompile(`(?m)^mdns\s*=.*$`)
+
+// withoutMDNS turns mDNS off in a config that does not set it. mDNS is on
+// by default for home-class nodes (class home, and class auto until found
+// public), and would multicast on the machine's own network and let the
+// nodes of unrelated tests on one host find each other; only a test about
+// mDNS sets it, and runs its nodes in a lab namespace.
+func withoutMDNS(config string) string {
+	if mdnsLine.MatchString(config) {
+		return config
+	}
+	mesh := regexp.MustCompile(`(?m)^\[mesh\]\s*$`)
+	if loc := mesh.FindStringIndex(config); loc != nil {
+		return config[:loc[1]] + "\nmdns = 'off'" + config[loc[1]:]
+	}
+	return config + "\n[mesh]\nmdns = 'off'\n"
 }
 
 // node is a running `fleetmesh run` process.

@@ -365,13 +365,7 @@ func TestBackendRefusals(t *testing.T) {
 	g, rl, _ := newTestGateway(t)
 	g.s.Backend = backend.url()
 	g.s.RetryMin, g.s.RetryMax = 10*time.Millisecond, 50*time.Millisecond
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- g.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-ran
-	}()
+	ctx := runGateway(t, g)
 	waitFor(t, "connected", func() bool { return gaugeValue(t, g.m.connected) == 1 })
 
 	author, _ := nostr.GenerateSecretKey()
@@ -410,6 +404,20 @@ func TestBackendRefusals(t *testing.T) {
 	if got := counterValue(t, g.m.carried.WithLabelValues(dirToBackend)); got < float64(len(notes)) {
 		t.Fatalf("carried to_backend = %v, want at least %d", got, len(notes))
 	}
+}
+
+// runGateway runs g until the test ends, and returns the context it runs
+// in.
+func runGateway(t *testing.T, g *Gateway) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- g.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-ran
+	})
+	return ctx
 }
 
 func gaugeValue(t *testing.T, g prometheus.Gauge) float64 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"fleetmesh.org/fleetmesh/boundary"
+	"fleetmesh.org/fleetmesh/internal/progress"
 	"fleetmesh.org/fleetmesh/negentropy"
 	"fleetmesh.org/fleetmesh/nostr"
 )
@@ -50,6 +51,7 @@ func (g *Gateway) catchUpIn(ctx context.Context, s *session) ([]nostr.Filter, er
 			if err != nil {
 				return err
 			}
+			g.progress[dirToMesh].Found(len(need))
 			return g.fetch(ctx, s, need)
 		},
 		func(f nostr.Filter) error { return g.pageIn(ctx, s, f) })
@@ -65,6 +67,7 @@ func (g *Gateway) catchUpOut(ctx context.Context, s *session) ([]nostr.Filter, e
 			if err != nil {
 				return err
 			}
+			g.progress[dirToBackend].Found(len(have))
 			return g.publishLocal(ctx, s, have)
 		},
 		func(f nostr.Filter) error { return g.pageOut(ctx, s, f) })
@@ -77,6 +80,10 @@ func (g *Gateway) catchUpOut(ctx context.Context, s *session) ([]nostr.Filter, e
 // filter caught up by a since window, the part before the window, which
 // only a full walk covers (walk.go).
 //
+// Its progress (g.progress[dir]) is one catch-up over every filter: NIP-77
+// counts the ids it found to move, a since walk guesses from the time it
+// has covered (walk), and a failed catch-up gives up what it had left.
+//
 // NIP-77 is not windowed by the cursor because a created_at cursor cannot
 // be lossless: an event arrives with the created_at its author gave it,
 // so one arriving (on either side) with a created_at older than cursor −
@@ -86,7 +93,15 @@ func (g *Gateway) catchUpOut(ctx context.Context, s *session) ([]nostr.Filter, e
 // with the set, and its cost on each side with the events in the filter,
 // which max_sync_records bounds (spec/gateway.md, "Cursors and catch-up").
 func (g *Gateway) catchUp(ctx context.Context, s *session, dir string, filters []nostr.Filter, w *watermark,
-	viaNegentropy func(f nostr.Filter, i int) error, viaSince func(f nostr.Filter) error) ([]nostr.Filter, error) {
+	viaNegentropy func(f nostr.Filter, i int) error, viaSince func(f nostr.Filter) error) (_ []nostr.Filter, err error) {
+	prog := g.progress[dir]
+	release := prog.Hold()
+	defer func() {
+		if err != nil {
+			prog.GiveUp()
+		}
+		release()
+	}()
 	started := time.Now().Unix()
 	method := "negentropy"
 	windows := g.window(filters, w.start())
@@ -104,10 +119,14 @@ func (g *Gateway) catchUp(ctx context.Context, s *session, dir string, filters [
 		if err != nil {
 			return nil, err
 		}
+		prog.Estimate(0) // the filter is done: what its walk guessed was left is not
 	}
 	w.complete(started)
 	g.m.catchups.WithLabelValues(dir, method).Inc()
-	g.log.Info("gateway: caught up", "direction", dir, "method", method)
+	release()
+	st := prog.Get()
+	g.log.Info("gateway: caught up", "direction", dir, "method", method,
+		"moved", st.Moved, "in", st.Elapsed.Round(time.Millisecond), "per_second", int(st.Rate))
 	return before, nil
 }
 
@@ -256,6 +275,9 @@ func (g *Gateway) fetch(ctx context.Context, s *session, ids []negentropy.ID) er
 		if err != nil {
 			return err
 		}
+		// An id the backend no longer serves is resolved too: the
+		// catch-up is through with it.
+		g.progress[dirToMesh].Resolved(len(part))
 	}
 	return nil
 }
@@ -332,6 +354,39 @@ func (g *Gateway) refusedREQ(s *session, what, text string) error {
 	return r
 }
 
+// walk guesses what a since-window walk has left. It goes newest first,
+// from when it began back to since, and the events it has seen cover the
+// created_at seconds from the start down to the last page's oldest: the
+// rest of the window is guessed at the same density. A window reaching
+// back to the start of time has no such measure; while pages come full it
+// guesses one more page.
+type walk struct {
+	t            *progress.Tracker
+	start, since int64
+	pageSize     int
+	seen         int64
+}
+
+func newWalk(t *progress.Tracker, since int64, pageSize int) *walk {
+	return &walk{t: t, start: time.Now().Unix(), since: since, pageSize: pageSize}
+}
+
+// page records one page of the walk (full: it held a whole page size,
+// so the walk goes on) and updates the guess of what is left.
+func (w *walk) page(p page, full bool) {
+	w.seen += int64(p.n)
+	w.t.Resolved(p.n)
+	switch {
+	case !full:
+		w.t.Estimate(0)
+	case w.since <= 0:
+		w.t.Estimate(int64(w.pageSize))
+	default:
+		covered := max(1, w.start-p.oldest)
+		w.t.Estimate(w.seen * max(0, p.oldest-w.since) / covered)
+	}
+}
+
 // page tracks one page of a since-window walk.
 type page struct {
 	n              int
@@ -365,7 +420,7 @@ const secondSweep = 10
 // deduplicated); a page of one second is swept with a larger limit and the
 // walk goes on below it.
 func (g *Gateway) pageIn(ctx context.Context, s *session, f nostr.Filter) error {
-	w := inWalk{f: f}
+	w := inWalk{f: f, est: newWalk(g.progress[dirToMesh], f.Since, g.s.PageSize)}
 	for !w.done {
 		if err := g.inStep(ctx, s, &w); err != nil {
 			return err
@@ -380,6 +435,8 @@ type inWalk struct {
 	f    nostr.Filter
 	page int
 	done bool
+	// est reports the walk's progress (nil: it is not a catch-up's).
+	est *walk
 }
 
 // inStep asks the backend for the next page of w (and sweeps its second
@@ -402,6 +459,9 @@ func (g *Gateway) inStep(ctx context.Context, s *session, w *inWalk) error {
 	if err != nil {
 		return err
 	}
+	if w.est != nil {
+		w.est.page(p, p.n >= g.s.PageSize)
+	}
 	if p.n < g.s.PageSize {
 		w.done = true
 		return nil
@@ -418,6 +478,9 @@ func (g *Gateway) inStep(ctx context.Context, s *session, w *inWalk) error {
 		if err != nil {
 			return err
 		}
+		if w.est != nil {
+			g.progress[dirToMesh].Resolved(sp.n)
+		}
 		if sp.n >= sweep.Limit {
 			g.log.Warn("gateway: the backend has more events in one second than it serves in one REQ; some may not be caught up without NIP-77", "created_at", p.oldest)
 		}
@@ -433,6 +496,7 @@ func (g *Gateway) inStep(ctx context.Context, s *session, w *inWalk) error {
 // only what the configured filters take.
 func (g *Gateway) plainIn(ctx context.Context, s *session, f nostr.Filter) error {
 	p, err := g.request(ctx, s, "catch-up", "plain", f)
+	g.progress[dirToMesh].Resolved(p.n)
 	if err == nil {
 		g.log.Info("gateway: plain catch-up from a backend without limit/since/until", "events", p.n)
 	}
@@ -443,18 +507,25 @@ func (g *Gateway) plainIn(ctx context.Context, s *session, f nostr.Filter) error
 // event in the window; the backend answers "duplicate:" for what it has. A
 // page of one second is published whole (the local store has no limit).
 func (g *Gateway) pageOut(ctx context.Context, s *session, f nostr.Filter) error {
+	w := newWalk(g.progress[dirToBackend], f.Since, g.s.PageSize)
 	for {
 		p, err := g.publishRange(ctx, s, f, g.s.PageSize)
-		if err != nil || p.n < g.s.PageSize {
+		if err != nil {
 			return err
+		}
+		w.page(p, p.n >= g.s.PageSize)
+		if p.n < g.s.PageSize {
+			return nil
 		}
 		f.Until, f.HasUntil = p.oldest, true
 		if p.oneSecond() {
 			second := f
 			second.Since = max(f.Since, p.oldest)
-			if _, err := g.publishRange(ctx, s, second, g.s.MaxSyncRecords); err != nil {
+			sp, err := g.publishRange(ctx, s, second, g.s.MaxSyncRecords)
+			if err != nil {
 				return err
 			}
+			g.progress[dirToBackend].Resolved(sp.n)
 			f.Until = p.oldest - 1
 		}
 		if f.Until < f.Since {
@@ -504,6 +575,7 @@ func (g *Gateway) publishLocal(ctx context.Context, s *session, ids []negentropy
 				return err
 			}
 		}
+		g.progress[dirToBackend].Resolved(len(part))
 	}
 	return nil
 }

@@ -16,7 +16,8 @@
 // backend; catch-up uses NIP-77 (package negentropy) when the backend
 // speaks it and since-window REQs otherwise, followed by a full walk of
 // both sides by id and until pages (walk.go), which finds what a
-// created_at cursor misses. A backend that answers REQs
+// created_at cursor misses, and says how far it is (events moved of an
+// estimate, rate, time left: Gateway.Progress). A backend that answers REQs
 // with NOTICE or CLOSED instead of EOSE gets plain filters (no limit,
 // since or until), and one that refuses those too is reported once, in
 // /metrics and Health, while mesh → backend goes on (refusal.go).

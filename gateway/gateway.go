@@ -16,6 +16,7 @@ import (
 	"fleetmesh.org/fleetmesh/boundary"
 	"fleetmesh.org/fleetmesh/eventstore"
 	"fleetmesh.org/fleetmesh/internal/periodic"
+	"fleetmesh.org/fleetmesh/internal/progress"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
 	"fleetmesh.org/fleetmesh/store"
@@ -67,6 +68,9 @@ type Gateway struct {
 	in    *watermark
 	out   *watermark
 	queue *queue
+	// progress follows each direction's catch-up (catchup.go), by
+	// direction.
+	progress map[string]*progress.Tracker
 
 	health health
 }
@@ -92,9 +96,27 @@ func New(o Options) (*Gateway, error) {
 		in:    newWatermark(cur.In),
 		out:   newWatermark(cur.Out),
 		queue: newQueue(o.Settings.QueueSize),
+		// catchUp logs each catch-up's end itself, with its method.
+		progress: map[string]*progress.Tracker{
+			dirToMesh:    progress.New("gateway", o.Log.With("direction", dirToMesh), false),
+			dirToBackend: progress.New("gateway", o.Log.With("direction", dirToBackend), false),
+		},
+	}
+	if err := registerProgress(o.Registry, g.progress); err != nil {
+		return nil, err
 	}
 	o.Relay.OnStored = append(o.Relay.OnStored, g.onStored)
 	return g, nil
+}
+
+// Progress returns how far each direction's catch-up is, or how its last
+// one went, by direction (to_mesh, to_backend).
+func (g *Gateway) Progress() map[string]progress.Progress {
+	out := make(map[string]progress.Progress, len(g.progress))
+	for dir, t := range g.progress {
+		out[dir] = t.Get()
+	}
+	return out
 }
 
 // onStored queues a locally stored event for the backend. Events that came

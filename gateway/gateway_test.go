@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -18,13 +19,19 @@ import (
 // backend connection: for the mesh-side paths, which need none.
 func newTestGateway(t *testing.T, change ...func(*Settings)) (*Gateway, *relay.Relay, *store.Store) {
 	t.Helper()
+	return newTestGatewayLogged(t, nil, prometheus.NewRegistry(), change...)
+}
+
+// newTestGatewayLogged is newTestGateway with log as the gateway's logger
+// (nil: none) and its metrics, the relay's and the policy's in reg.
+func newTestGatewayLogged(t *testing.T, log *slog.Logger, reg *prometheus.Registry, change ...func(*Settings)) (*Gateway, *relay.Relay, *store.Store) {
+	t.Helper()
 	home := t.TempDir()
 	st, err := store.Open(t.TempDir(), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	reg := prometheus.NewRegistry()
 	policy, err := boundary.New(nil, nil, reg)
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +50,7 @@ func newTestGateway(t *testing.T, change ...func(*Settings)) (*Gateway, *relay.R
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := New(Options{Settings: s, Home: home, Key: key, Relay: rl, Store: st, Policy: policy, Registry: reg})
+	g, err := New(Options{Settings: s, Home: home, Key: key, Relay: rl, Store: st, Policy: policy, Registry: reg, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,10 @@
 package gateway
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"fleetmesh.org/fleetmesh/internal/progress"
+)
 
 type metrics struct {
 	carried   *prometheus.CounterVec // direction
@@ -66,4 +70,23 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// registerProgress exports each direction's catch-up as
+// fleetmesh_gateway_catchup_pending_events{direction}, read when scraped.
+func registerProgress(reg prometheus.Registerer, byDir map[string]*progress.Tracker) error {
+	if reg == nil {
+		return nil
+	}
+	for dir, t := range byDir {
+		g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "fleetmesh_gateway_catchup_pending_events",
+			Help:        "Events the gateway's catch-up with its backend still has to move, by direction (an estimate: see fleetmesh status's gateway lines).",
+			ConstLabels: prometheus.Labels{"direction": dir},
+		}, func() float64 { return float64(t.Get().Pending) })
+		if err := reg.Register(g); err != nil {
+			return err
+		}
+	}
+	return nil
 }

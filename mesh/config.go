@@ -73,8 +73,11 @@ type Config struct {
 	// Bootstrap are multiaddrs ending in /p2p/<peer id>. The code lists no
 	// bootstrap peer of its own: these come only from the operator.
 	Bootstrap []string
-	// MDNS turns on multicast DNS discovery on the local network.
-	MDNS bool
+	// MDNS says when the node finds peers, and is found, on the local
+	// network by multicast DNS: never (MDNSOff, the zero value), always
+	// (MDNSOn), or while AutoNAT does not find it publicly reachable
+	// (MDNSWhilePrivate).
+	MDNS MDNSMode
 	// DHT is the node's DHT mode.
 	DHT DHTMode
 	// DisableTopicDiscovery stops GossipSub from advertising and looking up
@@ -175,6 +178,23 @@ const (
 	RelayOn RelayMode = "on"
 	// RelayOff never relays.
 	RelayOff RelayMode = "off"
+)
+
+// MDNSMode says when a node runs mDNS discovery.
+type MDNSMode string
+
+// The mDNS modes.
+const (
+	// MDNSOff never runs mDNS.
+	MDNSOff MDNSMode = "off"
+	// MDNSOn runs it for as long as the mesh runs.
+	MDNSOn MDNSMode = "on"
+	// MDNSWhilePrivate runs it while AutoNAT has not found the node
+	// publicly reachable: from start, stopped once the node is found
+	// public, started again if it is later found private. It is how a
+	// node whose class follows its reachability runs mDNS only while it
+	// is a home node.
+	MDNSWhilePrivate MDNSMode = "private"
 )
 
 // RelayLimits bound a node's circuit relay v2 service: how many peers may
@@ -284,6 +304,9 @@ func (c Config) withDefaults() Config {
 	if c.RelayService == "" {
 		c.RelayService = d.RelayService
 	}
+	if c.MDNS == "" {
+		c.MDNS = MDNSOff
+	}
 	l, dl := &c.RelayLimits, d.RelayLimits
 	setInt(&l.MaxReservations, dl.MaxReservations)
 	setInt(&l.MaxReservationsPerIP, dl.MaxReservationsPerIP)
@@ -331,6 +354,11 @@ func (c Config) Validate() error {
 	case RelayAuto, RelayOn, RelayOff:
 	default:
 		return fmt.Errorf("mesh: relay service mode %q: want auto, on or off", c.RelayService)
+	}
+	switch c.MDNS {
+	case MDNSOff, MDNSOn, MDNSWhilePrivate:
+	default:
+		return fmt.Errorf("mesh: mDNS mode %q: want off, on or private", c.MDNS)
 	}
 	if _, err := parseP2PAddrs("static relay", c.StaticRelays); err != nil {
 		return err

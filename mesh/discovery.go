@@ -28,9 +28,15 @@ const MDNSServiceName = "_fleetmesh._udp"
 // peer exchanges.
 type discovery struct {
 	m    *Mesh
-	mdns mdns.Service
 	sub  event.Subscription
 	wake chan struct{}
+
+	// mdnsMu guards mdns, which runs or not as Config.MDNS and the node's
+	// reachability say (setMDNS), and mdnsClosed, set by close so that a
+	// late reachability change cannot start it again.
+	mdnsMu     sync.Mutex
+	mdns       mdns.Service
+	mdnsClosed bool
 
 	mu     sync.Mutex
 	failed map[peer.ID]time.Time
@@ -59,13 +65,32 @@ func (d *discovery) start() error {
 	if m.cfg.AddrBookDir != "" {
 		m.goroutine(d.saveLoop)
 	}
-	if m.cfg.MDNS {
-		d.mdns = mdns.NewMdnsService(m.h, MDNSServiceName, d)
-		if err := d.mdns.Start(); err != nil {
-			return err
-		}
-	}
+	// MDNSWhilePrivate starts too: nothing has found the node public yet.
+	d.setMDNS(m.cfg.MDNS != MDNSOff)
 	return nil
+}
+
+// setMDNS starts or stops mDNS. A node that cannot run it (a host with no
+// up interface that takes multicast, say) logs why and goes on: mDNS is one
+// way in of several, and a node found by no other stays reachable by them.
+func (d *discovery) setMDNS(on bool) {
+	d.mdnsMu.Lock()
+	defer d.mdnsMu.Unlock()
+	switch {
+	case d.mdnsClosed || on == (d.mdns != nil):
+	case on:
+		s := mdns.NewMdnsService(d.m.h, MDNSServiceName, d)
+		if err := s.Start(); err != nil {
+			d.m.log.Warn("mesh: mDNS not started; peers on this LAN will not find the node by it", "err", err)
+			return
+		}
+		d.mdns = s
+		d.m.log.Info("mesh: mDNS started", "service", MDNSServiceName)
+	default:
+		d.mdns.Close()
+		d.mdns = nil
+		d.m.log.Info("mesh: mDNS stopped")
+	}
 }
 
 // HandlePeerFound is mDNS's callback for a peer on the LAN.
@@ -243,8 +268,12 @@ func (d *discovery) close() error {
 	if d.sub != nil {
 		errs = append(errs, d.sub.Close())
 	}
+	d.mdnsMu.Lock()
 	if d.mdns != nil {
 		errs = append(errs, d.mdns.Close())
+		d.mdns = nil
 	}
+	d.mdnsClosed = true
+	d.mdnsMu.Unlock()
 	return errors.Join(errs...)
 }

@@ -176,6 +176,10 @@ func (n *nat) observe(m *Mesh, v1 network.Reachability, v2 *network.Reachability
 	n.stats.add(func(s *Stats) { s.ReachabilityChanges++ })
 	n.log.Info("mesh: reachability changed", "from", reachabilityName(old), "to", reachabilityName(now),
 		"autonat_v1", reachabilityName(v1Now), "autonat_v2", reachabilityName(v2Now))
+	if n.cfg.MDNS == MDNSWhilePrivate && m.disc != nil && now != network.ReachabilityUnknown {
+		// While unknown, mDNS stays as it was, as the relay service does.
+		m.disc.setMDNS(now == network.ReachabilityPrivate)
+	}
 	if n.cfg.RelayService == RelayAuto {
 		switch now {
 		case network.ReachabilityPublic:

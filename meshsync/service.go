@@ -18,6 +18,7 @@ import (
 
 	"fleetmesh.org/fleetmesh/boundary"
 	"fleetmesh.org/fleetmesh/eventstore"
+	"fleetmesh.org/fleetmesh/internal/progress"
 	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/meter"
 	"fleetmesh.org/fleetmesh/negentropy"
@@ -105,8 +106,9 @@ type Service struct {
 	dial   Dialer
 	stats  counters
 	work   *peerBudgets
-	// progress is the current catch-up, over every session's fetches.
-	progress progress
+	// progress is the current catch-up, over every session's fetches and
+	// pushes.
+	progress *progress.Tracker
 	// handOffs are the shards this node accepts hand-offs of (handoff.go).
 	handOffs handOffs
 }
@@ -117,12 +119,20 @@ func New(h host.Host, local Local, policy *boundary.Policy, cfg Config, log *slo
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{h: h, local: local, policy: policy, cfg: cfg, log: log}
+	s := &Service{h: h, local: local, policy: policy, cfg: cfg, log: log, progress: progress.New("meshsync", log, true)}
 	s.work = newPeerBudgets(&s.cfg)
-	s.progress.now = time.Now
 	h.SetStreamHandler(protocol.ID(ProtocolID), s.serve)
 	return s
 }
+
+// Progress returns how far the current catch-up is, or how the last one
+// went when none runs: the ids the service's sessions found missing here
+// (fetched from the peer) or at the peer (pushed to it). A new node
+// catches up by both: by its own sessions' fetches, and by its peers'
+// sessions, which push and show in their progress. Two co-holders missing
+// the same id from one node count it twice, and the second transfer finds
+// it stored already.
+func (s *Service) Progress() progress.Progress { return s.progress.Get() }
 
 // Close unregisters the protocol.
 func (s *Service) Close() { s.h.RemoveStreamHandler(protocol.ID(ProtocolID)) }
@@ -289,9 +299,9 @@ func (s *Service) sync(ctx context.Context, p peer.ID, ses *session) (st Stats, 
 	// Whatever the session does not move is given up when it ends, so that
 	// a failed session leaves nothing pending in the catch-up.
 	left := len(need) + len(have)
-	s.progress.found(left)
-	defer func() { s.progress.resolved(left, s.log) }()
-	moved := func(n int) { s.progress.resolved(n, s.log); left -= n }
+	s.progress.Found(left)
+	defer func() { s.progress.Resolved(left) }()
+	moved := func(n int) { s.progress.Resolved(n); left -= n }
 	// Fetch first: a deletion the peer has removes events we would
 	// otherwise push to it. A hand-off fetches nothing: this node is
 	// about to stop keeping the set, and a deletion the peer holds

@@ -60,7 +60,7 @@ func startIrohNodeWith(t *testing.T, edit func(*config.Config)) *irohNode {
 		t.Fatal(err)
 	}
 	cfg.Relay.Listen = "127.0.0.1:0"
-	cfg.Mesh.Listen, cfg.Mesh.Bootstrap, cfg.Mesh.MDNS, cfg.Mesh.DHT = nil, nil, false, "off"
+	cfg.Mesh.Listen, cfg.Mesh.Bootstrap, cfg.Mesh.MDNS, cfg.Mesh.DHT = nil, nil, setting.Off, "off"
 	cfg.Mesh.SyncInterval = setting.DurationOf(500 * time.Millisecond)
 	cfg.Iroh.HelperDir = helper
 	cfg.Iroh.Bind = []string{"127.0.0.1:0"}

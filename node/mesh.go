@@ -12,6 +12,7 @@ import (
 
 	"fleetmesh.org/fleetmesh/boundary"
 	"fleetmesh.org/fleetmesh/config"
+	"fleetmesh.org/fleetmesh/config/setting"
 	"fleetmesh.org/fleetmesh/descriptor"
 	"fleetmesh.org/fleetmesh/eventstore"
 	"fleetmesh.org/fleetmesh/mesh"
@@ -78,7 +79,7 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 		// addresses an operator wrote are refused when held.
 		ListenFallback: slices.Equal(mc.Listen, mesh.DefaultListenAddrs()),
 		Bootstrap:      mc.Bootstrap,
-		MDNS:           mc.MDNS,
+		MDNS:           mdnsMode(opts.Config),
 		DHT:            mesh.DHTMode(mc.DHT),
 		AddrBookDir:    opts.Home.Path(MeshDir),
 		// Zero takes the mesh's default. The address book is saved as often
@@ -192,6 +193,28 @@ func applyNATConfig(mcfg *mesh.Config, cfg config.Config) {
 	mcfg.RelaySearchInterval = mc.RelaySearchInterval.Duration
 	mcfg.DisableHolePunching = !mc.HolePunching
 	mcfg.NATPortMap = mc.NATPortMap
+}
+
+// mdnsMode is when the node runs mDNS: with mdns "auto", while it is home
+// class (always for class home, while not publicly reachable for class
+// auto), and never for an anchor, whose LAN is a provider's network with
+// nobody of its own on it, or a leaf, which carries one identity from one
+// network to the next and would announce it on each.
+func mdnsMode(cfg config.Config) mesh.MDNSMode {
+	switch cfg.Mesh.MDNS {
+	case setting.On:
+		return mesh.MDNSOn
+	case setting.Off:
+		return mesh.MDNSOff
+	}
+	switch cfg.Class {
+	case config.ClassHome:
+		return mesh.MDNSOn
+	case config.ClassAnchor, config.ClassLeaf:
+		return mesh.MDNSOff
+	default:
+		return mesh.MDNSWhilePrivate
+	}
 }
 
 // start signs the node's descriptor and starts the mesh part's loops: the

@@ -7,6 +7,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 
 	"fleetmesh.org/fleetmesh/config"
+	"fleetmesh.org/fleetmesh/config/setting"
 	"fleetmesh.org/fleetmesh/descriptor"
 	"fleetmesh.org/fleetmesh/mesh"
 )
@@ -39,6 +40,33 @@ func TestDeclaredClass(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("class %q, %s, relaying %v: declares %s, want %s", tc.class, tc.reach, tc.relay, got, tc.want)
 		}
+	}
+}
+
+func TestMDNSMode(t *testing.T) {
+	for _, tc := range []struct {
+		class string
+		mdns  setting.Switch
+		want  mesh.MDNSMode
+	}{
+		{"home", setting.Auto, mesh.MDNSOn},
+		{"auto", setting.Auto, mesh.MDNSWhilePrivate},
+		{"anchor", setting.Auto, mesh.MDNSOff},
+		{"leaf", setting.Auto, mesh.MDNSOff},
+		{"home", setting.Switch{}, mesh.MDNSOn},
+		{"home", setting.Off, mesh.MDNSOff},
+		{"auto", setting.Off, mesh.MDNSOff},
+		{"anchor", setting.On, mesh.MDNSOn},
+		{"leaf", setting.On, mesh.MDNSOn},
+	} {
+		cfg := config.Default()
+		cfg.Class, cfg.Mesh.MDNS = tc.class, tc.mdns
+		if got := mdnsMode(cfg); got != tc.want {
+			t.Errorf("class %q, mdns %v: mode %q, want %q", tc.class, tc.mdns, got, tc.want)
+		}
+	}
+	if got := mdnsMode(config.Default()); got != mesh.MDNSWhilePrivate {
+		t.Errorf("a new node's mDNS mode is %q, want %q (class auto: on while home)", got, mesh.MDNSWhilePrivate)
 	}
 }
 

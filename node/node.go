@@ -150,6 +150,8 @@ type Node struct {
 	errs        *errorRing
 	statusToken string
 	started     time.Time
+	// gatewayStatus, set by a gateway, adds its side to the status.
+	gatewayStatus func() StatusGateway
 }
 
 // Open opens the node's store and binds its listener; Serve then runs it.
@@ -251,6 +253,7 @@ func Open(opts Options) (*Node, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/", rl)
 	mux.HandleFunc(StatusPath, func(w http.ResponseWriter, r *http.Request) { n.serveStatus(w, r) })
+	mux.HandleFunc(BackupPath, func(w http.ResponseWriter, r *http.Request) { n.serveBackup(w, r) })
 	mux.Handle("/didcomm", dc)
 	acct.mount(mux)
 	irohRelay := openIrohRelay(opts, mp, mux)

@@ -20,6 +20,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"fleetmesh.org/fleetmesh/internal/progress"
 )
 
 // RunFile is the file a running node writes in its home so that
@@ -66,6 +68,9 @@ type Status struct {
 	Sync StatusSync `json:"sync"`
 	// Iroh is the node's iroh endpoint.
 	Iroh StatusIroh `json:"iroh"`
+	// Gateway is a gateway's catch-up with its backend; absent on a node
+	// that is not one (fleetmesh gateway sets it: SetGatewayStatus).
+	Gateway *StatusGateway `json:"gateway,omitempty"`
 	// Errors are the most recent warnings and errors the node logged,
 	// oldest first.
 	Errors        []StatusError `json:"errors"`
@@ -118,9 +123,11 @@ type StatusShards struct {
 	StorageNodes     int `json:"storage_nodes"`
 }
 
-// StatusSync is how far a catch-up is (meshsync.Progress): events the
-// node's sync sessions found missing here or at a peer, moved so far of an
-// estimated total, at a rate, with an estimate of the time left.
+// StatusSync is how far a catch-up is (progress.Progress): for the mesh,
+// events the node's sync sessions found missing here or at a peer; for a
+// gateway, events its catch-up with the backend fetched or published;
+// moved so far of an estimated total, at a rate, with an estimate of the
+// time left.
 type StatusSync struct {
 	Active         bool      `json:"active"`
 	Moved          int64     `json:"moved"`
@@ -131,6 +138,25 @@ type StatusSync struct {
 	ElapsedSeconds int64     `json:"elapsed_seconds"`
 	Started        time.Time `json:"started,omitzero"`
 }
+
+// StatusSyncOf is p as the status shows it.
+func StatusSyncOf(p progress.Progress) StatusSync {
+	return StatusSync{Active: p.Active, Moved: p.Moved, Pending: p.Pending, Total: p.Total,
+		PerSecond: math.Round(p.Rate*10) / 10, LeftSeconds: int64(p.Left / time.Second),
+		ElapsedSeconds: int64(p.Elapsed / time.Second), Started: p.Started}
+}
+
+// StatusGateway is a gateway's side of its status: the backend, and its
+// catch-up with it by direction (to_mesh: fetched from the backend and
+// stored here; to_backend: published to the backend).
+type StatusGateway struct {
+	Backend string                `json:"backend"`
+	CatchUp map[string]StatusSync `json:"catch_up"`
+}
+
+// SetGatewayStatus makes the status carry a gateway's side, read from fn
+// at each request. It must be called before the node serves.
+func (n *Node) SetGatewayStatus(fn func() StatusGateway) { n.gatewayStatus = fn }
 
 // StatusStorage is the event store's use of the disk.
 type StatusStorage struct {
@@ -251,10 +277,11 @@ func (n *Node) status() Status {
 	st.Shards.BelowReplication, st.Shards.Replication = shardsBelowR(m.Placement())
 	dir := n.opts.Home.Path(n.opts.Config.Store.Dir)
 	st.Storage = StatusStorage{Dir: dir, Bytes: dirBytes(dir)}
-	p := mp.sync.Progress()
-	st.Sync = StatusSync{Active: p.Active, Moved: p.Moved, Pending: p.Pending, Total: p.Total,
-		PerSecond: math.Round(p.Rate*10) / 10, LeftSeconds: int64(p.Left / time.Second),
-		ElapsedSeconds: int64(p.Elapsed / time.Second), Started: p.Started}
+	st.Sync = StatusSyncOf(mp.sync.Progress())
+	if n.gatewayStatus != nil {
+		gs := n.gatewayStatus()
+		st.Gateway = &gs
+	}
 	return st
 }
 
@@ -298,9 +325,14 @@ func dirBytes(dir string) int64 {
 	return total
 }
 
-func (n *Node) serveStatus(w http.ResponseWriter, r *http.Request) {
+// hasRunToken reports whether r carries the token of the node's RunFile.
+func (n *Node) hasRunToken(r *http.Request) bool {
 	got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if subtle.ConstantTimeCompare([]byte(got), []byte(n.statusToken)) != 1 {
+	return subtle.ConstantTimeCompare([]byte(got), []byte(n.statusToken)) == 1
+}
+
+func (n *Node) serveStatus(w http.ResponseWriter, r *http.Request) {
+	if !n.hasRunToken(r) {
 		http.Error(w, "the status needs the token in the node home's "+RunFile+" (fleetmesh status --home DIR reads it)", http.StatusUnauthorized)
 		return
 	}
@@ -361,6 +393,23 @@ func (n *Node) removeRunFile() {
 	}
 }
 
+// readRunInfo reads a home's RunFile, and returns it with its path.
+func readRunInfo(home Home) (runInfo, string, error) {
+	path := filepath.Join(home.Dir, RunFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return runInfo{}, path, fmt.Errorf("%w: %s does not exist (start the node with fleetmesh run --home %s)", ErrNotRunning, path, home.Dir)
+	}
+	if err != nil {
+		return runInfo{}, path, err
+	}
+	var info runInfo
+	if err := json.Unmarshal(data, &info); err != nil || info.URL == "" || info.Token == "" {
+		return runInfo{}, path, fmt.Errorf("%s is not a node's run file (remove it and restart the node): %v", path, err)
+	}
+	return info, path, nil
+}
+
 // ErrNotRunning is returned by ReadStatus when no node answers for a
 // home.
 var ErrNotRunning = errors.New("no running node answers for this home")
@@ -368,17 +417,9 @@ var ErrNotRunning = errors.New("no running node answers for this home")
 // ReadStatus reads the Status of the node running in home, through the
 // address and token in its RunFile.
 func ReadStatus(ctx context.Context, home Home) (Status, error) {
-	path := filepath.Join(home.Dir, RunFile)
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return Status{}, fmt.Errorf("%w: %s does not exist (start the node with fleetmesh run --home %s)", ErrNotRunning, path, home.Dir)
-	}
+	info, path, err := readRunInfo(home)
 	if err != nil {
 		return Status{}, err
-	}
-	var info runInfo
-	if err := json.Unmarshal(data, &info); err != nil || info.URL == "" || info.Token == "" {
-		return Status{}, fmt.Errorf("%s is not a node's run file (remove it and restart the node): %v", path, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, info.URL, nil)
 	if err != nil {

@@ -10,10 +10,10 @@
 # be run once; a second run stops at useradd.
 #
 # With FLEETMESH_LAB=1 (the test), it must run in a private mount namespace
-# (`unshare -m`): it first puts /etc, /usr/local/bin and /var/lib on tmpfs
-# copies, so the user, the binary and the home vanish with the namespace,
-# and instead of systemd (which a network namespace does not have) it runs
-# the unit's ExecStart as the unit's User in the foreground.
+# (`unshare -m`): scripts/lab.sh puts /etc, /usr/local/bin and /var/lib on
+# tmpfs copies, so the user, the binary and the home vanish with the
+# namespace, and instead of systemd (which a network namespace does not
+# have) it runs the unit's ExecStart as the unit's User in the foreground.
 set -euo pipefail
 bin=${1:?usage: anchor-vps.sh FLEETMESH_BINARY [RELAY_URL]}
 url=${2:-wss://relay.example.org}
@@ -21,16 +21,8 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 bin=$(realpath "$bin")
 
 if [[ ${FLEETMESH_LAB:-} == 1 ]]; then
-	if [[ $(readlink /proc/self/ns/mnt) == $(readlink /proc/1/ns/mnt) ]]; then
-		echo "anchor-vps.sh: FLEETMESH_LAB=1 needs a private mount namespace (run it under unshare -m)" >&2
-		exit 2
-	fi
-	mount --make-rprivate /
-	mount -t tmpfs tmpfs /mnt
-	cp -a /etc /mnt/etc
-	mount --bind /mnt/etc /etc
-	mount -t tmpfs tmpfs /usr/local/bin
-	mount -t tmpfs tmpfs /var/lib
+	# shellcheck source=scripts/lab.sh
+	. "$here/scripts/lab.sh"
 fi
 
 # --- the page: user, binary, home -------------------------------------
@@ -54,12 +46,7 @@ done
 # --- the page: systemd ----------------------------------------------------
 unit=$here/deploy/fleetmesh.service
 if [[ ${FLEETMESH_LAB:-} == 1 ]]; then
-	user=$(sed -n 's/^User=//p' "$unit")
-	home=$(sed -n 's/^Environment=FLEETMESH_HOME=//p' "$unit")
-	start=$(sed -n 's/^ExecStart=//p' "$unit")
-	# shellcheck disable=SC2086 # ExecStart is a command line
-	exec setpriv --reuid="$user" --regid="$user" --init-groups --no-new-privs \
-		env -i PATH=/usr/local/bin:/usr/bin:/bin FLEETMESH_HOME="$home" $start
+	lab_exec_unit "$unit"
 fi
 cp "$unit" /etc/systemd/system/
 systemctl daemon-reload

@@ -2,12 +2,15 @@ package store
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -135,6 +138,85 @@ func TestOpensFormat0(t *testing.T) {
 	fx.keys = append(fx.keys, k)
 	e := fx.event(0, 1, fx.now, nil, "after the migration")
 	if r := fx.save(e); r != Stored {
+		t.Fatalf("save after the migration: %v", r)
+	}
+}
+
+// prevReleaseDir is a store written by the last build before stores
+// recorded their format, and the events that build served from it
+// (testdata/prev-release/README.md says how it was made).
+const prevReleaseDir = "testdata/prev-release"
+
+// TestOpensPreviousRelease opens a copy of the store the previous
+// release wrote: it migrates to Format, and serves exactly the events that
+// release served, by id, author, kind, tag and addressable coordinate, with
+// the replaced and deleted events still gone; it opens again without a
+// migration, and takes new events.
+func TestOpensPreviousRelease(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join(prevReleaseDir, "store"))); err != nil {
+		t.Fatal(err)
+	}
+	want := readEvents(t, filepath.Join(prevReleaseDir, "events.jsonl"))
+	if len(want) < 20 {
+		t.Fatalf("the fixture lists %d events", len(want))
+	}
+	var logs bytes.Buffer
+	fx := newFixtureWith(t, 0, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}, dir)
+	if got := fx.format(); got != Format {
+		t.Fatalf("format after opening the previous release's store: %d, want %d", got, Format)
+	}
+	if !strings.Contains(logs.String(), "store: migrated") {
+		t.Fatalf("no migration was logged:\n%s", logs.String())
+	}
+	ids := func(evs []*nostr.Event) []string {
+		var out []string
+		for _, e := range evs {
+			out = append(out, e.IDHex())
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := ids(fx.query(nostr.Filter{}, 1000)); !slices.Equal(got, ids(want)) {
+		t.Fatalf("the migrated store serves %d events, the previous release served %d:\n got %v\nwant %v", len(got), len(want), got, ids(want))
+	}
+	// Every index finds what it found before.
+	for _, e := range want {
+		if got := fx.query(nostr.Filter{IDs: [][32]byte{e.ID}}, 1); len(got) != 1 || got[0].Content != e.Content || got[0].Sig != e.Sig {
+			t.Fatalf("by id, %s reads back as %v", e.IDHex(), got)
+		}
+		authored := fx.query(nostr.Filter{Authors: [][32]byte{e.PubKey}, Kinds: []int{e.Kind}}, 100)
+		if !slices.ContainsFunc(authored, func(g *nostr.Event) bool { return g.ID == e.ID }) {
+			t.Fatalf("by author and kind, %s (kind %d) is not found", e.IDHex(), e.Kind)
+		}
+		for _, tag := range e.Tags {
+			if len(tag) < 2 || len(tag[0]) != 1 {
+				continue
+			}
+			tagged := fx.query(nostr.Filter{Tags: map[string][]string{tag[0]: {tag[1]}}}, 100)
+			if !slices.ContainsFunc(tagged, func(g *nostr.Event) bool { return g.ID == e.ID }) {
+				t.Fatalf("by tag %s=%s, %s is not found", tag[0], tag[1], e.IDHex())
+			}
+		}
+	}
+	if got := fx.query(nostr.Filter{Kinds: []int{30023}, Tags: map[string][]string{"d": {"post"}}}, 10); len(got) != 1 || got[0].Content != "second draft" {
+		t.Fatalf("the addressable article reads as %v, want only its replacement", got)
+	}
+	if got := fx.query(nostr.Filter{Kinds: []int{0}}, 10); len(got) != 1 || got[0].Content != `{"name":"second"}` {
+		t.Fatalf("the profile reads as %v, want only its replacement", got)
+	}
+	// A re-open finds the format recorded and runs no migration.
+	logs.Reset()
+	fx.restart()
+	if got := fx.format(); got != Format || strings.Contains(logs.String(), "store: migrated") {
+		t.Fatalf("format after a re-open: %d; logged %q", got, logs.String())
+	}
+	k, err := nostr.GenerateSecretKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx.keys = append(fx.keys, k)
+	if r := fx.save(fx.event(0, 1, fx.now, nil, "after the upgrade")); r != Stored {
 		t.Fatalf("save after the migration: %v", r)
 	}
 }

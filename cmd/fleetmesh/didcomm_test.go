@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -16,9 +18,20 @@ import (
 	"testing"
 	"time"
 
+	"fleetmesh.org/fleetmesh/config"
 	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/identity"
 )
+
+// fileExists reports whether path exists.
+func fileExists(t *testing.T, path string) bool {
+	t.Helper()
+	_, err := os.Stat(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
 
 // nodeHome makes a home directory with a node key, as `fleetmesh init` does.
 func nodeHome(t *testing.T) (string, *identity.Key) {
@@ -222,6 +235,13 @@ type anchorProc struct {
 // /didcomm on the relay port) and waits for its relay line.
 func startAnchor(t *testing.T, bin, home, listen string) *anchorProc {
 	t.Helper()
+	// `run` makes the home's config if it has none; this one keeps mDNS
+	// off, which class auto would run on the machine's network.
+	if cfg := filepath.Join(home, config.FileName); !fileExists(t, cfg) {
+		if err := os.WriteFile(cfg, []byte("[mesh]\nmdns = 'off'\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cmd := exec.Command(bin, "run", "--home", home, "--listen", listen)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

@@ -80,6 +80,13 @@ func runGateway(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 		return err
 	}
 	n.AddHealth("gateway", gw.Health)
+	n.SetGatewayStatus(func() node.StatusGateway {
+		st := node.StatusGateway{Backend: settings.Backend, CatchUp: map[string]node.StatusSync{}}
+		for dir, p := range gw.Progress() {
+			st.CatchUp[dir] = node.StatusSyncOf(p)
+		}
+		return st
+	})
 	fmt.Fprintf(stdout, "backend %s\n", settings.Backend)
 	fmt.Fprintf(stdout, "backend_pubkey %x\n", backendKey.PubKey())
 

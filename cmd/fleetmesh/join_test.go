@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"fleetmesh.org/fleetmesh/config"
+	"fleetmesh.org/fleetmesh/config/setting"
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/invite"
 )
@@ -81,6 +82,7 @@ func TestRunRefusesPlainAnnounceRelay(t *testing.T) {
 	}
 	cfg := config.Default()
 	cfg.Mesh.AnnounceRelays = []string{"ws://198.51.100.7:7447"}
+	cfg.Mesh.MDNS = setting.Off // no multicast on the machine's network
 	data, err := cfg.Encode()
 	if err != nil {
 		t.Fatal(err)

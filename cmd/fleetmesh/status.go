@@ -91,15 +91,14 @@ func printStatus(w io.Writer, st node.Status) {
 	fmt.Fprintf(w, "shards        %d subscribed, %d held for durability; %d of all below R=%d over %d storage nodes\n",
 		sh.Subscribed, len(sh.Durable), sh.BelowReplication, sh.Replication, sh.StorageNodes)
 	fmt.Fprintf(w, "storage       %d bytes in %s\n", st.Storage.Bytes, st.Storage.Dir)
-	switch sy := st.Sync; {
-	case sy.Active:
-		fmt.Fprintf(w, "sync          catching up: %d of about %d events moved, %.0f a second, about %s left\n",
-			sy.Moved, sy.Total, sy.PerSecond, time.Duration(sy.LeftSeconds)*time.Second)
-	case sy.Total > 0:
-		fmt.Fprintf(w, "sync          caught up: the last catch-up moved %d events in %s\n",
-			sy.Moved, time.Duration(sy.ElapsedSeconds)*time.Second)
-	default:
-		fmt.Fprintln(w, "sync          nothing to move yet")
+	fmt.Fprintf(w, "sync          %s\n", catchUpLine(st.Sync))
+	if gw := st.Gateway; gw != nil {
+		fmt.Fprintf(w, "gateway       backend %s\n", gw.Backend)
+		for _, dir := range []string{"to_mesh", "to_backend"} {
+			if sy, ok := gw.CatchUp[dir]; ok {
+				fmt.Fprintf(w, "gateway       %s %s\n", dir, catchUpLine(sy))
+			}
+		}
 	}
 	fmt.Fprintf(w, "uptime        %s\n", time.Duration(st.UptimeSeconds)*time.Second)
 	if len(st.Errors) == 0 {
@@ -114,5 +113,19 @@ func printStatus(w io.Writer, st node.Status) {
 		}
 		sort.Strings(attrs)
 		fmt.Fprintf(w, "  %s %-5s %s %s\n", e.Time.UTC().Format(time.RFC3339), e.Level, e.Message, strings.Join(attrs, " "))
+	}
+}
+
+// catchUpLine says how far a catch-up is, or how the last one went.
+func catchUpLine(sy node.StatusSync) string {
+	switch {
+	case sy.Active:
+		return fmt.Sprintf("catching up: %d of about %d events moved, %.0f a second, about %s left",
+			sy.Moved, sy.Total, sy.PerSecond, time.Duration(sy.LeftSeconds)*time.Second)
+	case !sy.Started.IsZero():
+		return fmt.Sprintf("caught up: the last catch-up moved %d events in %s",
+			sy.Moved, time.Duration(sy.ElapsedSeconds)*time.Second)
+	default:
+		return "nothing to move yet"
 	}
 }

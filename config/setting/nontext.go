@@ -7,15 +7,19 @@ import (
 	"github.com/pelletier/go-toml/v2"
 )
 
-var durationType = reflect.TypeFor[Duration]()
+var (
+	durationType = reflect.TypeFor[Duration]()
+	switchType   = reflect.TypeFor[Switch]()
+)
 
 // NonTextKey finds the first key of a TOML file that gives a Duration of
 // schema (a struct type, as the file decodes into) a value that is not a
-// string, such as sync_interval = 60, and returns it in full
-// ("mesh.sync_interval"), or "" if there is none. go-toml hands such a
-// value to UnmarshalText as text but returns the error without its key,
-// so a loader that gets a DurationError outside a toml.DecodeError calls
-// this to name the key.
+// string, such as sync_interval = 60, or a Switch one that is neither a
+// string nor a boolean, and returns it in full ("mesh.sync_interval"), or
+// "" if there is none. go-toml hands such a value to UnmarshalText as text
+// but returns the error without its key, so a loader that gets a
+// DurationError or SwitchError outside a toml.DecodeError calls this to
+// name the key.
 func NonTextKey(data []byte, schema reflect.Type) string {
 	var doc map[string]any
 	if toml.Unmarshal(data, &doc) != nil {
@@ -46,8 +50,10 @@ func nonTextKeyIn(t reflect.Type, table map[string]any, prefix string) string {
 		if !ok {
 			continue
 		}
-		if f.Type == durationType {
-			if _, isText := v.(string); !isText {
+		if f.Type == durationType || f.Type == switchType {
+			_, isText := v.(string)
+			_, isBool := v.(bool)
+			if !isText && !(isBool && f.Type == switchType) {
 				return prefix + name
 			}
 			continue

@@ -1,6 +1,6 @@
 // Package setting holds the value types of config.toml that Go's types do
 // not spell the way an operator writes them: a Duration written "30s" or
-// "2m". Each parses at load, when go-toml decodes the file, so a value is
+// "2m", a Switch written "auto", "on" or "off". Each parses at load, when go-toml decodes the file, so a value is
 // checked once and the packages that take it hold it typed.
 //
 // It is a package of its own, apart from package config, because the
@@ -70,3 +70,58 @@ func (d Duration) String() string {
 	}
 	return v.String()
 }
+
+// Switch is a setting that is on, off, or left to the node ("auto"), which
+// decides from what else it knows (its class, say). Written 'auto', 'on'
+// or 'off'; true and false are read as on and off, so a key that was a
+// boolean before it had an "auto" keeps loading from older files. It is a
+// struct, not a string type, so that go-toml hands every value to
+// UnmarshalText: it stores a TOML string into a string type unchecked.
+// The zero Switch is Auto.
+type Switch struct {
+	word string
+}
+
+// The values of a Switch.
+var (
+	Auto = Switch{"auto"}
+	On   = Switch{"on"}
+	Off  = Switch{"off"}
+)
+
+// String is the switch's word.
+func (s Switch) String() string {
+	if s.word == "" {
+		return Auto.word
+	}
+	return s.word
+}
+
+// SwitchError is a value that is not a Switch. Package config adds the key
+// it was written at.
+type SwitchError struct {
+	Text string
+}
+
+// Error says what was written and what is accepted.
+func (e *SwitchError) Error() string {
+	return fmt.Sprintf("%q: write 'auto', 'on' or 'off' (or true or false)", e.Text)
+}
+
+// UnmarshalText reads auto, on, off, true or false.
+func (s *Switch) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "auto":
+		*s = Auto
+	case "on", "true":
+		*s = On
+	case "off", "false":
+		*s = Off
+	default:
+		return &SwitchError{Text: string(b)}
+	}
+	return nil
+}
+
+// MarshalText writes the switch's word.
+func (s Switch) MarshalText() ([]byte, error) { return []byte(s.String()), nil }

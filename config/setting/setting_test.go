@@ -78,6 +78,7 @@ func TestNonTextKey(t *testing.T) {
 	type schema struct {
 		Top  Duration `toml:"top"`
 		Mesh inner    `toml:"mesh"`
+		MDNS Switch   `toml:"mdns"`
 		Sect struct {
 			embedded
 			Name string `toml:"name"`
@@ -91,9 +92,64 @@ func TestNonTextKey(t *testing.T) {
 		{"[mesh]\nevery = '1m'\n[sect]\nname = 'x'\nwait = 3\n", "sect.wait"},
 		{"[mesh]\nevery = '1m'\n", ""},
 		{"not toml [", ""},
+		{"mdns = false\n", ""},
+		{"mdns = 'auto'\n", ""},
+		{"mdns = 1\n", "mdns"},
 	} {
 		if got := NonTextKey([]byte(tc.doc), reflect.TypeFor[schema]()); got != tc.want {
 			t.Errorf("%q: got %q, want %q", tc.doc, got, tc.want)
 		}
 	}
+}
+
+func TestSwitchText(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Switch
+	}{
+		{"auto", Auto}, {"on", On}, {"off", Off},
+		// Older files wrote the key as a boolean.
+		{"true", On}, {"false", Off},
+	} {
+		var s Switch
+		if err := s.UnmarshalText([]byte(tc.in)); err != nil || s != tc.want {
+			t.Errorf("%q: got %v, %v; want %v", tc.in, s, err, tc.want)
+		}
+		if b, _ := s.MarshalText(); string(b) != tc.want.String() {
+			t.Errorf("%q written as %q", tc.in, b)
+		}
+	}
+	if b, _ := (Switch{}).MarshalText(); string(b) != "auto" {
+		t.Errorf("the zero Switch is written %q, want auto", b)
+	}
+	for _, bad := range []string{"", "On", "yes", "1", "maybe"} {
+		var s Switch
+		err := s.UnmarshalText([]byte(bad))
+		var se *SwitchError
+		if !errors.As(err, &se) || se.Text != bad {
+			t.Errorf("%q: err = %v, want a SwitchError naming it", bad, err)
+		}
+	}
+}
+
+// FuzzSwitchText checks that whatever UnmarshalText accepts, MarshalText
+// writes back as text that parses to the same switch.
+func FuzzSwitchText(f *testing.F) {
+	for _, s := range []string{"auto", "on", "off", "true", "false", "", "yes"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var v Switch
+		if err := v.UnmarshalText([]byte(s)); err != nil {
+			return
+		}
+		b, err := v.MarshalText()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Switch
+		if err := back.UnmarshalText(b); err != nil || back != v {
+			t.Fatalf("%q parsed to %v, written %q, read back %v (%v)", s, v, b, back, err)
+		}
+	})
 }

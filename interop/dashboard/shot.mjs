@@ -19,6 +19,7 @@ try {
     lines: [...el.querySelectorAll('polyline')].map((p) => ({
       name: p.querySelector('title')?.textContent || '',
       points: Number(p.getAttribute('data-points')),
+      max: Number(p.getAttribute('data-max')),
       drawn: p.getBoundingClientRect().width > 0,
     })),
   })));

@@ -170,8 +170,14 @@ func initFleetmesh(ctx context.Context, spec relaySpec, home string) error {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("%s: read %s: %w", spec.Name, path, err)
 	}
-	return os.WriteFile(path, []byte(withBenchLimits(string(old))), 0o600)
+	// mDNS (on by default while a node is home class) would multicast on
+	// the machine's network during the run.
+	cfg := mdnsKey.ReplaceAllString(withBenchLimits(string(old)), "mdns = 'off'")
+	return os.WriteFile(path, []byte(cfg), 0o600)
 }
+
+// mdnsKey is the [mesh] mdns line `init` writes.
+var mdnsKey = regexp.MustCompile(`(?m)^mdns = .*$`)
 
 // benchLimits are the [relay] settings a benchmark run changes. Every
 // client of the bench (16 publishers, 4 query clients, 1,000 idle
