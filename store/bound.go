@@ -35,7 +35,7 @@ func (s *Store) checkBound() error {
 	}
 	if now := time.Now(); s.opts.MaxBytes > 0 && !now.Before(s.boundAt) {
 		s.boundAt = now.Add(boundCheckEvery)
-		s.used = max(s.db.Metrics().DiskSpaceUsage(), s.allocated())
+		s.used = max(s.db.Metrics().DiskSpaceUsage()+s.rec.bytes(), s.allocated())
 	}
 	if s.opts.MaxBytes > 0 && s.used >= s.opts.MaxBytes {
 		return fmt.Errorf("%w: the store uses %d bytes of its bound of %d (storage_max_bytes)", ErrFull, s.used, s.opts.MaxBytes)

@@ -1,7 +1,7 @@
 package store
 
-// allocated is the space the store's files take on disk, counted in
-// blocks: Pebble preallocates each WAL to 110 % of a memtable, and keeps
+// allocated is the space the store's files take on disk, Pebble's and
+// the record segments', counted in blocks: Pebble preallocates each WAL to 110 % of a memtable, and keeps
 // the WALs of small memtables until it flushes them, which its own size
 // (logical bytes) leaves out. Files that say no block count count their
 // size.
@@ -10,9 +10,13 @@ func (s *Store) allocated() uint64 {
 	if err != nil {
 		return 0
 	}
-	var total uint64
+	paths := make([]string, 0, len(names))
 	for _, name := range names {
-		fi, err := s.po.FS.Stat(s.po.FS.PathJoin(s.dir, name))
+		paths = append(paths, s.po.FS.PathJoin(s.dir, name))
+	}
+	var total uint64
+	for _, p := range append(paths, s.rec.diskFiles()...) {
+		fi, err := s.po.FS.Stat(p)
 		if err != nil || fi.IsDir() {
 			continue
 		}

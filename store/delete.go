@@ -48,6 +48,7 @@ func (s *Store) delete(req *deleteReq) {
 	}
 	b := s.db.NewIndexedBatch()
 	defer b.Close()
+	defer s.rec.abort()
 	n := 0
 	for _, id := range req.ids {
 		sk, err := get(b, idKey(id))
@@ -59,7 +60,7 @@ func (s *Store) delete(req *deleteReq) {
 			continue // not stored, or already removed earlier in this batch
 		}
 		serial := binary.BigEndian.Uint64(sk)
-		ev, err := loadFrom(b, serial)
+		ev, err := s.loadFrom(b, serial)
 		if err != nil {
 			req.err = fmt.Errorf("store: delete: %w", err)
 			return

@@ -28,6 +28,24 @@
 // Options.MaxBytes (storage_max_bytes) or when the filesystem keeps less
 // than a WAL's and a flush's worth free (bound.go).
 //
+// Why the event records live outside Pebble (records.go, recordgc.go):
+// a query returns events scattered over the whole store (an author's
+// notes, a tag's, an hour's), so with the records in Pebble each event
+// cost a point read that found its 4 KiB block outside the block cache:
+// a pread, a checksum, a decompression and a cache insert, on a store ten
+// times the cache. The records are instead appended to segment files,
+// and every index key, and the id key, holds the record's location
+// (segment, offset, size): a query walks its index ranges and reads each
+// record straight from the segment, mapped into memory on 64-bit Unix
+// (an LMDB reader's cost: a slice of the page cache, no system call, no
+// copy) and with pread elsewhere. No library here does this: Pebble's
+// value separation still reads values through its block cache, and an
+// mmap-backed B-tree (bbolt, LMDB) would give up the LSM's sequential
+// writes. Segments are append-only and written before the batch that
+// points at them commits, so a crash keeps no location to bytes that are
+// not on disk; the dead records of removed events are reclaimed by
+// compacting a segment once half of it is dead.
+//
 // Why an id filter in memory: every save must know whether its id is
 // already stored or was deleted, and on a store of millions those two point
 // reads cost more CPU than the rest of the writer's work, though nearly
@@ -37,24 +55,30 @@
 //
 // Key layout (all integers big-endian, so byte order is numeric order):
 //
-//	E serial                         → event (binary, see codec.go)
-//	I id                             → serial
-//	C created_at serial              → (all events by time)
-//	K kind created_at serial         → (by kind)
-//	A pubkey created_at serial       → (by author)
-//	P pubkey kind created_at serial  → (by author and kind)
-//	T letter hash(value) created_at serial → (by single-letter tag)
+//	E serial                         → loc: the record's segment, offset, size (records.go)
+//	I id                             → serial loc
+//	C created_at serial              → loc (all events by time)
+//	K kind created_at serial         → loc (by kind)
+//	A pubkey created_at serial       → loc (by author)
+//	P pubkey kind created_at serial  → loc (by author and kind)
+//	T letter hash(value) created_at serial → loc (by single-letter tag)
 //	R pubkey kind hash(d)            → serial of the current replaceable/addressable version
 //	D id                             → pubkey that deleted it (NIP-09 tombstone)
 //	F pubkey kind hash(d)            → created_at up to which an address is deleted (NIP-09 "a" tags)
-//	X expiration serial              → (NIP-40 sweep)
+//	X expiration serial              → loc (NIP-40 sweep)
 //	0x00 "format"                    → the store's Format (uvarint; format.go)
+//	0x00 "rectail"                   → the records' committed tail: segment, offset
+//	0x00 "recseal" segment           → a sealed segment's committed end
+//
+// and in records/, segment files NNNNNN.rec of framed records (the
+// binary encoding of codec.go), appended in serial order.
 //
 // Every index key ends in created_at and serial, so a filter is answered by
 // walking one or more key ranges backwards (newest first) and merging them,
-// all through one Pebble iterator per query. QueryRaw hands each match out
-// as its stored record (Raw), which a relay writes as JSON without decoding
-// it; Query decodes it into a nostr.Event.
+// all through one Pebble iterator per query, each key's value naming the
+// record to read. QueryRaw hands each match out as its stored record
+// (Raw), which a relay writes as JSON without decoding it; Query decodes
+// it into a nostr.Event.
 //
 // It is not for policy (what may be stored is the relay's and the boundary's
 // decision), not for ephemeral events (never stored), and not a network

@@ -59,14 +59,26 @@ func (f *fatalSlot) take() error {
 // Commit. The store's logger records that failure instead of ending the
 // process (a full disk must become a refused write, not a crash), and it
 // is returned here.
+//
+// The records the batch appended are written and synced first, and the
+// batch carries the records' new tail: when it commits, every location it
+// holds is on disk (records.go).
 func (s *Store) commitBatch(b *pebble.Batch) error {
-	err := b.Commit(pebble.Sync)
-	if ferr := s.fatal.take(); ferr != nil {
-		err = ferr
+	err := s.rec.prepare(b)
+	if err == nil {
+		err = s.rec.flush()
+	}
+	if err == nil {
+		err = b.Commit(pebble.Sync)
+		if ferr := s.fatal.take(); ferr != nil {
+			err = ferr
+		}
 	}
 	if err != nil {
+		s.rec.abort()
 		return fmt.Errorf("%w: %w", ErrWritesStopped, err)
 	}
+	s.rec.committed()
 	s.backoff = 0
 	return nil
 }
@@ -134,6 +146,13 @@ func (s *Store) reopen() error {
 		return err
 	}
 	s.db = db
+	// The failed batch's records are not committed: writes go on from
+	// the tail the database holds.
+	haveTail, seg, off, err := readTail(db)
+	if err != nil {
+		return err
+	}
+	s.rec.reset(haveTail, seg, off)
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -199,9 +200,10 @@ func TestSaveAllOrNothing(t *testing.T) {
 }
 
 // writeFault is an errorfs injector that, once armed, fails the n-th write
-// operation (create, write, sync) Pebble makes on its write-ahead log with ENOSPC,
-// the error a full disk gives. Those are a save's writes; the others
-// (removing obsolete files, flushes) are the background's.
+// operation (create, write, sync) on Pebble's write-ahead log or on a
+// record segment with ENOSPC, the error a full disk gives. Those are a
+// save's writes; the others (removing obsolete files, flushes) are the
+// background's.
 type writeFault struct {
 	armed atomic.Bool
 	n     atomic.Int64
@@ -218,7 +220,7 @@ func (w *writeFault) MaybeError(op errorfs.Op) error {
 	default:
 		return nil
 	}
-	if !w.armed.Load() || !strings.HasSuffix(op.Path, ".log") {
+	if !w.armed.Load() || !strings.HasSuffix(op.Path, ".log") && !strings.HasSuffix(op.Path, ".rec") {
 		return nil
 	}
 	if w.n.Add(-1) < 0 {
@@ -269,7 +271,7 @@ func TestSaveDiskFaults(t *testing.T) {
 				break
 			}
 			op := inj.op.Load().(errorfs.Op)
-			faults[fmt.Sprintf("%v", op.Kind)]++
+			faults[fmt.Sprintf("%v %s", op.Kind, path.Ext(op.Path))]++
 			what := fmt.Sprintf("event %d (kind %d), fault at write %d (%v %s)", i, e.Kind, at, op.Kind, op.Path)
 			if err == nil {
 				// A write outside this save's commit (none is expected

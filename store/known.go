@@ -78,22 +78,59 @@ func (k *knownIDs) merge(other *knownIDs) {
 // tombstones (D), each key a prefix byte and an id.
 var knownIDRanges = [][2]byte{{pID, pID + 1}, {pDeletedID, pDeletedID + 1}}
 
-// openKnownIDIters opens one iterator per knownIDRanges; Open calls it
-// before the writer starts, so together they see exactly the ids written
-// before then.
-func openKnownIDIters(db *pebble.DB) ([]*pebble.Iterator, error) {
-	var its []*pebble.Iterator
-	for _, r := range knownIDRanges {
+// loadIters are the loader's iterators: one per knownIDRanges, and one
+// over the event keys.
+type loadIters struct {
+	ids     []*pebble.Iterator
+	records *pebble.Iterator
+}
+
+// openLoadIters opens the loader's iterators; Open calls it before the
+// writer starts, so together they see exactly the store written before
+// then.
+func openLoadIters(db *pebble.DB) (loadIters, error) {
+	var its loadIters
+	for _, r := range append(append([][2]byte(nil), knownIDRanges...), [2]byte{pEvent, pEvent + 1}) {
 		it, err := db.NewIter(&pebble.IterOptions{LowerBound: r[:1], UpperBound: r[1:]})
 		if err != nil {
-			for _, it := range its {
+			for _, it := range its.ids {
 				it.Close()
 			}
-			return nil, fmt.Errorf("store: %w", err)
+			return loadIters{}, fmt.Errorf("store: %w", err)
 		}
-		its = append(its, it)
+		if r[0] == pEvent {
+			its.records = it
+		} else {
+			its.ids = append(its.ids, it)
+		}
 	}
 	return its, nil
+}
+
+// loadLive adds up the live record bytes per segment that the event
+// keys it iterates name, and closes it. It gives up with ErrClosed when
+// stop is closed.
+func loadLive(it *pebble.Iterator, stop <-chan struct{}) (map[uint32]int64, error) {
+	live := map[uint32]int64{}
+	var err error
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if lc, ok := parseLoc(it.Value()); ok {
+			live[lc.seg] += int64(lc.size)
+		}
+		if n++; n%4096 == 0 {
+			select {
+			case <-stop:
+				it.Close()
+				return nil, ErrClosed
+			default:
+			}
+		}
+	}
+	if err = errors.Join(it.Error(), it.Close()); err != nil {
+		return nil, fmt.Errorf("store: counting records: %w", err)
+	}
+	return live, nil
 }
 
 // loadKnownIDs reads the ids its iterators see into a new knownIDs, and

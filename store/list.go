@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -39,6 +40,7 @@ func (s *Store) ListRaw(ctx context.Context, f *nostr.Filter, limit int, fn func
 	if s.db == nil {
 		return errNoDB
 	}
+	defer s.rec.leave(s.rec.enter())
 	snap := s.db.NewSnapshot()
 	defer snap.Close()
 	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{pEvent}, UpperBound: []byte{pEvent + 1}})
@@ -48,16 +50,25 @@ func (s *Store) ListRaw(ctx context.Context, f *nostr.Filter, limit int, fn func
 	defer it.Close()
 	now := s.opts.Now().Unix()
 	emitted := 0
+	var buf []byte
 	for ok, scanned := it.First(), 0; ok && scanned < s.opts.MaxScan; ok, scanned = it.Next(), scanned+1 {
 		if scanned%1024 == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 		}
-		// The value is valid until the iterator moves, which is after fn
-		// returns: Raw's own promise.
+		// One buffer serves every record: a Raw is valid only until fn
+		// returns.
+		lc, okLoc := parseLoc(it.Value())
+		if !okLoc {
+			return fmt.Errorf("%w: event key %x holds %d bytes, not a location", errBadFrame, it.Key(), len(it.Value()))
+		}
+		rec, err := s.rec.read(lc, binary.BigEndian.Uint64(it.Key()[1:]), &buf)
+		if err != nil {
+			return err
+		}
 		var r Raw
-		if err := r.view(it.Value()); err != nil {
+		if err := r.view(rec); err != nil {
 			return fmt.Errorf("store: event record %x: %w", it.Key(), err)
 		}
 		if exp, ok := r.expiration(); ok && exp <= now {

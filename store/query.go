@@ -54,6 +54,7 @@ func (s *Store) QueryRaw(ctx context.Context, f *nostr.Filter, limit int, fn fun
 	if s.db == nil {
 		return errNoDB
 	}
+	defer s.rec.leave(s.rec.enter())
 	snap := s.db.NewSnapshot()
 	defer snap.Close()
 	now := s.opts.Now().Unix()
@@ -97,23 +98,24 @@ func (s *Store) queryIDs(ctx context.Context, snap *pebble.Snapshot, f *nostr.Fi
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		sk, c, err := snap.Get(idKey(id))
+		v, c, err := snap.Get(idKey(id))
 		if errors.Is(err, pebble.ErrNotFound) {
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("store: %w", err)
 		}
-		serial := binary.BigEndian.Uint64(sk)
+		lc, okLoc := parseLoc(v[min(8, len(v)):])
+		serial := binary.BigEndian.Uint64(v)
 		c.Close()
+		if !okLoc {
+			return fmt.Errorf("%w: the id key of event %d holds %d bytes, not a serial and a location", errBadFrame, serial, len(v))
+		}
 		var r Raw
-		ok, err := loadRaw(snap, serial, &r)
-		if err != nil {
+		if err := s.loadRaw(serial, lc, &r); err != nil {
 			return err
 		}
-		if ok {
-			found = append(found, r)
-		}
+		found = append(found, r)
 	}
 	slices.SortFunc(found, rawNewestFirst)
 	for i := range found {
@@ -195,9 +197,14 @@ type cursor struct {
 	chunk        int
 	done         bool // the range has no keys below resume
 	ts, serial   uint64
+	lc           loc
+	err          error // a key whose value is not a location
 }
 
-type entry struct{ ts, serial uint64 }
+type entry struct {
+	ts, serial uint64
+	lc         loc
+}
 
 // maxChunk bounds one refill of a cursor.
 const maxChunk = 256
@@ -216,7 +223,7 @@ func (c *cursor) next(it *pebble.Iterator) bool {
 	}
 	e := c.buf[c.pos]
 	c.pos++
-	c.ts, c.serial = e.ts, e.serial
+	c.ts, c.serial, c.lc = e.ts, e.serial, e.lc
 	return true
 }
 
@@ -233,7 +240,12 @@ func (c *cursor) refill(it *pebble.Iterator) {
 			ok = false
 			break
 		}
-		c.buf = append(c.buf, entry{binary.BigEndian.Uint64(k[len(k)-16:]), binary.BigEndian.Uint64(k[len(k)-8:])})
+		e := entry{ts: binary.BigEndian.Uint64(k[len(k)-16:]), serial: binary.BigEndian.Uint64(k[len(k)-8:])}
+		var okLoc bool
+		if e.lc, okLoc = parseLoc(it.Value()); !okLoc && c.err == nil {
+			c.err = fmt.Errorf("%w: index key %x holds %d bytes, not a location", errBadFrame, k, len(it.Value()))
+		}
+		c.buf = append(c.buf, e)
 		c.resume = append(c.resume[:0], k...)
 	}
 	c.done = !ok
@@ -323,7 +335,10 @@ func (s *Store) scan(ctx context.Context, snap *pebble.Snapshot, prefixes [][]by
 			}
 		}
 		c := h[0]
-		serial, ts := c.serial, c.ts
+		if c.err != nil {
+			return c.err
+		}
+		serial, ts, lc := c.serial, c.ts, c.lc
 		if c.next(it) {
 			heap.Fix(&h, 0)
 		} else {
@@ -340,13 +355,10 @@ func (s *Store) scan(ctx context.Context, snap *pebble.Snapshot, prefixes [][]by
 		}
 		bucketTS = ts
 		var r Raw
-		ok, err := loadRaw(snap, serial, &r)
-		if err != nil {
+		if err := s.loadRaw(serial, lc, &r); err != nil {
 			return err
 		}
-		if ok {
-			bucket = append(bucket, r)
-		}
+		bucket = append(bucket, r)
 	}
 	if err := it.Error(); err != nil {
 		return fmt.Errorf("store: %w", err)
@@ -367,20 +379,15 @@ func prefixEnd(p []byte) []byte {
 	return nil
 }
 
-// loadRaw reads a copy of event serial's record into r; ok is false if the
-// event is gone.
-func loadRaw(snap *pebble.Snapshot, serial uint64, r *Raw) (ok bool, err error) {
-	v, c, err := snap.Get(eventKey(serial))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return false, nil
-	}
+// loadRaw reads event serial's record at lc into r. The caller holds an
+// epoch of s.rec from before it took the snapshot that gave it lc.
+func (s *Store) loadRaw(serial uint64, lc loc, r *Raw) error {
+	rec, err := s.rec.read(lc, serial, nil)
 	if err != nil {
-		return false, fmt.Errorf("store: %w", err)
+		return err
 	}
-	defer c.Close()
-	v = bytes.Clone(v)
-	if err := r.view(v); err != nil {
-		return false, fmt.Errorf("store: event %d: %w", serial, err)
+	if err := r.view(rec); err != nil {
+		return fmt.Errorf("store: event %d: %w", serial, err)
 	}
-	return true, nil
+	return nil
 }

@@ -58,6 +58,13 @@ type Options struct {
 	// has less than 2.2 memtables and 4 MiB free (bound.go).
 	MaxBytes uint64
 
+	// segmentBytes is the size past which a record segment is sealed
+	// (default defaultSegmentBytes); tests make it small.
+	segmentBytes uint32
+	// compactEvery is how often the writer looks for a record segment to
+	// compact (default 5 s).
+	compactEvery time.Duration
+
 	// fs is the filesystem Pebble writes to (default: the OS's); tests
 	// wrap it to inject faults.
 	fs vfs.FS
@@ -97,6 +104,9 @@ func (o *Options) fill() {
 	if o.retryMin <= 0 {
 		o.retryMin = 250 * time.Millisecond
 	}
+	if o.compactEvery <= 0 {
+		o.compactEvery = 5 * time.Second
+	}
 }
 
 // Store is a Pebble-backed event store.
@@ -109,6 +119,11 @@ type Store struct {
 	// hold it shared for as long as they use db.
 	dbMu sync.RWMutex
 	db   *pebble.DB
+	// rec holds the event records (records.go); its reads need no lock
+	// beyond an epoch, its writes belong to the writer.
+	rec *recordLog
+	// gc is the writer's compaction in progress (recordgc.go).
+	gc gcState
 	// fatal is where Pebble reports a commit it could not complete; failed
 	// and retryAt (the writer's) stop writes after one, until a reopen.
 	fatal   *fatalSlot
@@ -122,8 +137,11 @@ type Store struct {
 
 	writes  chan *saveReq
 	deletes chan *deleteReq
-	stop    chan struct{}
-	done    chan struct{}
+	// compactReq asks the writer for every compaction step there is work
+	// for now, and is answered by closing the channel sent (tests).
+	compactReq chan chan struct{}
+	stop       chan struct{}
+	done       chan struct{}
 
 	mu     sync.RWMutex // guards closed against Save racing Close
 	closed bool
@@ -133,7 +151,7 @@ type Store struct {
 	// on disk they join it and loaded becomes nil, and from then on a save
 	// whose id known has never seen skips its point reads.
 	known       *knownIDs
-	loaded      chan *knownIDs // the loader's result; nil once merged
+	loaded      chan loadResult // the loader's result; nil once merged
 	loaderDone  chan struct{}
 	knownLoaded chan struct{} // closed when loaded becomes nil; for tests
 }
@@ -190,47 +208,76 @@ func Open(dir string, opts Options) (*Store, error) {
 		opts:        opts,
 		writes:      make(chan *saveReq, opts.MaxBatch),
 		deletes:     make(chan *deleteReq),
+		compactReq:  make(chan chan struct{}),
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
 		known:       newKnownIDs(),
-		loaded:      make(chan *knownIDs, 1),
+		loaded:      make(chan loadResult, 1),
 		loaderDone:  make(chan struct{}),
 		knownLoaded: make(chan struct{}),
 	}
-	if err := migrate(dir, db, opts.Logger.Info); err != nil {
+	fail := func(err error) (*Store, error) {
+		if s.rec != nil {
+			s.rec.close()
+		}
 		db.Close()
 		po.Cache.Unref()
 		return nil, err
+	}
+	haveTail, seg, off, err := readTail(db)
+	if err != nil {
+		return fail(err)
+	}
+	seals, err := readSeals(db)
+	if err != nil {
+		return fail(err)
+	}
+	if s.rec, err = openRecordLog(po.FS, dir, opts.segmentBytes, haveTail, seg, off, seals); err != nil {
+		return fail(err)
+	}
+	if err := migrate(s, opts.Logger.Info); err != nil {
+		return fail(err)
 	}
 	next, err := s.lastSerial()
 	if err != nil {
-		db.Close()
-		po.Cache.Unref()
-		return nil, err
+		return fail(err)
 	}
-	its, err := openKnownIDIters(db)
+	its, err := openLoadIters(db)
 	if err != nil {
-		db.Close()
-		po.Cache.Unref()
-		return nil, err
+		return fail(err)
 	}
 	go s.loadKnown(its)
 	go s.writer(next + 1)
 	return s, nil
 }
 
-// loadKnown reads the ids already on disk for the writer's knownIDs. Saves
-// do not wait for it: until it is done they read as if it did not exist.
-func (s *Store) loadKnown(its []*pebble.Iterator) {
+// loadResult is what the loader read from the store as it was at Open.
+type loadResult struct {
+	known *knownIDs
+	live  map[uint32]int64 // bytes of live record frames per segment
+}
+
+// loadKnown reads the ids already on disk for the writer's knownIDs, and
+// the live bytes of each record segment for the compactor. Saves do not
+// wait for it: until it is done they read as if it did not exist, and no
+// segment is compacted.
+func (s *Store) loadKnown(its loadIters) {
 	defer close(s.loaderDone)
-	k, err := loadKnownIDs(its, s.stop)
+	k, err := loadKnownIDs(its.ids, s.stop)
 	if err != nil {
+		its.records.Close()
 		if !errors.Is(err, ErrClosed) {
-			s.opts.Logger.Warn("store: id filter not loaded; saves read every id from disk", "err", err)
+			s.opts.Logger.Warn("store: id filter not loaded; saves read every id from disk, and no record segment is compacted", "err", err)
 		}
 		return
 	}
-	s.loaded <- k
+	live, err := loadLive(its.records, s.stop)
+	if err != nil {
+		if !errors.Is(err, ErrClosed) {
+			s.opts.Logger.Warn("store: record segments not counted; none is compacted until a restart", "err", err)
+		}
+	}
+	s.loaded <- loadResult{k, live}
 }
 
 func (s *Store) lastSerial() (uint64, error) {
@@ -298,25 +345,46 @@ func (s *Store) Close() error {
 	s.dbMu.Lock()
 	defer s.dbMu.Unlock()
 	defer s.po.Cache.Unref()
+	rerr := s.rec.close()
 	if s.db == nil {
-		return errNoDB
+		return errors.Join(errNoDB, rerr)
 	}
-	return s.db.Close()
+	return errors.Join(s.db.Close(), rerr)
 }
 
 func (s *Store) writer(serial uint64) {
 	defer close(s.done)
 	sweep := time.NewTicker(s.opts.SweepEvery)
 	defer sweep.Stop()
+	compact := time.NewTicker(s.opts.compactEvery)
+	defer compact.Stop()
 	pending := make([]*saveReq, 0, s.opts.MaxBatch)
 	for {
 		var first *saveReq
 		select {
 		case first = <-s.writes:
 		case k := <-s.loaded:
-			s.known.merge(k)
+			s.known.merge(k.known)
+			if k.live != nil {
+				s.rec.loaded(k.live)
+			}
 			s.loaded = nil
 			close(s.knownLoaded)
+			continue
+		case <-compact.C:
+			s.compactRound()
+			continue
+		case done := <-s.compactReq:
+			for {
+				more, err := s.compactOnce()
+				if err != nil {
+					s.opts.Logger.Error("store: compacting record segments", "err", err)
+				}
+				if err != nil || !more {
+					break
+				}
+			}
+			close(done)
 			continue
 		case <-sweep.C:
 			if err := s.sweepExpired(); err != nil {
@@ -384,6 +452,7 @@ func (s *Store) commit(reqs []*saveReq, serial uint64) uint64 {
 		}
 		if len(ok) < len(live) {
 			b.Close()
+			s.rec.abort()
 			live = ok
 			continue
 		}
@@ -392,6 +461,7 @@ func (s *Store) commit(reqs []*saveReq, serial uint64) uint64 {
 		if !b.Empty() {
 			if err := s.checkBound(); err != nil {
 				b.Close()
+				s.rec.abort()
 				serial = start
 				for _, r := range live {
 					r.err = err
@@ -441,7 +511,7 @@ func (s *Store) apply(b batchRW, ev *nostr.Event, serial *uint64, now int64) (Re
 		}
 		if cur != nil {
 			curSerial := binary.BigEndian.Uint64(cur)
-			old, err := loadFrom(b, curSerial)
+			old, err := s.loadFrom(b, curSerial)
 			if err != nil {
 				return 0, err
 			}
@@ -457,18 +527,14 @@ func (s *Store) apply(b batchRW, ev *nostr.Event, serial *uint64, now int64) (Re
 	n := *serial
 	*serial++
 	sk := u64(nil, n)
-	if err := b.Set(eventKey(n), encodeEvent(nil, ev), nil); err != nil {
+	lc, err := s.rec.add(n, encodeEvent(nil, ev))
+	if err != nil {
 		return 0, err
 	}
-	if err := b.Set(idKey(ev.ID), sk, nil); err != nil {
+	if err := setKeys(b, ev, n, lc); err != nil {
 		return 0, err
 	}
 	s.known.add(&ev.ID)
-	for _, k := range indexKeys(ev, n) {
-		if err := b.Set(k, nil, nil); err != nil {
-			return 0, err
-		}
-	}
 	if slot := slotOf(pReplace, ev); slot != nil {
 		if err := b.Set(slot, sk, nil); err != nil {
 			return 0, err
@@ -480,6 +546,28 @@ func (s *Store) apply(b batchRW, ev *nostr.Event, serial *uint64, now int64) (Re
 		}
 	}
 	return Stored, nil
+}
+
+// setKeys writes event ev's E, I and index keys, for serial and its
+// record at lc: a save's, a migration's, or a compaction's that moved the
+// record. Every key a query reads holds lc, so a query reads the record
+// with no lookup of E (see the package doc).
+func setKeys(b interface {
+	Set(key, value []byte, opts *pebble.WriteOptions) error
+}, ev *nostr.Event, serial uint64, lc loc) error {
+	v := lc.bytes()
+	if err := b.Set(eventKey(serial), v, nil); err != nil {
+		return err
+	}
+	if err := b.Set(idKey(ev.ID), append(u64(nil, serial), v...), nil); err != nil {
+		return err
+	}
+	for _, k := range indexKeys(ev, serial) {
+		if err := b.Set(k, v, nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // applyDeletion carries out a NIP-09 deletion request: it removes the
@@ -509,7 +597,7 @@ func (s *Store) applyDeletion(b batchRW, del *nostr.Event) error {
 				continue
 			}
 			serial := binary.BigEndian.Uint64(sk)
-			old, err := loadFrom(b, serial)
+			old, err := s.loadFrom(b, serial)
 			if err != nil {
 				return err
 			}
@@ -541,7 +629,7 @@ func (s *Store) applyDeletion(b batchRW, del *nostr.Event) error {
 				continue
 			}
 			serial := binary.BigEndian.Uint64(sk)
-			old, err := loadFrom(b, serial)
+			old, err := s.loadFrom(b, serial)
 			if err != nil {
 				return err
 			}
@@ -574,8 +662,15 @@ func parseAddress(a string) (kind int, pub [32]byte, d string, ok bool) {
 
 // remove deletes an event and every key that points at it.
 func (s *Store) remove(b batchRW, ev *nostr.Event, serial uint64) error {
+	v, err := get(b, eventKey(serial))
+	if err != nil {
+		return err
+	}
 	if err := b.Delete(eventKey(serial), nil); err != nil {
 		return err
+	}
+	if lc, ok := parseLoc(v); ok {
+		s.rec.dropped(lc)
 	}
 	if err := b.Delete(idKey(ev.ID), nil); err != nil {
 		return err
@@ -622,8 +717,9 @@ func (s *Store) sweepExpired() error {
 	}
 	b := s.db.NewIndexedBatch()
 	defer b.Close()
+	defer s.rec.abort()
 	for _, serial := range serials {
-		ev, err := loadFrom(b, serial)
+		ev, err := s.loadFrom(b, serial)
 		if errors.Is(err, pebble.ErrNotFound) {
 			continue
 		}
@@ -662,14 +758,26 @@ func exists(r batchRW, key []byte) (bool, error) {
 	return v != nil, err
 }
 
-func loadFrom(r batchRW, serial uint64) (*nostr.Event, error) {
-	v, c, err := r.Get(eventKey(serial))
+// loadFrom reads event serial as the writer's batch r sees it: its
+// record may be one the batch itself appended.
+func (s *Store) loadFrom(r batchRW, serial uint64) (*nostr.Event, error) {
+	v, err := get(r, eventKey(serial))
 	if err != nil {
 		return nil, err
 	}
-	defer c.Close()
+	if v == nil {
+		return nil, pebble.ErrNotFound
+	}
+	lc, ok := parseLoc(v)
+	if !ok {
+		return nil, fmt.Errorf("%w: event %d's key holds %d bytes, not a location", errBadFrame, serial, len(v))
+	}
+	rec, err := s.rec.readPending(lc, serial)
+	if err != nil {
+		return nil, err
+	}
 	ev := new(nostr.Event)
-	if err := decodeEvent(v, ev); err != nil {
+	if err := decodeEvent(rec, ev); err != nil {
 		return nil, err
 	}
 	return ev, nil

@@ -50,6 +50,15 @@ func (fx *fixture) open() {
 	fx.s = s
 }
 
+// compact waits for the id and segment loader, then has the writer run
+// every record compaction step there is work for.
+func (fx *fixture) compact() {
+	<-fx.s.knownLoaded
+	done := make(chan struct{})
+	fx.s.compactReq <- done
+	<-done
+}
+
 func (fx *fixture) restart() {
 	if err := fx.s.Close(); err != nil {
 		fx.t.Fatal(err)
@@ -309,7 +318,9 @@ func (m *model) query(f *nostr.Filter, now int64) []*nostr.Event {
 }
 
 // TestAgainstModel runs random operation sequences, with restarts, against
-// the store and the reference model and compares every answer.
+// the store and the reference model and compares every answer. Odd seeds
+// use record segments of 2 KiB, so that segments are sealed every few
+// saves, and compact them now and then.
 func TestAgainstModel(t *testing.T) {
 	seeds := 4
 	steps := 300
@@ -319,7 +330,11 @@ func TestAgainstModel(t *testing.T) {
 	for seed := range seeds {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(seed), 42))
-			fx := newFixture(t, 4)
+			var opts Options
+			if seed%2 == 1 {
+				opts.segmentBytes = 2 << 10
+			}
+			fx := newFixtureWith(t, 4, opts, t.TempDir())
 			m := &model{events: map[[32]byte]*nostr.Event{}, delIDs: map[[32]byte][32]byte{}, delAddr: map[string]int64{}}
 			var history []*nostr.Event
 			for step := range steps {
@@ -342,6 +357,8 @@ func TestAgainstModel(t *testing.T) {
 					if want := m.delete(del); n != want {
 						t.Fatalf("step %d: delete removed %d events, model %d", step, n, want)
 					}
+				case op == 3 && opts.segmentBytes > 0:
+					fx.compact()
 				case op < 12 || len(history) == 0:
 					e := randomEvent(r, fx, history, fmt.Sprint(step))
 					history = append(history, e)
