@@ -140,6 +140,14 @@ func TestCatchUpProgress(t *testing.T) {
 			if about < events*9/10 || about > events*11/10 || moved <= 0 || moved >= about {
 				t.Fatalf("first progress line says %d of about %d; want a part of about %d:\n%s", moved, about, events, line)
 			}
+			// The other direction catches up beside this one: under load
+			// it may end later.
+			for !strings.Contains(logs.String(), `msg="gateway: caught up" direction=to_backend`) {
+				if time.Now().After(deadline) {
+					t.Fatalf("no to_backend catch-up ended within %s:\n%s", backendDeadline, logs.String())
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
 			fams, err := reg.Gather()
 			if err != nil {
 				t.Fatal(err)

@@ -394,8 +394,12 @@ func TestIrohHostileEndpoint(t *testing.T) {
 	if maxOpen > lim.Streams {
 		t.Errorf("%d stream sockets open, the file budget's iroh share is %d", maxOpen, lim.Streams)
 	}
-	if st.Refused["peer_conns"] == 0 || st.Refused["peer_streams"]+st.Refused["protocol_streams"] == 0 {
-		t.Errorf("refusals %v: want connections and streams over the per-peer bounds", st.Refused)
+	// Which bound the attacker meets first depends on how its connections
+	// and streams interleave (under load, its extra connections can earn
+	// the ban before any stream is over a bound); each bound has its own
+	// test in the iroh package (TestStreamBounds).
+	if st.Refused["peer_conns"]+st.Refused["peer_streams"]+st.Refused["protocol_streams"] == 0 {
+		t.Errorf("refusals %v: want connections or streams over the per-peer bounds", st.Refused)
 	}
 	attacker, err := iroh.PeerID(got.ID)
 	if err != nil {
