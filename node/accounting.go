@@ -50,13 +50,14 @@ func newMeter(opts Options) *accountingPart {
 	return &accountingPart{meter: meter.New(opts.Key.PeerID(), opts.Config.Accounting.Window.Duration, time.Now())}
 }
 
-// allow is the sync service's grant check (nil until accounting opens).
-func (ap *accountingPart) allow(p peer.ID) error {
+// allow is the services' grant check: may this node give p n units of
+// svc (nil until accounting opens)?
+func (ap *accountingPart) allow(p peer.ID, svc meter.Service, n uint64) error {
 	s := ap.ready.Load()
 	if s == nil {
 		return nil
 	}
-	return s.Allow(p, meter.Events, 1)
+	return s.Allow(p, svc, n)
 }
 
 func (ap *accountingPart) open(opts Options, dc *agent.Service, h host.Host, reg prometheus.Registerer) error {
