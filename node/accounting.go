@@ -16,6 +16,7 @@ import (
 	"fleetmesh.org/fleetmesh/accounting"
 	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/dpop"
+	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/meter"
 	"fleetmesh.org/fleetmesh/relay"
 )
@@ -58,6 +59,41 @@ func (ap *accountingPart) allow(p peer.ID, svc meter.Service, n uint64) error {
 		return nil
 	}
 	return s.Allow(p, svc, n)
+}
+
+// circuitHooks meter the circuit relay service (both the relay's side and
+// a relayed node's) and ask the grants before the relay serves: a
+// reservation or a circuit needs a unit of circuit time and of circuit
+// bytes left for each end. A circuit that then runs past the grant is
+// bounded by the relay's own per-circuit limits ([mesh.relay_limits]).
+func (ap *accountingPart) circuitHooks() mesh.CircuitHooks {
+	dir := func(relaying bool) meter.Direction {
+		if relaying {
+			return meter.Gave
+		}
+		return meter.Received
+	}
+	allow := func(p peer.ID) error {
+		if err := ap.allow(p, meter.CircuitSeconds, 1); err != nil {
+			return err
+		}
+		return ap.allow(p, meter.CircuitBytes, 1)
+	}
+	return mesh.CircuitHooks{
+		Bytes: func(p peer.ID, relaying bool, n int) {
+			ap.meter.Record(p, meter.CircuitBytes, dir(relaying), uint64(n))
+		},
+		Opened: func(p peer.ID, relaying bool) func() {
+			return ap.meter.Start(p, meter.CircuitSeconds, dir(relaying)).End
+		},
+		AllowReserve: allow,
+		AllowConnect: func(src, dest peer.ID) error {
+			if err := allow(src); err != nil {
+				return err
+			}
+			return allow(dest)
+		},
+	}
 }
 
 func (ap *accountingPart) open(opts Options, dc *agent.Service, h host.Host, reg prometheus.Registerer) error {

@@ -93,6 +93,7 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 		MaxFDs:        rl.FileBudget().Mesh,
 		GossipTracer:  meter.GossipTracer(acct.meter),
 		LimitLoopback: mc.LimitLoopback,
+		Circuits:      acct.circuitHooks(),
 	}
 	applyNATConfig(&mcfg, opts.Config)
 	// The descriptor exists before the mesh, whose NAT changes ask for it

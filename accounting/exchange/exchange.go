@@ -219,11 +219,16 @@ func SamePosition(body ProposeBody, h *receipt.Receipt) bool {
 	return body.Seq == seq && bytes.Equal(body.Prev, PrevBytes(prev))
 }
 
+// CircuitSlackBytes is the circuit bytes one unit of slack allows: a
+// circuit or reservation stream's protocol negotiation, which one side
+// counts and the other does not see (spec/receipts.md "Counts").
+const CircuitSlackBytes = 1024
+
 // Agree compares a's and b's figures for one window: what a gave against
 // what b received and the other way round, service by service, within the
 // tolerance (a fraction of the larger figure) or the slack (units: events,
-// and their bytes at the window's mean event size), whichever allows more.
-// It returns "" or what disagrees.
+// their bytes at the window's mean event size, and CircuitSlackBytes of
+// circuit bytes), whichever allows more. It returns "" or what disagrees.
 func Agree(a, b receipt.Side, tol float64, slack uint64) string {
 	cmp := func(what string, x, y receipt.Counts) string {
 		fx, fy := x.Fields(), y.Fields()
@@ -232,8 +237,11 @@ func Agree(a, b receipt.Side, tol float64, slack uint64) string {
 			hi := max(fx[i].Value, fy[i].Value)
 			diff := hi - min(fx[i].Value, fy[i].Value)
 			allowed := slack
-			if fx[i].Name == "bytes" && events > 0 {
+			switch {
+			case fx[i].Name == "bytes" && events > 0:
 				allowed = slack * ((hi + events - 1) / events)
+			case fx[i].Name == "circuit_bytes":
+				allowed = slack * CircuitSlackBytes
 			}
 			if float64(diff) > max(math.Floor(tol*float64(hi)), float64(allowed)) {
 				return fmt.Sprintf("%s %s: %d against %d", what, fx[i].Name, fx[i].Value, fy[i].Value)
