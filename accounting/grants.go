@@ -264,29 +264,52 @@ func (s *Service) handleGrant(_ context.Context, u *didcomm.Unpacked) (*didcomm.
 }
 
 // Allow is the enforcement hook for a service this node gives p: nil if p
-// holds an active grant with quota left this window, or if the service
-// needs no grant here; otherwise an error whose text is the NIP-01 style
-// refusal naming the grant. Each refusal is counted.
+// holds an active grant of svc with room for n more units this window, or
+// if the service needs no grant here; otherwise an error whose text is the
+// NIP-01 style refusal naming the grant. Each refusal is counted.
 func (s *Service) Allow(p peer.ID, svc meter.Service, n uint64) error {
+	used := s.meter.Used(p, svc)
+	return s.allow(p, svc, used+n, func(g *grant.Grant) string {
+		return fmt.Sprintf("%d %s per %ds window, %d used", g.Quota, svc, g.WindowSecs, used)
+	})
+}
+
+// AllowQueue is the mediator's check before it queues a forward for leaf,
+// which has queued messages waiting: a grant of mediation_messages bounds
+// the leaf's queue (the DESIGN's "mediation queue size"), so the forward
+// is refused once the queue holds the grant's quota.
+func (s *Service) AllowQueue(leaf string, queued int) error {
+	p, err := identity.PeerIDFromDID(leaf)
+	if err != nil {
+		return nil
+	}
+	return s.allow(p, meter.MediationMessages, uint64(queued)+1, func(g *grant.Grant) string {
+		return fmt.Sprintf("a queue of %d mediation_messages, %d queued", g.Quota, queued)
+	})
+}
+
+// allow refuses p's use of svc when would (the units in use once served)
+// exceeds every active grant's quota, or when svc needs a grant and p
+// holds none; terms describes the grant exceeded.
+func (s *Service) allow(p peer.ID, svc meter.Service, would uint64, terms func(*grant.Grant) string) error {
 	now := time.Now()
 	s.grantsMu.RLock()
 	gs := s.given[p]
 	s.grantsMu.RUnlock()
-	used := s.meter.Used(p, svc)
-	var over *grantRecord
+	var over *grant.Grant
 	for i := range gs {
 		g := gs[i]
 		if g.Grant.Service != svc.String() || g.state(now) != StateActive {
 			continue
 		}
-		if used+n <= g.Grant.Quota {
+		if would <= g.Grant.Quota {
 			return nil
 		}
-		over = &gs[i]
+		over = gs[i].Grant
 	}
 	if over != nil {
 		s.m.grantRefusals.WithLabelValues(svc.String(), "over_quota").Inc()
-		return fmt.Errorf("rate-limited: over grant %s (%d %s per %ds window, %d used)", over.Grant.ID, over.Grant.Quota, svc, over.Grant.WindowSecs, used)
+		return fmt.Errorf("rate-limited: over grant %s (%s)", over.ID, terms(over))
 	}
 	if slices.Contains(s.cfg.RequireGrant, svc) {
 		s.m.grantRefusals.WithLabelValues(svc.String(), "no_grant").Inc()

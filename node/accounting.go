@@ -102,6 +102,7 @@ func (ap *accountingPart) open(opts Options, dc *agent.Service, h host.Host, reg
 		return err
 	}
 	dc.SetMeter(ap.meter)
+	dc.SetQueueGrant(s.AllowQueue)
 	s.SetLeaves(dc.Mediates)
 	path := opts.Home.ControlPath()
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
