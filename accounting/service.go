@@ -110,6 +110,9 @@ type Service struct {
 	// answers proposals for those only.
 	readyBefore atomic.Int64
 
+	// now is the clock of grant states (time.Now; tests move it).
+	now func() time.Time
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -140,7 +143,7 @@ func New(key *identity.Key, cfg Config, dir string, m *meter.Meter, ag *agent.Se
 	}
 	s := &Service{key: key, did: key.DID(), cfg: cfg, db: d, meter: m, agent: ag, host: h,
 		log: log.With("component", "accounting"), m: newMetrics(reg),
-		pairs: map[string]*sync.Mutex{}, forkSeen: map[string]bool{}}
+		pairs: map[string]*sync.Mutex{}, forkSeen: map[string]bool{}, now: time.Now}
 	s.readyBefore.Store(m.Current().Start)
 	if err := s.loadGrants(); err != nil {
 		d.close()
