@@ -18,6 +18,7 @@ import (
 	"fleetmesh.org/fleetmesh/didcomm"
 	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/identity"
+	"fleetmesh.org/fleetmesh/meshsync"
 	"fleetmesh.org/fleetmesh/meter"
 	"fleetmesh.org/fleetmesh/receipt"
 )
@@ -88,6 +89,10 @@ func (n *testNode) openAt(t testing.TB, cfg Config, now time.Time) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The mesh's sync protocol answers and fetches receipts, as a node
+	// wires it.
+	sync := meshsync.New(n.h, nil, nil, meshsync.Config{Receipts: s.Page}, nil)
+	s.SetFetcher(sync.FetchReceipts)
 	n.ag, n.s = ag, s
 	t.Cleanup(func() { n.close() })
 }

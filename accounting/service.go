@@ -112,6 +112,11 @@ type Service struct {
 
 	// now is the clock of grant states (time.Now; tests move it).
 	now func() time.Time
+	// fetcher asks a peer for a page of a node's records (SetFetcher);
+	// pageReceipts and pageReports bound the pages this node answers
+	// (receipt.MaxPageReceipts, MaxPageReports; tests lower them).
+	fetcher                   atomic.Pointer[PageFetcher]
+	pageReceipts, pageReports int
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -143,7 +148,8 @@ func New(key *identity.Key, cfg Config, dir string, m *meter.Meter, ag *agent.Se
 	}
 	s := &Service{key: key, did: key.DID(), cfg: cfg, db: d, meter: m, agent: ag, host: h,
 		log: log.With("component", "accounting"), m: newMetrics(reg),
-		pairs: map[string]*sync.Mutex{}, forkSeen: map[string]bool{}, now: time.Now}
+		pairs: map[string]*sync.Mutex{}, forkSeen: map[string]bool{}, now: time.Now,
+		pageReceipts: receipt.MaxPageReceipts, pageReports: receipt.MaxPageReports}
 	s.readyBefore.Store(m.Current().Start)
 	if err := s.loadGrants(); err != nil {
 		d.close()

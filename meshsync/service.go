@@ -23,6 +23,7 @@ import (
 	"fleetmesh.org/fleetmesh/meter"
 	"fleetmesh.org/fleetmesh/negentropy"
 	"fleetmesh.org/fleetmesh/nostr"
+	"fleetmesh.org/fleetmesh/receipt"
 	"fleetmesh.org/fleetmesh/workbudget"
 )
 
@@ -66,6 +67,10 @@ type Config struct {
 	// NEG-OPEN, REQ or EVENT, a negentropy message that does not parse.
 	// The node scores the peer down (mesh.Mesh.Penalize).
 	Penalize func(p peer.ID)
+	// Receipts, if set, answers RECEIPTS: one page of a node's
+	// accounting receipts and reports held here (spec/mesh-sync.md
+	// "Receipts and reports"); nil refuses them.
+	Receipts func(node, after string) (receipt.Page, error)
 }
 
 func (c *Config) fill() {
@@ -571,6 +576,8 @@ func (s *Service) serveOn(str Stream, remote peer.ID) {
 			werr = s.serveReq(ctx, remote, w, parts, durable, violation)
 		case "EVENT":
 			werr = s.serveEvent(ctx, remote, w, parts, durable, violation)
+		case "RECEIPTS":
+			werr = s.serveReceipts(w, parts)
 		default:
 			violation()
 			werr = writeFrame(w, "NOTICE", "invalid: unknown message type "+typ)

@@ -18,6 +18,7 @@ import (
 	"fleetmesh.org/fleetmesh/dpop"
 	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/meter"
+	"fleetmesh.org/fleetmesh/receipt"
 	"fleetmesh.org/fleetmesh/relay"
 )
 
@@ -96,11 +97,24 @@ func (ap *accountingPart) circuitHooks() mesh.CircuitHooks {
 	}
 }
 
-func (ap *accountingPart) open(opts Options, dc *agent.Service, h host.Host, reg prometheus.Registerer) error {
+// page answers the sync protocol's RECEIPTS (nil until accounting opens:
+// then the node holds nothing to answer with).
+func (ap *accountingPart) page(node, after string) (receipt.Page, error) {
+	s := ap.ready.Load()
+	if s == nil {
+		return receipt.Page{}, errors.New("accounting is starting; ask again")
+	}
+	return s.Page(node, after)
+}
+
+// open opens the accounting on the node's agent and host; fetch is how it
+// asks peers for records over the mesh (the sync protocol's client).
+func (ap *accountingPart) open(opts Options, dc *agent.Service, h host.Host, fetch accounting.PageFetcher, reg prometheus.Registerer) error {
 	s, err := accounting.New(opts.Key, opts.Config.Accounting.Config, opts.Home.Path(AccountingDir), ap.meter, dc, h, reg, opts.Log)
 	if err != nil {
 		return err
 	}
+	s.SetFetcher(fetch)
 	dc.SetMeter(ap.meter)
 	dc.SetQueueGrant(s.AllowQueue)
 	s.SetLeaves(dc.Mediates)
