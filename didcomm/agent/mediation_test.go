@@ -92,4 +92,3 @@ func TestMediationMeteredAndGranted(t *testing.T) {
 		t.Fatalf("gave the sender %d, want its %d authcrypted forwards queued", got, quota-1)
 	}
 }
-
