@@ -431,7 +431,9 @@ func (s *Service) handlePropose(msg *didcomm.Message) (*didcomm.Message, error) 
 }
 
 // catchUp stores a's head receipt when b lacks it (b signed it, a stored
-// it, the countersignature never arrived).
+// it, the countersignature never arrived). A head at a seq b already holds
+// must be the receipt b holds there: another one, co-signed, is a fork,
+// whose proof is built and spread, and the proposal is refused.
 func (s *Service) catchUp(tx *bolt.Tx, h *receipt.Receipt, raw []byte, from string) (*receipt.Receipt, error) {
 	r, err := receipt.Decode(raw)
 	if err != nil {
@@ -444,6 +446,12 @@ func (s *Service) catchUp(tx *bolt.Tx, h *receipt.Receipt, raw []byte, from stri
 		return h, problem(exchange.CodeInvalid, "head is of another pair")
 	}
 	if h != nil && r.Seq <= h.Seq {
+		if old, err := putReceipt(tx, r); errors.Is(err, errFork) {
+			go s.forkFound(old, r)
+			return h, problem(exchange.CodeChain, "head seq %d differs from the receipt this node holds at that seq: fork proof built", r.Seq)
+		} else if err != nil {
+			return h, err
+		}
 		return h, nil
 	}
 	wantSeq := uint64(1)

@@ -100,9 +100,6 @@ type Service struct {
 	grantsMu sync.RWMutex
 	given    map[peer.ID][]grantRecord // active grants this node gave, by grantee
 
-	forkMu   sync.Mutex
-	forkSeen map[string]bool
-
 	leaves atomic.Pointer[func(did string) bool] // SetLeaves
 
 	closing *meter.Window // rolled, to be snapshotted on the next tick (loop only)
@@ -148,7 +145,7 @@ func New(key *identity.Key, cfg Config, dir string, m *meter.Meter, ag *agent.Se
 	}
 	s := &Service{key: key, did: key.DID(), cfg: cfg, db: d, meter: m, agent: ag, host: h,
 		log: log.With("component", "accounting"), m: newMetrics(reg),
-		pairs: map[string]*sync.Mutex{}, forkSeen: map[string]bool{}, now: time.Now,
+		pairs: map[string]*sync.Mutex{}, now: time.Now,
 		pageReceipts: receipt.MaxPageReceipts, pageReports: receipt.MaxPageReports}
 	s.readyBefore.Store(m.Current().Start)
 	if err := s.loadGrants(); err != nil {

@@ -1,0 +1,88 @@
+package accounting
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ipfs/go-cid"
+	dto "github.com/prometheus/client_model/go"
+
+	"fleetmesh.org/fleetmesh/accounting/exchange"
+	"fleetmesh.org/fleetmesh/didcomm"
+	"fleetmesh.org/fleetmesh/receipt"
+)
+
+// TestForkInProposalHead: a proposal whose head is a co-signed receipt at
+// a seq the responder already holds, with other content, is refused and
+// becomes a fork proof; the proof is kept across a restart, so the node
+// does not take (or spread) it again as new.
+func TestForkInProposalHead(t *testing.T) {
+	cfg := testConfig()
+	nodes := newNodes(t, 2, cfg, nil)
+	a, b := nodes[0], nodes[1]
+	if a.key.DID() > b.key.DID() {
+		a, b = b, a
+	}
+	traffic(a, b, 4, 100)
+	closeWindow(nodes, t0.Add(window+time.Millisecond))
+	closeWindow(nodes, t0.Add(2*window+time.Millisecond)) // window 2 closes, with no traffic
+	held, _ := b.s.Receipts(b.key.DID())
+	if len(held) != 1 {
+		t.Fatalf("b holds %d receipts", len(held))
+	}
+	// Both keys sign a second seq 1 with other figures.
+	other := receipt.New(a.key.DID(), b.key.DID(), t0.Unix(), 10, 1, cid.Undef,
+		receipt.Side{Gave: receipt.Counts{Events: 400}}, receipt.Side{Received: receipt.Counts{Events: 400}})
+	other.Sign(a.key)
+	other.Sign(b.key)
+	body := exchange.Propose(other, t0.Unix()+10, 10, receipt.Side{}, 1)
+	raw, _ := json.Marshal(body)
+	_, err := b.s.handlePropose(&didcomm.Message{ID: "p", Type: exchange.TypePropose, From: a.key.DID(), Body: raw})
+	if err == nil || !strings.Contains(err.Error(), "fork proof built") {
+		t.Fatalf("a proposal on a forked head: %v", err)
+	}
+	var proofs []*receipt.ForkProof
+	eventually(t, 10*time.Second, "b keeps the fork proof", func() bool {
+		proofs, _ = b.s.ForkProofs()
+		return len(proofs) == 1
+	})
+	x, y, err := proofs[0].Verify()
+	if err != nil || x.Seq != 1 || y.Seq != 1 {
+		t.Fatalf("proof: %v", err)
+	}
+	// A report carrying the other side of the fork, fetched by a node
+	// that holds the first, is caught too.
+	otherRaw, _ := other.Encode()
+	rep := &receipt.Report{V: receipt.Version, Node: a.key.DID(), WindowStart: t0.Unix(), WindowSecs: 10, Receipts: [][]byte{otherRaw}, Disputed: [][]byte{}}
+	if err := rep.Sign(a.key); err != nil {
+		t.Fatal(err)
+	}
+	repRaw, _ := rep.Encode()
+	if err := a.s.ingestReport(repRaw, a.key.DID()); err != nil {
+		t.Fatal(err)
+	}
+	var built dto.Metric
+	a.s.m.forkProofs.WithLabelValues("built").Write(&built)
+	if built.GetCounter().GetValue() != 1 {
+		t.Fatal("a fetched report with the other side of a fork built no proof")
+	}
+	b.close()
+	b.open(t, cfg)
+	if b.s.keepAndSpread(context.Background(), proofs[0], "") {
+		t.Fatal("after a restart the proof was taken as new")
+	}
+}
+
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
