@@ -34,7 +34,8 @@ func (s *Service) snapshot(w *meter.Window) error {
 			if err != nil {
 				continue
 			}
-			if err := putJSON(tx, bPending, key(did, uint64(w.Start)), pending{Start: w.Start, Secs: s.meter.Length(), Mine: side}); err != nil {
+			ev := w.Evidence(p)
+			if err := putJSON(tx, bPending, key(did, uint64(w.Start)), pending{Start: w.Start, Secs: s.meter.Length(), Mine: side, Evidence: &ev}); err != nil {
 				return err
 			}
 		}
@@ -146,6 +147,9 @@ func (s *Service) propose(ctx context.Context, pair, peer string, p pending) err
 		return err
 	}
 	body := exchange.Propose(h, p.Start, p.Secs, p.Mine, p.Rounds+1)
+	if p.Rounds > 0 {
+		body.Evidence = p.Evidence // the window is disputed: show the evidence
+	}
 	m, err := didcomm.NewMessage(exchange.TypePropose, body)
 	if err != nil {
 		return err
@@ -171,13 +175,15 @@ func (s *Service) propose(ctx context.Context, pair, peer string, p pending) err
 			return err
 		}
 		s.m.disputes.WithLabelValues("opened").Inc()
-		s.log.Info("accounting: dispute", "peer", peer, "window", p.Start, "round", body.Round, "reason", d.Reason)
+		p.Rounds, p.Theirs = body.Round, &d.Counts
+		p.theirs(d.Evidence)
+		s.log.Info("accounting: dispute", "peer", peer, "window", p.Start, "round", body.Round, "reason", d.Reason,
+			"peer_findings", d.Findings[:min(len(d.Findings), exchange.MaxFindings)], "findings", p.Findings)
 		return s.db.b.Update(func(tx *bolt.Tx) error {
 			k := key(peer, uint64(p.Start))
 			if tx.Bucket(bPending).Get(k) == nil {
 				return nil
 			}
-			p.Rounds, p.Theirs = body.Round, &d.Counts
 			return putJSON(tx, bPending, k, p)
 		})
 	}
@@ -309,6 +315,13 @@ func (s *Service) markDisputed(pair, peer string, p pending) error {
 		if err := tx.Bucket(bDisputed).Put(key(pair, uint64(p.Start)), raw); err != nil {
 			return err
 		}
+		rec := Dispute{Pair: pair, Peer: peer, WindowStart: p.Start, Rounds: p.Rounds, Evidence: p.Evidence, TheirEvidence: p.TheirEvidence, Findings: p.Findings}
+		if rec.Findings == nil {
+			rec.Findings = []string{}
+		}
+		if err := putJSON(tx, bDisputes, key(pair, uint64(p.Start)), rec); err != nil {
+			return err
+		}
 		tx.Bucket(bToReport).Put(u64(uint64(p.Start)), nil)
 		return tx.Bucket(bPending).Delete(key(peer, uint64(p.Start)))
 	})
@@ -402,11 +415,13 @@ func (s *Service) handlePropose(msg *didcomm.Message) (*didcomm.Message, error) 
 		}
 		if why := exchange.Agree(body.Counts, mine, s.cfg.Tolerance, s.cfg.Slack); why != "" {
 			p.Theirs, p.Rounds = &body.Counts, body.Round
+			p.theirs(body.Evidence)
 			if err := putJSON(tx, bPending, k, p); err != nil {
 				return err
 			}
 			s.m.disputes.WithLabelValues("opened").Inc()
-			out, err = didcomm.NewMessage(exchange.TypeDisputeOpen, exchange.DisputeBody{WindowStart: body.WindowStart, Counts: mine, Round: body.Round, Reason: why})
+			out, err = didcomm.NewMessage(exchange.TypeDisputeOpen, exchange.DisputeBody{WindowStart: body.WindowStart, Counts: mine, Round: body.Round, Reason: why,
+				Evidence: p.Evidence, Findings: p.Findings})
 			return err
 		}
 		r := exchange.Build(msg.From, s.did, body, mine)

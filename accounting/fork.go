@@ -96,6 +96,23 @@ func (s *Service) handleForkProof(ctx context.Context, msg *didcomm.Message) (*d
 	return nil, nil
 }
 
+// Disputes returns the records of the windows this node reported
+// disputed, oldest first per pair.
+func (s *Service) Disputes() ([]Dispute, error) {
+	out := []Dispute{}
+	err := s.db.b.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bDisputes).ForEach(func(_, v []byte) error {
+			var d Dispute
+			if err := json.Unmarshal(v, &d); err != nil {
+				return err
+			}
+			out = append(out, d)
+			return nil
+		})
+	})
+	return out, err
+}
+
 // ForkProofs returns the verified fork proofs this node holds.
 func (s *Service) ForkProofs() ([]*receipt.ForkProof, error) {
 	var out []*receipt.ForkProof
@@ -134,6 +151,7 @@ func (s *Service) handleDispute(_ context.Context, u *didcomm.Unpacked) (*didcom
 			return err
 		}
 		p.Theirs = &d.Counts
+		p.theirs(d.Evidence)
 		return putJSON(tx, bPending, k, p)
 	})
 }

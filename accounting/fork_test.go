@@ -3,6 +3,7 @@ package accounting
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"fleetmesh.org/fleetmesh/accounting/exchange"
 	"fleetmesh.org/fleetmesh/didcomm"
+	"fleetmesh.org/fleetmesh/meter"
 	"fleetmesh.org/fleetmesh/receipt"
 )
 
@@ -84,5 +86,60 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 			t.Fatalf("%s: not within %s", what, within)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestDisputeEvidence: y claims to have given x five events x never
+// received. The window is disputed; in the exchange each side sends the
+// digest and sample of the events it counted, and each finds, checking
+// the other's, that the events x gave y are the same at both ends and
+// which five events y counts as given that x did not receive. Both keep
+// the findings with the disputed window.
+func TestDisputeEvidence(t *testing.T) {
+	nodes := newNodes(t, 2, testConfig(), nil)
+	x, y := nodes[0], nodes[1]
+	event := func(i int) []byte {
+		return []byte(fmt.Sprintf(`{"id":"%016x%048x","content":"e"}`, uint64(i+1)*0x9e3779b97f4a7c15, 0))
+	}
+	for i := range 10 {
+		x.s.meter.Event(y.h.ID(), meter.Gave, event(i))
+		y.s.meter.Event(x.h.ID(), meter.Received, event(i))
+	}
+	var claimed []string
+	for i := 100; i < 105; i++ {
+		y.s.meter.Event(x.h.ID(), meter.Gave, event(i))
+		k, _ := meter.EventKey(event(i))
+		claimed = append(claimed, receipt.Key(k))
+	}
+	for w := 1; w <= 4; w++ {
+		closeWindow(nodes, t0.Add(time.Duration(w)*window+time.Millisecond))
+	}
+	for _, n := range nodes {
+		n.s.Round(context.Background(), t0.Add(9*window))
+	}
+	for _, c := range []struct {
+		n          *testNode
+		same, diff string
+	}{
+		{x, "this node gave, the peer received: the same 10 events", "counted by the peer and not by this node"},
+		{y, "the peer gave, this node received: the same 10 events", "counted by this node and not by the peer"},
+	} {
+		ds, err := c.n.s.Disputes()
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("%d disputes: %v", len(ds), err)
+		}
+		d := ds[0]
+		if d.WindowStart != t0.Unix() || d.Evidence == nil || d.TheirEvidence == nil {
+			t.Fatalf("dispute record %+v", d)
+		}
+		all := strings.Join(d.Findings, "\n")
+		if !strings.Contains(all, c.same) || !strings.Contains(all, "5 sampled events "+c.diff) {
+			t.Fatalf("findings:\n%s", all)
+		}
+		for _, k := range claimed[:4] {
+			if !strings.Contains(all, k) {
+				t.Fatalf("findings do not name event %s:\n%s", k, all)
+			}
+		}
 	}
 }

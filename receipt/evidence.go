@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // SampleSize is how many event keys one direction of Evidence samples at
@@ -40,8 +41,8 @@ func Key(k uint64) string { return fmt.Sprintf("%016x", k) }
 
 // ParseKey reads an event key.
 func ParseKey(s string) (uint64, error) {
-	if len(s) != 16 {
-		return 0, fmt.Errorf("event key %q: want 16 hex digits", s)
+	if len(s) != 16 || strings.IndexFunc(s, func(r rune) bool { return !('0' <= r && r <= '9' || 'a' <= r && r <= 'f') }) >= 0 {
+		return 0, fmt.Errorf("event key %q: want 16 lowercase hex digits", s)
 	}
 	var b [8]byte
 	if _, err := hex.Decode(b[:], []byte(s)); err != nil {

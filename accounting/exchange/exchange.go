@@ -24,6 +24,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/ipfs/go-cid"
 
@@ -63,6 +64,10 @@ type ProposeBody struct {
 	Counts      receipt.Side `json:"counts"`
 	Head        []byte       `json:"head,omitempty"`
 	Round       int          `json:"round"`
+	// Evidence is the proposer's evidence of its event figures
+	// (spec/disputes.md "Evidence"), sent from the second round, once
+	// the responder has disputed the window.
+	Evidence *receipt.Evidence `json:"evidence,omitempty"`
 }
 
 // ReceiptBody carries one receipt (sign, countersign, fork-proof's
@@ -78,6 +83,50 @@ type DisputeBody struct {
 	Counts      receipt.Side `json:"counts"`
 	Round       int          `json:"round"`
 	Reason      string       `json:"reason"`
+	// Evidence is the sender's evidence of its event figures, and
+	// Findings what it found checking the other side's (CheckEvidence),
+	// when it had them.
+	Evidence *receipt.Evidence `json:"evidence,omitempty"`
+	Findings []string          `json:"findings,omitempty"`
+}
+
+// MaxFindings bounds the findings a dispute carries and keeps.
+const MaxFindings = 8
+
+// CheckEvidence checks a peer's evidence (theirs) against this side's
+// (mine) for one window, both ways: whether the events the peer counts as
+// given are those this side counts as received (their digests), and which
+// sampled events one side counts and the other does not. It returns what
+// it found, worded from this side, at most MaxFindings lines.
+func CheckEvidence(mine, theirs receipt.Evidence) []string {
+	if err := theirs.Check(); err != nil {
+		return []string{"the peer's evidence is refused: " + err.Error()}
+	}
+	var out []string
+	one := func(what string, claimed, seen receipt.EventSet, claimer, seer string) {
+		if claimed.Digest == seen.Digest && claimed.Events == seen.Events {
+			out = append(out, fmt.Sprintf("%s: the same %d events at both ends (digests match)", what, claimed.Events))
+			return
+		}
+		out = append(out, fmt.Sprintf("%s: %d events counted by %s, %d by %s; digests differ", what, claimed.Events, claimer, seen.Events, seer))
+		if m := receipt.Missing(claimed, seen); len(m) > 0 {
+			out = append(out, fmt.Sprintf("%s: %d sampled events counted by %s and not by %s: %s", what, len(m), claimer, seer, listKeys(m)))
+		}
+		if m := receipt.Missing(seen, claimed); len(m) > 0 {
+			out = append(out, fmt.Sprintf("%s: %d sampled events counted by %s and not by %s: %s", what, len(m), seer, claimer, listKeys(m)))
+		}
+	}
+	one("the peer gave, this node received", theirs.Gave, mine.Received, "the peer", "this node")
+	one("this node gave, the peer received", theirs.Received, mine.Gave, "the peer", "this node")
+	return out[:min(len(out), MaxFindings)]
+}
+
+// listKeys lists up to four event keys.
+func listKeys(ks []string) string {
+	if len(ks) > 4 {
+		return strings.Join(ks[:4], " ") + fmt.Sprintf(" and %d more", len(ks)-4)
+	}
+	return strings.Join(ks, " ")
 }
 
 // RequestBody asks the proposer to propose a window.
