@@ -307,29 +307,35 @@ func (s *Service) signedFor(pair string, window int64) bool {
 // receipt with both sides' figures (the peer's as last heard, zero if
 // never), signed by this node, reported with the window.
 func (s *Service) markDisputed(pair, peer string, p pending) error {
-	raw, err := exchange.Disputed(s.key, peer, p.Start, p.Secs, p.Mine, p.Theirs)
-	if err != nil {
-		return err
-	}
-	err = s.db.b.Update(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bDisputed).Put(key(pair, uint64(p.Start)), raw); err != nil {
-			return err
-		}
-		rec := Dispute{Pair: pair, Peer: peer, WindowStart: p.Start, Rounds: p.Rounds, Evidence: p.Evidence, TheirEvidence: p.TheirEvidence, Findings: p.Findings}
-		if rec.Findings == nil {
-			rec.Findings = []string{}
-		}
-		if err := putJSON(tx, bDisputes, key(pair, uint64(p.Start)), rec); err != nil {
-			return err
-		}
-		tx.Bucket(bToReport).Put(u64(uint64(p.Start)), nil)
-		return tx.Bucket(bPending).Delete(key(peer, uint64(p.Start)))
-	})
+	err := s.db.b.Update(func(tx *bolt.Tx) error { return s.putDisputed(tx, pair, peer, p) })
 	if err == nil {
 		s.m.disputes.WithLabelValues("disputed").Inc()
 		s.log.Info("accounting: window disputed", "peer", peer, "window", p.Start)
 	}
 	return err
+}
+
+// putDisputed stores a window's disputed receipt and record, to be
+// reported, in place of its pending figures.
+func (s *Service) putDisputed(tx *bolt.Tx, pair, peer string, p pending) error {
+	raw, err := exchange.Disputed(s.key, peer, p.Start, p.Secs, p.Mine, p.Theirs)
+	if err != nil {
+		return err
+	}
+	if err := tx.Bucket(bDisputed).Put(key(pair, uint64(p.Start)), raw); err != nil {
+		return err
+	}
+	rec := Dispute{Pair: pair, Peer: peer, WindowStart: p.Start, Rounds: p.Rounds, Evidence: p.Evidence, TheirEvidence: p.TheirEvidence, Findings: p.Findings}
+	if rec.Findings == nil {
+		rec.Findings = []string{}
+	}
+	if err := putJSON(tx, bDisputes, key(pair, uint64(p.Start)), rec); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bToReport).Put(u64(uint64(p.Start)), nil); err != nil {
+		return err
+	}
+	return tx.Bucket(bPending).Delete(key(peer, uint64(p.Start)))
 }
 
 // handleReceipt serves receipt/1.0.
@@ -531,7 +537,11 @@ func (s *Service) handleCountersign(msg *didcomm.Message) (*didcomm.Message, err
 }
 
 // handleRequest is a's side of b's request to propose: a window a has no
-// figures for is proposed with zero figures, as a measured it.
+// figures for is proposed with zero figures, as a measured it. A window
+// the pair's chain has already passed (a lost its figures, say in a crash
+// at the window's close, and signed later windows since) can no longer be
+// receipted: a reports it disputed at once, as b will, so that neither
+// side drops it.
 func (s *Service) handleRequest(msg *didcomm.Message) (*didcomm.Message, error) {
 	var body exchange.RequestBody
 	if err := json.Unmarshal(msg.Body, &body); err != nil {
@@ -545,16 +555,31 @@ func (s *Service) handleRequest(msg *didcomm.Message) (*didcomm.Message, error) 
 		return nil, problem(exchange.CodeNotReady, "window %d is not a closed window here", body.WindowStart)
 	}
 	pair, _ := pairOf(s.did, msg.From)
+	passed := false
 	err := s.db.b.Update(func(tx *bolt.Tx) error {
 		k := key(msg.From, uint64(body.WindowStart))
 		if tx.Bucket(bPending).Get(k) != nil || tx.Bucket(bDisputed).Get(key(pair, uint64(body.WindowStart))) != nil {
 			return nil
 		}
-		if h, err := head(tx, pair); err != nil || h != nil && h.WindowStart >= body.WindowStart {
+		p := pending{Start: body.WindowStart, Secs: s.meter.Length()}
+		h, err := head(tx, pair)
+		if err != nil {
 			return err
 		}
-		return putJSON(tx, bPending, k, pending{Start: body.WindowStart, Secs: s.meter.Length()})
+		if h != nil && h.WindowStart >= body.WindowStart {
+			if receiptFor(tx, pair, body.WindowStart) {
+				return nil
+			}
+			p.Findings = []string{"this node holds no figures for the window (lost before they were saved), and the pair's chain has passed it"}
+			passed = true
+			return s.putDisputed(tx, pair, msg.From, p)
+		}
+		return putJSON(tx, bPending, k, p)
 	})
+	if err == nil && passed {
+		s.m.disputes.WithLabelValues("disputed").Inc()
+		s.log.Info("accounting: window disputed", "peer", msg.From, "window", body.WindowStart, "why", "no figures here, and the chain has passed it")
+	}
 	return nil, err
 }
 

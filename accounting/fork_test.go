@@ -12,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"fleetmesh.org/fleetmesh/accounting/exchange"
+	"fleetmesh.org/fleetmesh/config/setting"
 	"fleetmesh.org/fleetmesh/didcomm"
 	"fleetmesh.org/fleetmesh/meter"
 	"fleetmesh.org/fleetmesh/receipt"
@@ -140,6 +141,52 @@ func TestDisputeEvidence(t *testing.T) {
 			if !strings.Contains(all, k) {
 				t.Fatalf("findings do not name event %s:\n%s", k, all)
 			}
+		}
+	}
+}
+
+// TestLostWindowReportedAtBothEnds: a lost a window's figures (killed
+// before it saved them) and has since co-signed a later window with b.
+// b, which holds figures for the lost window, asks a to propose it; the
+// chain has passed it, so a reports it disputed at once, and b reports it
+// disputed at the end of its dispute period: neither drops it.
+func TestLostWindowReportedAtBothEnds(t *testing.T) {
+	cfg := testConfig()
+	// b asks for a missing proposal after half of this: after a has
+	// proposed the next window.
+	cfg.DisputePeriod = setting.DurationOf(4 * window)
+	nodes := newNodes(t, 2, cfg, nil)
+	a, b := nodes[0], nodes[1]
+	if a.key.DID() > b.key.DID() {
+		a, b = b, a
+	}
+	// Window 1: only b counted (a's count died with it).
+	b.s.meter.Record(a.h.ID(), meter.Events, meter.Received, 7)
+	closeWindow(nodes, t0.Add(window+time.Millisecond))
+	// Window 2: both counted; a proposes it, its only window.
+	traffic(a, b, 3, 100)
+	closeWindow(nodes, t0.Add(2*window+time.Millisecond))
+	if rs, _ := a.s.Receipts(a.key.DID()); len(rs) != 1 || rs[0].WindowStart != t0.Unix()+10 {
+		t.Fatalf("a holds %d receipts", len(rs))
+	}
+	// Past half of window 1's dispute period b asks for it; past the
+	// whole of it b gives up; after the reports are due both report it.
+	ctx := context.Background()
+	for _, at := range []time.Duration{3*window + 5*time.Second, 6 * window, 12 * window} {
+		for _, n := range []*testNode{b, a} {
+			n.s.Round(ctx, t0.Add(at))
+		}
+	}
+	for name, n := range map[string]*testNode{"a": a, "b": b} {
+		reps, _ := n.s.Reports(n.key.DID())
+		found := false
+		for _, rep := range reps {
+			if rep.WindowStart == t0.Unix() && len(rep.Disputed) == 1 {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("%s does not report window 1 disputed (%d reports)", name, len(reps))
 		}
 	}
 }

@@ -184,6 +184,19 @@ func putReceipt(tx *bolt.Tx, r *receipt.Receipt) (*receipt.Receipt, error) {
 	return nil, tx.Bucket(bReceipts).Put(k, raw)
 }
 
+// receiptFor reports whether the pair holds a co-signed receipt of the
+// window.
+func receiptFor(tx *bolt.Tx, pair string, window int64) bool {
+	c := tx.Bucket(bReceipts).Cursor()
+	pfx := append([]byte(pair), 0)
+	for k, v := c.Seek(pfx); k != nil && bytes.HasPrefix(k, pfx); k, v = c.Next() {
+		if r, err := receipt.Decode(v); err == nil && r.WindowStart == window {
+			return true
+		}
+	}
+	return false
+}
+
 // receiptsOf lists every stored co-signed receipt involving did.
 func (d *db) receiptsOf(did string) ([]*receipt.Receipt, error) {
 	var out []*receipt.Receipt
