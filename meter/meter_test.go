@@ -51,7 +51,7 @@ func TestParseService(t *testing.T) {
 }
 
 // BenchmarkRecord is the hot-path cost of metering one event (two
-// Records), across peers counts as docs/benchmarks.md reports.
+// Records), across peers counts as docs/benchmarks/accounting.md reports.
 func BenchmarkRecord(b *testing.B) {
 	for _, peers := range []int{10, 100, 1000} {
 		b.Run(fmt.Sprint(peers), func(b *testing.B) {
