@@ -102,7 +102,7 @@ type Service struct {
 
 	leaves atomic.Pointer[func(did string) bool] // SetLeaves
 
-	closing *meter.Window // rolled, to be snapshotted on the next tick (loop only)
+	closing []*meter.Window // rolled, to be snapshotted on the next tick (loop only)
 	// readyBefore is the end of the windows whose figures are saved: b
 	// answers proposals for those only.
 	readyBefore atomic.Int64
@@ -190,7 +190,11 @@ func (s *Service) Meter() *meter.Meter { return s.meter }
 func (s *Service) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	s.wg.Add(1)
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		s.meter.Run(ctx)
+	}()
 	go func() {
 		defer s.wg.Done()
 		tick := s.tick()
@@ -213,28 +217,22 @@ func (s *Service) Close() error {
 	return s.db.close()
 }
 
-// Round runs one step of the window loop at now: snapshot a window rolled
-// on the previous step, roll the window if a boundary passed, run the
+// Round runs one step of the window loop at now: snapshot the windows
+// rolled by the previous step, roll the window if a boundary passed (the
+// meter's own Run does so at the boundary when the loop runs), run the
 // exchanges that are due, and publish the reports that are due.
 func (s *Service) Round(ctx context.Context, now time.Time) {
-	if s.closing != nil {
-		if err := s.snapshot(s.closing); err != nil {
-			s.log.Warn("accounting: saving a closed window", "window", s.closing.Start, "err", err)
-		} else {
-			s.readyBefore.Store(s.closing.Start + s.meter.Length())
-			s.closing = nil
+	for len(s.closing) > 0 {
+		w := s.closing[0]
+		if err := s.snapshot(w); err != nil {
+			s.log.Warn("accounting: saving a closed window", "window", w.Start, "err", err)
+			break // in order: retried on the next step
 		}
+		s.readyBefore.Store(w.Start + s.meter.Length())
+		s.closing = s.closing[1:]
 	}
-	if w := s.meter.Roll(s.meter.Align(now)); w != nil {
-		if s.closing != nil {
-			// Two boundaries in one step (the node was stalled): the
-			// older window is saved now, late records or not.
-			if err := s.snapshot(s.closing); err != nil {
-				s.log.Warn("accounting: saving a closed window", "window", s.closing.Start, "err", err)
-			}
-		}
-		s.closing = w
-	}
+	s.meter.Roll(s.meter.Align(now))
+	s.closing = append(s.closing, s.meter.TakeClosed()...)
 	s.exchange(ctx, now)
 	if err := s.publishDue(now); err != nil {
 		s.log.Warn("accounting: reports", "err", err)

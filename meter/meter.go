@@ -5,9 +5,9 @@
 // meshsync, gossip forwarding through GossipTracer), Record for other
 // amounts (durable placement's storage bytes, relayed circuit bytes,
 // mediation in didcomm/agent), and Start and End around a service
-// counted in seconds (a relayed circuit). Package accounting rolls the
-// window at each UTC-aligned boundary and turns the closed window's
-// tallies into receipts; with each direction's events it keeps their
+// counted in seconds (a relayed circuit). Run rolls the window at each
+// UTC-aligned boundary of the clock (package accounting runs it) and
+// accounting turns the closed windows' tallies into receipts; with each direction's events it keeps their
 // evidence (a digest and a bounded sample of the event ids, spec/disputes.md)
 // for a dispute.
 //
@@ -24,6 +24,7 @@
 package meter
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
@@ -237,6 +238,9 @@ type Meter struct {
 	cur    atomic.Pointer[Window]
 	spans  sync.Map // *Span → struct{}: the open spans
 	now    func() time.Time
+
+	closedMu sync.Mutex
+	closed   []*Window // rolled, not yet taken (TakeClosed)
 }
 
 // New returns a meter for windows of length (whole seconds, at least one)
@@ -296,10 +300,39 @@ func (m *Meter) Used(p peer.ID, s Service) uint64 {
 // Current returns the open window.
 func (m *Meter) Current() *Window { return m.cur.Load() }
 
+// Run rolls the window at each UTC-aligned boundary of the clock until ctx
+// ends, so that what is counted falls in the window of the time it was
+// counted at, at both ends of a pair, and not in whichever window was
+// open when the accounting loop next came round.
+func (m *Meter) Run(ctx context.Context) {
+	for {
+		next := time.Unix(m.Align(m.now())+m.length, 0)
+		t := time.NewTimer(next.Sub(m.now()))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		m.Roll(m.Align(m.now()))
+	}
+}
+
+// TakeClosed returns the windows rolled since it was last called, oldest
+// first.
+func (m *Meter) TakeClosed() []*Window {
+	m.closedMu.Lock()
+	defer m.closedMu.Unlock()
+	out := m.closed
+	m.closed = nil
+	return out
+}
+
 // Roll starts the window that begins at start, if it is later than the
-// open one, and returns the window it closed (nil if none). A Record that
-// loaded the old window just before the swap may still land in it, so the
-// caller reads the closed window a moment later.
+// open one, and returns the window it closed (nil if none), which
+// TakeClosed also returns. A Record that loaded the old window just
+// before the swap may still land in it, so the caller reads the closed
+// window a moment later.
 func (m *Meter) Roll(start int64) *Window {
 	old := m.cur.Load()
 	if start <= old.Start {
@@ -312,6 +345,9 @@ func (m *Meter) Roll(start int64) *Window {
 		k.(*Span).split(old, start)
 		return true
 	})
+	m.closedMu.Lock()
+	m.closed = append(m.closed, old)
+	m.closedMu.Unlock()
 	return old
 }
 

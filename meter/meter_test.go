@@ -1,6 +1,7 @@
 package meter
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -170,4 +171,28 @@ func BenchmarkEvent(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// TestRunRollsAtBoundaries: Run rolls at each boundary of the clock, and
+// TakeClosed hands over the closed windows once.
+func TestRunRollsAtBoundaries(t *testing.T) {
+	m := New("self", time.Second, time.Now())
+	first := m.Current().Start
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	var closed []*Window
+	for len(closed) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d windows closed", len(closed))
+		}
+		closed = append(closed, m.TakeClosed()...)
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if closed[0].Start != first || closed[1].Start != first+1 {
+		t.Fatalf("closed windows %d, %d after %d", closed[0].Start, closed[1].Start, first)
+	}
 }
