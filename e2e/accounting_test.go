@@ -290,6 +290,7 @@ func TestAccountingKillAtWindowClose(t *testing.T) {
 			victim, vh, other = y, yh, x
 		}
 		victim.kill()
+		t.Logf("round %d: traffic in window %d, killed %s at %s", i, windowOf(start), map[bool]string{true: "x", false: "y"}[victim == x], time.Now().Format("15:04:05.000"))
 		restarted := startMeshNode(t, vh, other.mesh)
 		restarted.did = victim.did
 		if victim == x {
@@ -318,6 +319,12 @@ func TestAccountingKillAtWindowClose(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
+			for name, rs := range map[string][]receiptJSON{"x": rx, "y": ry} {
+				for _, r := range rs {
+					t.Logf("%s: receipt seq %d window %d", name, r.Seq, r.WindowStart)
+				}
+			}
+			t.Logf("x reports disputed %v, y %v", reportedDisputed(t, x), reportedDisputed(t, y))
 			t.Fatalf("x holds %d receipts, y %d; %s\n%s\n%s", len(rx), len(ry), lost, x.output(), y.output())
 		}
 		time.Sleep(500 * time.Millisecond)
