@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -224,13 +223,4 @@ func signNotes(b *testing.B, n int, keys []nostr.SecretKey) []*nostr.Event {
 		}
 	}
 	return evs
-}
-
-// processCPU is the process's user and system CPU time so far.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
