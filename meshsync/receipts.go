@@ -41,10 +41,12 @@ func parseReceiptsQuery(raw json.RawMessage) (receiptsQuery, error) {
 }
 
 // serveReceipts answers a RECEIPTS frame with one page of the node's
-// receipts and reports from Config.Receipts.
-func (s *Service) serveReceipts(w msgio.Writer, parts []json.RawMessage) error {
+// receipts and reports from Config.Receipts; a malformed frame is a
+// protocol violation.
+func (s *Service) serveReceipts(w msgio.Writer, parts []json.RawMessage, violation func()) error {
 	var sub string
 	if len(parts) != 3 || json.Unmarshal(parts[1], &sub) != nil {
+		violation()
 		return writeFrame(w, "CLOSED", sub, "invalid: RECEIPTS needs a subscription id and a query")
 	}
 	if s.cfg.Receipts == nil {
@@ -52,6 +54,7 @@ func (s *Service) serveReceipts(w msgio.Writer, parts []json.RawMessage) error {
 	}
 	q, err := parseReceiptsQuery(parts[2])
 	if err != nil {
+		violation()
 		return writeFrame(w, "CLOSED", sub, err.Error())
 	}
 	pg, err := s.cfg.Receipts(q.Node, q.After)

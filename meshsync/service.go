@@ -577,7 +577,7 @@ func (s *Service) serveOn(str Stream, remote peer.ID) {
 		case "EVENT":
 			werr = s.serveEvent(ctx, remote, w, parts, durable, violation)
 		case "RECEIPTS":
-			werr = s.serveReceipts(w, parts)
+			werr = s.serveReceipts(w, parts, violation)
 		default:
 			violation()
 			werr = writeFrame(w, "NOTICE", "invalid: unknown message type "+typ)
