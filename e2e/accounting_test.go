@@ -266,11 +266,17 @@ func TestAccountingKillAtWindowClose(t *testing.T) {
 	}
 	var traffic []int64
 	for i := 0; i < rounds; i++ {
-		// Traffic both ways, confirmed at the other node within the
-		// window it was published in (a restarted node may still be
-		// reconnecting): then both count it in that window.
-		if time.Until(time.Now().Truncate(2*time.Second).Add(2*time.Second)) < time.Second {
-			time.Sleep(time.Until(time.Now().Truncate(2 * time.Second).Add(2*time.Second + 100*time.Millisecond)))
+		// Traffic both ways, published from 300 ms into a window (a
+		// node's roll at the boundary may come a little late on a
+		// loaded machine) and confirmed at the other node within that
+		// window (a restarted node may still be reconnecting): then both
+		// count it in that window.
+		now := time.Now()
+		switch into := now.Sub(now.Truncate(2 * time.Second)); {
+		case into < 300*time.Millisecond:
+			time.Sleep(300*time.Millisecond - into)
+		case into > time.Second:
+			time.Sleep(2*time.Second + 300*time.Millisecond - into)
 		}
 		start := time.Now()
 		idX := publishAt(t, x, u, fmt.Sprintf("x %d", i))
@@ -282,8 +288,7 @@ func TestAccountingKillAtWindowClose(t *testing.T) {
 		}
 		// Sleep to just past a window boundary, then a random part of
 		// the close (the exchange runs within the first fifth).
-		now := time.Now()
-		next := now.Truncate(2 * time.Second).Add(2 * time.Second)
+		next := time.Now().Truncate(2 * time.Second).Add(2 * time.Second)
 		time.Sleep(time.Until(next) + time.Duration(rand.IntN(600))*time.Millisecond)
 		victim, vh, other := x, xh, y
 		if rand.IntN(2) == 0 {
