@@ -18,6 +18,7 @@ import (
 	"fleetmesh.org/fleetmesh/didcomm"
 	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/identity"
+	"fleetmesh.org/fleetmesh/meshsync"
 	"fleetmesh.org/fleetmesh/meter"
 	"fleetmesh.org/fleetmesh/receipt"
 )
@@ -88,6 +89,10 @@ func (n *testNode) openAt(t testing.TB, cfg Config, now time.Time) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The mesh's sync protocol answers and fetches receipts, as a node
+	// wires it.
+	sync := meshsync.New(n.h, nil, nil, meshsync.Config{Receipts: s.Page}, nil)
+	s.SetFetcher(sync.FetchReceipts)
 	n.ag, n.s = ag, s
 	t.Cleanup(func() { n.close() })
 }
@@ -393,5 +398,74 @@ func TestForkProofReachesEveryNode(t *testing.T) {
 			t.Fatalf("%d of %d nodes lack the fork proof", missing, count)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestGrantDeclineAndExpiry: a node that accepts no grants declines an
+// offer, which both sides keep as declined and which allows nothing; an
+// accepted grant expires at its end on both sides, and then a service
+// that requires a grant is refused.
+func TestGrantDeclineAndExpiry(t *testing.T) {
+	cfg := testConfig()
+	cfg.RequireGrant = []meter.Service{meter.Events}
+	nodes := newNodes(t, 2, cfg, nil)
+	x, y := nodes[0], nodes[1]
+	ctx := context.Background()
+	y.close()
+	noGrants := cfg
+	noGrants.AcceptGrants = false
+	y.open(t, noGrants)
+	g, err := x.s.Offer(ctx, y.key.DID(), meter.Events, 5, time.Hour, 0)
+	if err != nil || g.State != StateDeclined || !strings.Contains(g.Declined, "accept_grants = false") {
+		t.Fatalf("offer to a node that accepts none: %+v %v", g, err)
+	}
+	if err := x.s.Allow(y.h.ID(), meter.Events, 1); err == nil || !strings.HasPrefix(err.Error(), "restricted:") {
+		t.Fatalf("a declined grant allowed service: %v", err)
+	}
+	y.close()
+	y.open(t, cfg)
+	g, err = x.s.Offer(ctx, y.key.DID(), meter.Events, 5, time.Hour, 0)
+	if err != nil || g.State != StateActive {
+		t.Fatalf("offer: %+v %v", g, err)
+	}
+	if err := x.s.Allow(y.h.ID(), meter.Events, 1); err != nil {
+		t.Fatalf("active grant: %v", err)
+	}
+	later := func() time.Time { return time.Unix(g.End, 0).Add(time.Second) }
+	x.s.now, y.s.now = later, later
+	for _, n := range nodes {
+		gs, _ := n.s.Grants()
+		for _, gi := range gs {
+			if gi.ID == g.ID && gi.State != StateExpired {
+				t.Fatalf("past its end the grant is %s", gi.State)
+			}
+		}
+	}
+	if err := x.s.Allow(y.h.ID(), meter.Events, 1); err == nil || !strings.HasPrefix(err.Error(), "restricted:") {
+		t.Fatalf("an expired grant allowed service: %v", err)
+	}
+}
+
+// TestQueueGrant: a mediation_messages grant bounds the leaf's queue, and
+// a forward past it is refused naming the grant and counted.
+func TestQueueGrant(t *testing.T) {
+	cfg := testConfig()
+	nodes := newNodes(t, 2, cfg, nil)
+	x, y := nodes[0], nodes[1]
+	g, err := x.s.Offer(context.Background(), y.key.DID(), meter.MediationMessages, 2, time.Hour, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := x.s.AllowQueue(y.key.DID(), 1); err != nil {
+		t.Fatalf("a second message in a queue of 2: %v", err)
+	}
+	err = x.s.AllowQueue(y.key.DID(), 2)
+	if err == nil || !strings.Contains(err.Error(), "over grant "+g.ID) || !strings.Contains(err.Error(), "a queue of 2") {
+		t.Fatalf("a third: %v", err)
+	}
+	var m dto.Metric
+	x.s.m.grantRefusals.WithLabelValues("mediation_messages", "over_quota").Write(&m)
+	if m.GetCounter().GetValue() != 1 {
+		t.Fatal("the refusal was not counted")
 	}
 }

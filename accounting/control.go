@@ -26,7 +26,8 @@ type RevokeRequest struct {
 
 // ControlHandler serves the node's operator on its control socket (a Unix
 // socket only the node's user can open): GET /receipts?node=DID, GET
-// /grants, POST /grants/offer, POST /grants/revoke, GET /forks.
+// /grants, POST /grants/offer, POST /grants/revoke, GET /forks, GET
+// /disputes.
 func (s *Service) ControlHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /receipts", s.ServeReceipts)
@@ -75,6 +76,14 @@ func (s *Service) ControlHandler() http.Handler {
 			return
 		}
 		writeJSON(w, g)
+	})
+	mux.HandleFunc("GET /disputes", func(w http.ResponseWriter, _ *http.Request) {
+		ds, err := s.Disputes()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		writeJSON(w, ds)
 	})
 	mux.HandleFunc("GET /forks", func(w http.ResponseWriter, _ *http.Request) {
 		ps, err := s.ForkProofs()

@@ -4,11 +4,15 @@
 // the node's meter with each peer it served or was served by, and either
 // both sign a receipt chained to the pair's previous one or, when the
 // counts disagree beyond the tolerance, a dispute opens and, unresolved by
-// the end of the dispute period, the window is reported as disputed. After
-// the dispute period it signs a report of the window. It negotiates and
-// enforces grants, answers anyone who asks for a node's receipts and
-// reports, fetches them from the mesh when it lacks them, and builds,
-// keeps and spreads fork proofs.
+// the end of the dispute period, the window is reported as disputed, with
+// the evidence both sides exchanged (a digest and sample of the events
+// each counted, spec/disputes.md). After the dispute period it signs a
+// report of the window. It negotiates grants and answers the services'
+// grant checks (Allow, AllowQueue: each service refuses with its own
+// refusal), answers anyone who asks for a page of a node's receipts and
+// reports (Page; over the mesh's sync protocol, HTTP and report/1.0),
+// fetches them page by page from the mesh (SetFetcher, Fetch), and builds,
+// keeps and spreads fork proofs from any receipt it is shown.
 //
 // With a leaf (SetLeaves: the DIDs the node mediates for) the leaf
 // proposes every window's receipt when it wakes, whichever way the DIDs

@@ -34,7 +34,8 @@ func (s *Service) snapshot(w *meter.Window) error {
 			if err != nil {
 				continue
 			}
-			if err := putJSON(tx, bPending, key(did, uint64(w.Start)), pending{Start: w.Start, Secs: s.meter.Length(), Mine: side}); err != nil {
+			ev := w.Evidence(p)
+			if err := putJSON(tx, bPending, key(did, uint64(w.Start)), pending{Start: w.Start, Secs: s.meter.Length(), Mine: side, Evidence: &ev}); err != nil {
 				return err
 			}
 		}
@@ -146,6 +147,9 @@ func (s *Service) propose(ctx context.Context, pair, peer string, p pending) err
 		return err
 	}
 	body := exchange.Propose(h, p.Start, p.Secs, p.Mine, p.Rounds+1)
+	if p.Rounds > 0 {
+		body.Evidence = p.Evidence // the window is disputed: show the evidence
+	}
 	m, err := didcomm.NewMessage(exchange.TypePropose, body)
 	if err != nil {
 		return err
@@ -171,13 +175,15 @@ func (s *Service) propose(ctx context.Context, pair, peer string, p pending) err
 			return err
 		}
 		s.m.disputes.WithLabelValues("opened").Inc()
-		s.log.Info("accounting: dispute", "peer", peer, "window", p.Start, "round", body.Round, "reason", d.Reason)
+		p.Rounds, p.Theirs = body.Round, &d.Counts
+		p.theirs(d.Evidence)
+		s.log.Info("accounting: dispute", "peer", peer, "window", p.Start, "round", body.Round, "reason", d.Reason,
+			"peer_findings", d.Findings[:min(len(d.Findings), exchange.MaxFindings)], "findings", p.Findings)
 		return s.db.b.Update(func(tx *bolt.Tx) error {
 			k := key(peer, uint64(p.Start))
 			if tx.Bucket(bPending).Get(k) == nil {
 				return nil
 			}
-			p.Rounds, p.Theirs = body.Round, &d.Counts
 			return putJSON(tx, bPending, k, p)
 		})
 	}
@@ -301,22 +307,35 @@ func (s *Service) signedFor(pair string, window int64) bool {
 // receipt with both sides' figures (the peer's as last heard, zero if
 // never), signed by this node, reported with the window.
 func (s *Service) markDisputed(pair, peer string, p pending) error {
-	raw, err := exchange.Disputed(s.key, peer, p.Start, p.Secs, p.Mine, p.Theirs)
-	if err != nil {
-		return err
-	}
-	err = s.db.b.Update(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bDisputed).Put(key(pair, uint64(p.Start)), raw); err != nil {
-			return err
-		}
-		tx.Bucket(bToReport).Put(u64(uint64(p.Start)), nil)
-		return tx.Bucket(bPending).Delete(key(peer, uint64(p.Start)))
-	})
+	err := s.db.b.Update(func(tx *bolt.Tx) error { return s.putDisputed(tx, pair, peer, p) })
 	if err == nil {
 		s.m.disputes.WithLabelValues("disputed").Inc()
 		s.log.Info("accounting: window disputed", "peer", peer, "window", p.Start)
 	}
 	return err
+}
+
+// putDisputed stores a window's disputed receipt and record, to be
+// reported, in place of its pending figures.
+func (s *Service) putDisputed(tx *bolt.Tx, pair, peer string, p pending) error {
+	raw, err := exchange.Disputed(s.key, peer, p.Start, p.Secs, p.Mine, p.Theirs)
+	if err != nil {
+		return err
+	}
+	if err := tx.Bucket(bDisputed).Put(key(pair, uint64(p.Start)), raw); err != nil {
+		return err
+	}
+	rec := Dispute{Pair: pair, Peer: peer, WindowStart: p.Start, Rounds: p.Rounds, Evidence: p.Evidence, TheirEvidence: p.TheirEvidence, Findings: p.Findings}
+	if rec.Findings == nil {
+		rec.Findings = []string{}
+	}
+	if err := putJSON(tx, bDisputes, key(pair, uint64(p.Start)), rec); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bToReport).Put(u64(uint64(p.Start)), nil); err != nil {
+		return err
+	}
+	return tx.Bucket(bPending).Delete(key(peer, uint64(p.Start)))
 }
 
 // handleReceipt serves receipt/1.0.
@@ -402,11 +421,13 @@ func (s *Service) handlePropose(msg *didcomm.Message) (*didcomm.Message, error) 
 		}
 		if why := exchange.Agree(body.Counts, mine, s.cfg.Tolerance, s.cfg.Slack); why != "" {
 			p.Theirs, p.Rounds = &body.Counts, body.Round
+			p.theirs(body.Evidence)
 			if err := putJSON(tx, bPending, k, p); err != nil {
 				return err
 			}
 			s.m.disputes.WithLabelValues("opened").Inc()
-			out, err = didcomm.NewMessage(exchange.TypeDisputeOpen, exchange.DisputeBody{WindowStart: body.WindowStart, Counts: mine, Round: body.Round, Reason: why})
+			out, err = didcomm.NewMessage(exchange.TypeDisputeOpen, exchange.DisputeBody{WindowStart: body.WindowStart, Counts: mine, Round: body.Round, Reason: why,
+				Evidence: p.Evidence, Findings: p.Findings})
 			return err
 		}
 		r := exchange.Build(msg.From, s.did, body, mine)
@@ -431,7 +452,9 @@ func (s *Service) handlePropose(msg *didcomm.Message) (*didcomm.Message, error) 
 }
 
 // catchUp stores a's head receipt when b lacks it (b signed it, a stored
-// it, the countersignature never arrived).
+// it, the countersignature never arrived). A head at a seq b already holds
+// must be the receipt b holds there: another one, co-signed, is a fork,
+// whose proof is built and spread, and the proposal is refused.
 func (s *Service) catchUp(tx *bolt.Tx, h *receipt.Receipt, raw []byte, from string) (*receipt.Receipt, error) {
 	r, err := receipt.Decode(raw)
 	if err != nil {
@@ -444,6 +467,12 @@ func (s *Service) catchUp(tx *bolt.Tx, h *receipt.Receipt, raw []byte, from stri
 		return h, problem(exchange.CodeInvalid, "head is of another pair")
 	}
 	if h != nil && r.Seq <= h.Seq {
+		if old, err := putReceipt(tx, r); errors.Is(err, errFork) {
+			go s.forkFound(old, r)
+			return h, problem(exchange.CodeChain, "head seq %d differs from the receipt this node holds at that seq: fork proof built", r.Seq)
+		} else if err != nil {
+			return h, err
+		}
 		return h, nil
 	}
 	wantSeq := uint64(1)
@@ -508,7 +537,11 @@ func (s *Service) handleCountersign(msg *didcomm.Message) (*didcomm.Message, err
 }
 
 // handleRequest is a's side of b's request to propose: a window a has no
-// figures for is proposed with zero figures, as a measured it.
+// figures for is proposed with zero figures, as a measured it. A window
+// the pair's chain has already passed (a lost its figures, say in a crash
+// at the window's close, and signed later windows since) can no longer be
+// receipted: a reports it disputed at once, as b will, so that neither
+// side drops it.
 func (s *Service) handleRequest(msg *didcomm.Message) (*didcomm.Message, error) {
 	var body exchange.RequestBody
 	if err := json.Unmarshal(msg.Body, &body); err != nil {
@@ -522,16 +555,31 @@ func (s *Service) handleRequest(msg *didcomm.Message) (*didcomm.Message, error) 
 		return nil, problem(exchange.CodeNotReady, "window %d is not a closed window here", body.WindowStart)
 	}
 	pair, _ := pairOf(s.did, msg.From)
+	passed := false
 	err := s.db.b.Update(func(tx *bolt.Tx) error {
 		k := key(msg.From, uint64(body.WindowStart))
 		if tx.Bucket(bPending).Get(k) != nil || tx.Bucket(bDisputed).Get(key(pair, uint64(body.WindowStart))) != nil {
 			return nil
 		}
-		if h, err := head(tx, pair); err != nil || h != nil && h.WindowStart >= body.WindowStart {
+		p := pending{Start: body.WindowStart, Secs: s.meter.Length()}
+		h, err := head(tx, pair)
+		if err != nil {
 			return err
 		}
-		return putJSON(tx, bPending, k, pending{Start: body.WindowStart, Secs: s.meter.Length()})
+		if h != nil && h.WindowStart >= body.WindowStart {
+			if receiptFor(tx, pair, body.WindowStart) {
+				return nil
+			}
+			p.Findings = []string{"this node holds no figures for the window (lost before they were saved), and the pair's chain has passed it"}
+			passed = true
+			return s.putDisputed(tx, pair, msg.From, p)
+		}
+		return putJSON(tx, bPending, k, p)
 	})
+	if err == nil && passed {
+		s.m.disputes.WithLabelValues("disputed").Inc()
+		s.log.Info("accounting: window disputed", "peer", msg.From, "window", body.WindowStart, "why", "no figures here, and the chain has passed it")
+	}
 	return nil, err
 }
 

@@ -32,22 +32,28 @@ func (s *Service) forkFound(x, y *receipt.Receipt) {
 }
 
 // keepAndSpread stores a verified proof the first time it is seen and
-// sends it to every connected peer but the one it came from.
+// sends it to every connected peer but the one it came from. A proof is
+// seen once it is stored: the check and the store are one transaction, so
+// a proof arriving from two peers at once, or again after a restart, is
+// spread once.
 func (s *Service) keepAndSpread(ctx context.Context, p *receipt.ForkProof, from string) bool {
 	id, err := p.ID()
 	if err != nil {
 		return false
 	}
-	s.forkMu.Lock()
-	seen := s.forkSeen[id.KeyString()]
-	s.forkSeen[id.KeyString()] = true
-	s.forkMu.Unlock()
-	if seen {
+	raw, _ := p.Encode()
+	seen := false
+	if err := s.db.b.Update(func(tx *bolt.Tx) error {
+		if seen = tx.Bucket(bForks).Get(id.Bytes()) != nil; seen {
+			return nil
+		}
+		return tx.Bucket(bForks).Put(id.Bytes(), raw)
+	}); err != nil {
+		s.log.Warn("accounting: storing a fork proof", "err", err)
 		return false
 	}
-	raw, _ := p.Encode()
-	if err := s.db.b.Update(func(tx *bolt.Tx) error { return tx.Bucket(bForks).Put(id.Bytes(), raw) }); err != nil {
-		s.log.Warn("accounting: storing a fork proof", "err", err)
+	if seen {
+		return false
 	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
@@ -90,6 +96,23 @@ func (s *Service) handleForkProof(ctx context.Context, msg *didcomm.Message) (*d
 	return nil, nil
 }
 
+// Disputes returns the records of the windows this node reported
+// disputed, oldest first per pair.
+func (s *Service) Disputes() ([]Dispute, error) {
+	out := []Dispute{}
+	err := s.db.b.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bDisputes).ForEach(func(_, v []byte) error {
+			var d Dispute
+			if err := json.Unmarshal(v, &d); err != nil {
+				return err
+			}
+			out = append(out, d)
+			return nil
+		})
+	})
+	return out, err
+}
+
 // ForkProofs returns the verified fork proofs this node holds.
 func (s *Service) ForkProofs() ([]*receipt.ForkProof, error) {
 	var out []*receipt.ForkProof
@@ -128,6 +151,7 @@ func (s *Service) handleDispute(_ context.Context, u *didcomm.Unpacked) (*didcom
 			return err
 		}
 		p.Theirs = &d.Counts
+		p.theirs(d.Evidence)
 		return putJSON(tx, bPending, k, p)
 	})
 }

@@ -51,3 +51,24 @@ func FuzzMessages(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCursor: a page cursor from anyone is read or refused, and one read
+// writes back to a cursor that reads the same.
+func FuzzCursor(f *testing.F) {
+	w := int64(3600)
+	for _, c := range []cursor{{}, {Receipt: []byte("a b\x00\x00\x00\x00\x00\x00\x00\x00\x01")}, {Window: &w}} {
+		f.Add(c.String())
+	}
+	f.Add("not base64!")
+	f.Add("e30")
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := parseCursor(s)
+		if err != nil {
+			return
+		}
+		c2, err := parseCursor(c.String())
+		if err != nil || string(c2.Receipt) != string(c.Receipt) || (c2.Window == nil) != (c.Window == nil) || c.Window != nil && *c.Window != *c2.Window {
+			t.Fatalf("%q read as %+v, rewritten as %+v (%v)", s, c, c2, err)
+		}
+	})
+}

@@ -94,7 +94,7 @@ func (s *Service) loadGrants() error {
 
 // Grants lists every grant this node gave or received, with its state.
 func (s *Service) Grants() ([]GrantInfo, error) {
-	now := time.Now()
+	now := s.now()
 	var out []GrantInfo
 	err := s.db.b.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bGrants).ForEach(func(_, v []byte) error {
@@ -119,7 +119,7 @@ func (s *Service) Offer(ctx context.Context, grantee string, svc meter.Service, 
 	if _, err := identity.PublicKeyFromDID(grantee); err != nil {
 		return GrantInfo{}, fmt.Errorf("grantee %q: %w", grantee, err)
 	}
-	g := grant.New(s.did, grantee, svc, quota, s.cfg.Window.Duration, time.Now(), length, notice)
+	g := grant.New(s.did, grantee, svc, quota, s.cfg.Window.Duration, s.now(), length, notice)
 	if err := g.Sign(s.key); err != nil {
 		return GrantInfo{}, err
 	}
@@ -169,7 +169,7 @@ func (s *Service) Offer(ctx context.Context, grantee string, svc meter.Service, 
 	if err := s.putGrant(rec); err != nil {
 		return GrantInfo{}, err
 	}
-	return GrantInfo{Grant: rec.Grant, State: rec.state(time.Now()), Direction: "given", Declined: rec.Declined}, nil
+	return GrantInfo{Grant: rec.Grant, State: rec.state(s.now()), Direction: "given", Declined: rec.Declined}, nil
 }
 
 // Revoke revokes a grant this node gave, effective after the grant's
@@ -190,13 +190,13 @@ func (s *Service) Revoke(ctx context.Context, id string) (GrantInfo, error) {
 		return GrantInfo{}, fmt.Errorf("grant %s was given by %s; only its grantor revokes it", id, rec.Grant.Grantor)
 	}
 	if rec.RevokedAt == 0 {
-		rec.RevokedAt = time.Now().Unix() + rec.Grant.NoticeSecs
+		rec.RevokedAt = s.now().Unix() + rec.Grant.NoticeSecs
 		if err := s.putGrant(rec); err != nil {
 			return GrantInfo{}, err
 		}
 	}
 	m, _ := didcomm.NewMessage(grant.TypeRevoke, grant.RevokeBody{ID: id, EffectiveAt: rec.RevokedAt})
-	info := GrantInfo{Grant: rec.Grant, State: rec.state(time.Now()), Direction: "given", RevokedAt: rec.RevokedAt}
+	info := GrantInfo{Grant: rec.Grant, State: rec.state(s.now()), Direction: "given", RevokedAt: rec.RevokedAt}
 	if _, err := s.agent.Request(ctx, rec.Grant.Grantee, m); err != nil && !isNoAnswer(err) {
 		return info, fmt.Errorf("revoked here from %d; telling %s failed: %w", rec.RevokedAt, rec.Grant.Grantee, err)
 	}
@@ -257,36 +257,59 @@ func (s *Service) handleGrant(_ context.Context, u *didcomm.Unpacked) (*didcomm.
 			return nil, problem(didcomm.CodeUnauthorized, "only grant %s's grantor revokes it", b.ID)
 		}
 		// The grantor may not cut the notice short.
-		rec.RevokedAt = max(b.EffectiveAt, time.Now().Unix()+rec.Grant.NoticeSecs-5)
+		rec.RevokedAt = max(b.EffectiveAt, s.now().Unix()+rec.Grant.NoticeSecs-5)
 		return nil, s.putGrant(rec)
 	}
 	return nil, problem(didcomm.CodeUnsupportedType, "grant/1.0 has no message %s", msg.Type)
 }
 
 // Allow is the enforcement hook for a service this node gives p: nil if p
-// holds an active grant with quota left this window, or if the service
-// needs no grant here; otherwise an error whose text is the NIP-01 style
-// refusal naming the grant. Each refusal is counted.
+// holds an active grant of svc with room for n more units this window, or
+// if the service needs no grant here; otherwise an error whose text is the
+// NIP-01 style refusal naming the grant. Each refusal is counted.
 func (s *Service) Allow(p peer.ID, svc meter.Service, n uint64) error {
-	now := time.Now()
+	used := s.meter.Used(p, svc)
+	return s.allow(p, svc, used+n, func(g *grant.Grant) string {
+		return fmt.Sprintf("%d %s per %ds window, %d used", g.Quota, svc, g.WindowSecs, used)
+	})
+}
+
+// AllowQueue is the mediator's check before it queues a forward for leaf,
+// which has queued messages waiting: a grant of mediation_messages bounds
+// the leaf's queue (the DESIGN's "mediation queue size"), so the forward
+// is refused once the queue holds the grant's quota.
+func (s *Service) AllowQueue(leaf string, queued int) error {
+	p, err := identity.PeerIDFromDID(leaf)
+	if err != nil {
+		return nil
+	}
+	return s.allow(p, meter.MediationMessages, uint64(queued)+1, func(g *grant.Grant) string {
+		return fmt.Sprintf("a queue of %d mediation_messages, %d queued", g.Quota, queued)
+	})
+}
+
+// allow refuses p's use of svc when would (the units in use once served)
+// exceeds every active grant's quota, or when svc needs a grant and p
+// holds none; terms describes the grant exceeded.
+func (s *Service) allow(p peer.ID, svc meter.Service, would uint64, terms func(*grant.Grant) string) error {
+	now := s.now()
 	s.grantsMu.RLock()
 	gs := s.given[p]
 	s.grantsMu.RUnlock()
-	used := s.meter.Used(p, svc)
-	var over *grantRecord
+	var over *grant.Grant
 	for i := range gs {
 		g := gs[i]
 		if g.Grant.Service != svc.String() || g.state(now) != StateActive {
 			continue
 		}
-		if used+n <= g.Grant.Quota {
+		if would <= g.Grant.Quota {
 			return nil
 		}
-		over = &gs[i]
+		over = gs[i].Grant
 	}
 	if over != nil {
 		s.m.grantRefusals.WithLabelValues(svc.String(), "over_quota").Inc()
-		return fmt.Errorf("rate-limited: over grant %s (%d %s per %ds window, %d used)", over.Grant.ID, over.Grant.Quota, svc, over.Grant.WindowSecs, used)
+		return fmt.Errorf("rate-limited: over grant %s (%s)", over.ID, terms(over))
 	}
 	if slices.Contains(s.cfg.RequireGrant, svc) {
 		s.m.grantRefusals.WithLabelValues(svc.String(), "no_grant").Inc()

@@ -3,6 +3,7 @@ package accounting
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 	bolt "go.etcd.io/bbolt"
 
 	"fleetmesh.org/fleetmesh/didcomm"
@@ -20,27 +22,33 @@ import (
 	"fleetmesh.org/fleetmesh/receipt"
 )
 
-// report/1.0: ask a node for another node's receipts and reports.
+// report/1.0: ask a node for another node's receipts and reports, a page
+// at a time (the DIDComm binding of what the sync protocol's RECEIPTS
+// frame does on the mesh).
 const (
 	PIURIReport     = "https://fleetmesh.org/protocols/report/1.0"
 	TypeQuery       = PIURIReport + "/query"
 	TypeQueryAnswer = PIURIReport + "/receipts"
 )
 
-// maxAnswerReceipts bounds one answer (each receipt is well under 1 KiB,
-// base64 in JSON, under the 1 MiB DIDComm message bound).
-const maxAnswerReceipts = 600
-
-// QueryBody asks for node's receipts with seq above After in every pair.
+// QueryBody asks for node's receipts and reports after the cursor After
+// ("" from the first).
 type QueryBody struct {
-	Node string `json:"node"`
+	Node  string `json:"node"`
+	After string `json:"after,omitempty"`
 }
 
-// AnswerBody answers a query.
-type AnswerBody struct {
-	Receipts [][]byte `json:"receipts"`
-	Reports  [][]byte `json:"reports"`
-}
+// AnswerBody answers a query with one page.
+type AnswerBody = receipt.Page
+
+// PageFetcher asks peer p for one page of node's receipts and reports
+// after a cursor (meshsync.Service.FetchReceipts, over the mesh's sync
+// protocol).
+type PageFetcher func(ctx context.Context, p peer.ID, node, after string) (receipt.Page, error)
+
+// maxFetchPages bounds the pages one fetch reads from one peer: 600,000
+// receipts.
+const maxFetchPages = 1000
 
 func isNoAnswer(err error) bool { return errors.Is(err, agent.ErrNoAnswer) }
 
@@ -127,73 +135,103 @@ func (s *Service) Reports(did string) ([]*receipt.Report, error) {
 	return out, err
 }
 
+// SetFetcher sets how Fetch asks a peer for a page: the node gives it the
+// sync protocol's client.
+func (s *Service) SetFetcher(f PageFetcher) { s.fetcher.Store(&f) }
+
 // Fetch asks did itself (when connected) and up to eight other connected
-// peers for did's receipts and reports, and keeps every one that verifies.
-// It returns how many new receipts it stored.
+// peers for all of did's receipts and reports, page by page, and keeps
+// every one that verifies; a fetched receipt (alone or in a report) that
+// contradicts a stored one becomes a fork proof. It returns how many new
+// receipts it stored.
 func (s *Service) Fetch(ctx context.Context, did string) (int, error) {
-	var targets []string
+	fp := s.fetcher.Load()
+	if fp == nil || *fp == nil {
+		return 0, errors.New("accounting: this node has no way to fetch from the mesh")
+	}
+	var targets []peer.ID
 	if p, err := identity.PeerIDFromDID(did); err == nil && s.host.Network().Connectedness(p) == network.Connected && did != s.did {
-		targets = append(targets, did)
+		targets = append(targets, p)
 	}
 	for _, p := range s.host.Network().Peers() {
 		if len(targets) >= 9 {
 			break
 		}
 		if d, err := identity.DIDFromPeerID(p); err == nil && d != did {
-			targets = append(targets, d)
-		}
-	}
-	stored := 0
-	var lastErr error
-	for _, t := range targets {
-		n, err := s.fetchFrom(ctx, t, did)
-		stored += n
-		if err != nil {
-			lastErr = err
+			targets = append(targets, p)
 		}
 	}
 	if len(targets) == 0 {
 		return 0, fmt.Errorf("no connected peer to ask for %s's receipts", did)
 	}
+	stored := 0
+	var lastErr error
+	for _, p := range targets {
+		n, err := s.fetchFrom(ctx, *fp, p, did)
+		stored += n
+		if err != nil {
+			lastErr = err
+		}
+	}
 	return stored, lastErr
 }
 
-func (s *Service) fetchFrom(ctx context.Context, from, did string) (int, error) {
-	m, _ := didcomm.NewMessage(TypeQuery, QueryBody{Node: did})
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+func (s *Service) fetchFrom(ctx context.Context, fetch PageFetcher, p peer.ID, did string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	reply, err := s.agent.Request(ctx, from, m)
-	if err != nil {
-		return 0, err
-	}
-	var a AnswerBody
-	if err := json.Unmarshal(reply.Body, &a); err != nil {
-		return 0, fmt.Errorf("answer from %s: %w", from, err)
-	}
-	n := 0
-	for _, raw := range a.Receipts[:min(len(a.Receipts), maxAnswerReceipts)] {
-		// Only what was asked for: an answer cannot fill this node's
-		// store with other pairs' receipts.
-		if r, err := receipt.Decode(raw); err != nil || !r.Has(did) {
-			continue
-		}
-		ok, err := s.Ingest(raw)
+	n, after := 0, ""
+	for range maxFetchPages {
+		pg, err := fetch(ctx, p, did, after)
 		if err != nil {
-			s.log.Info("accounting: fetched receipt refused", "from", from, "err", err)
-			continue
+			return n, fmt.Errorf("fetching %s's receipts from %s: %w", did, p, err)
 		}
-		if ok {
-			n++
+		for _, raw := range pg.Receipts[:min(len(pg.Receipts), receipt.MaxPageReceipts)] {
+			// Only what was asked for: an answer cannot fill this
+			// node's store with other pairs' receipts.
+			if r, err := receipt.Decode(raw); err != nil || !r.Has(did) {
+				continue
+			}
+			ok, err := s.Ingest(raw)
+			if err != nil {
+				s.log.Info("accounting: fetched receipt refused", "from", p, "err", err)
+				continue
+			}
+			if ok {
+				n++
+			}
 		}
-	}
-	for _, raw := range a.Reports {
-		rep, err := receipt.DecodeReport(raw)
-		if err != nil || rep.Node != did {
-			continue
+		for _, raw := range pg.Reports[:min(len(pg.Reports), receipt.MaxPageReports)] {
+			if err := s.ingestReport(raw, did); err != nil {
+				s.log.Info("accounting: fetched report refused", "from", p, "err", err)
+			}
 		}
-		s.db.b.Update(func(tx *bolt.Tx) error { return tx.Bucket(bReports).Put(key(rep.Node, uint64(rep.WindowStart)), raw) })
+		if pg.Next == "" || pg.Next == after {
+			return n, nil
+		}
+		after = pg.Next
 	}
 	return n, nil
+}
+
+// ingestReport keeps a verified report of did, and checks every co-signed
+// receipt in it against the receipts held (Ingest), so that a report
+// carrying the other side of a fork is caught.
+func (s *Service) ingestReport(raw []byte, did string) error {
+	rep, err := receipt.DecodeReport(raw)
+	if err != nil {
+		return err
+	}
+	if rep.Node != did {
+		return fmt.Errorf("a report of %s, not of %s", rep.Node, did)
+	}
+	for _, rc := range rep.Receipts {
+		if _, err := s.Ingest(rc); err != nil {
+			s.log.Info("accounting: a receipt in a fetched report", "node", did, "window", rep.WindowStart, "err", err)
+		}
+	}
+	return s.db.b.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bReports).Put(key(rep.Node, uint64(rep.WindowStart)), raw)
+	})
 }
 
 // Ingest stores a co-signed receipt learnt from elsewhere once it
@@ -231,7 +269,101 @@ func (s *Service) Ingest(raw []byte) (bool, error) {
 	return isNew, err
 }
 
-// handleReport serves report/1.0 queries.
+// cursor is a page's position: the key of the last receipt sent (pair \0
+// seq) and the window of the last report sent. It travels as base64url
+// JSON, opaque to the asker.
+type cursor struct {
+	Receipt []byte `json:"r,omitempty"`
+	Window  *int64 `json:"w,omitempty"`
+}
+
+func parseCursor(s string) (cursor, error) {
+	var c cursor
+	if s == "" {
+		return c, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		err = dec.Decode(&c)
+	}
+	if err != nil || len(c.Receipt) > 1024 {
+		return c, fmt.Errorf("invalid cursor %q: give the next cursor of the previous page, or none", s)
+	}
+	return c, nil
+}
+
+func (c cursor) String() string {
+	b, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// Page returns one page of the co-signed receipts (in pair and seq order)
+// and reports (in window order) of node that this node holds, after the
+// cursor after ("" for the first page); Next is "" after the last page.
+// Any node answers for any node.
+func (s *Service) Page(node, after string) (receipt.Page, error) {
+	return s.page(node, after, true, true)
+}
+
+func (s *Service) page(node, after string, receipts, reports bool) (receipt.Page, error) {
+	pg := receipt.Page{Receipts: [][]byte{}, Reports: [][]byte{}}
+	if _, err := identity.PublicKeyFromDID(node); err != nil {
+		return pg, fmt.Errorf("node %q: %v", node, err)
+	}
+	c, err := parseCursor(after)
+	if err != nil {
+		return pg, err
+	}
+	next, more := c, false
+	err = s.db.b.View(func(tx *bolt.Tx) error {
+		if receipts {
+			cur := tx.Bucket(bReceipts).Cursor()
+			k, v := cur.First()
+			if c.Receipt != nil {
+				if k, v = cur.Seek(c.Receipt); k != nil && bytes.Equal(k, c.Receipt) {
+					k, v = cur.Next()
+				}
+			}
+			for ; k != nil; k, v = cur.Next() {
+				if !pairHas(string(k[:bytes.IndexByte(k, 0)]), node) {
+					continue
+				}
+				if len(pg.Receipts) == s.pageReceipts {
+					more = true
+					break
+				}
+				pg.Receipts = append(pg.Receipts, bytes.Clone(v))
+				next.Receipt = bytes.Clone(k)
+			}
+		}
+		if reports {
+			cur := tx.Bucket(bReports).Cursor()
+			pfx := append([]byte(node), 0)
+			start := pfx
+			if c.Window != nil {
+				start = key(node, uint64(*c.Window)+1)
+			}
+			for k, v := cur.Seek(start); k != nil && bytes.HasPrefix(k, pfx); k, v = cur.Next() {
+				if len(pg.Reports) == s.pageReports {
+					more = true
+					break
+				}
+				pg.Reports = append(pg.Reports, bytes.Clone(v))
+				w := int64(binary.BigEndian.Uint64(k[len(pfx):]))
+				next.Window = &w
+			}
+		}
+		return nil
+	})
+	if more {
+		pg.Next = next.String()
+	}
+	return pg, err
+}
+
+// handleReport serves report/1.0 queries, a page at a time.
 func (s *Service) handleReport(_ context.Context, u *didcomm.Unpacked) (*didcomm.Message, error) {
 	msg := u.Message
 	if msg.Type != TypeQuery {
@@ -241,24 +373,11 @@ func (s *Service) handleReport(_ context.Context, u *didcomm.Unpacked) (*didcomm
 	if err := json.Unmarshal(msg.Body, &q); err != nil {
 		return nil, problem(didcomm.CodeMalformed, "query body: %v", err)
 	}
-	if _, err := identity.PublicKeyFromDID(q.Node); err != nil {
-		return nil, problem(didcomm.CodeMalformed, "node %q: %v", q.Node, err)
-	}
-	rs, err := s.Receipts(q.Node)
+	pg, err := s.Page(q.Node, q.After)
 	if err != nil {
-		return nil, err
+		return nil, problem(didcomm.CodeMalformed, "%v", err)
 	}
-	a := AnswerBody{Receipts: [][]byte{}, Reports: [][]byte{}}
-	for _, r := range rs[:min(len(rs), maxAnswerReceipts)] {
-		raw, _ := r.Encode()
-		a.Receipts = append(a.Receipts, raw)
-	}
-	reps, _ := s.Reports(q.Node)
-	for _, r := range reps[max(0, len(reps)-64):] {
-		raw, _ := r.Encode()
-		a.Reports = append(a.Reports, raw)
-	}
-	out, err := didcomm.NewMessage(TypeQueryAnswer, a)
+	out, err := didcomm.NewMessage(TypeQueryAnswer, pg)
 	if err != nil {
 		return nil, err
 	}
@@ -266,12 +385,16 @@ func (s *Service) handleReport(_ context.Context, u *didcomm.Unpacked) (*didcomm
 	return out, nil
 }
 
-// ServeReceipts serves GET ?node=DID[&fetch=1]: a JSON array of the
-// node's receipts (receipt.JSON), fetched from the mesh first when this
-// node holds none of them or fetch is set. It is mounted on the relay port
-// (/accounting/receipts) and on the control socket.
-func (s *Service) ServeReceipts(w http.ResponseWriter, r *http.Request) {
-	did := r.URL.Query().Get("node")
+// NextHeader carries the cursor of the next page of an HTTP answer
+// (absent after the last page).
+const NextHeader = "Fleetmesh-Next"
+
+// servePage answers a GET ?node=DID[&fetch=1][&after=CURSOR] with one page
+// of what this node holds of did. On the first page (no cursor) it
+// fetches from the mesh first when this node holds none of it or fetch=1.
+func (s *Service) servePage(w http.ResponseWriter, r *http.Request, receipts bool, write func(receipt.Page) any) {
+	q := r.URL.Query()
+	did := q.Get("node")
 	if did == "" {
 		did = s.did
 	}
@@ -279,60 +402,77 @@ func (s *Service) ServeReceipts(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("node %q: %v (give ?node=did:key:…)", did, err), http.StatusBadRequest)
 		return
 	}
-	rs, err := s.Receipts(did)
+	after := q.Get("after")
+	pg, err := s.page(did, after, receipts, !receipts)
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	if did != s.did && (len(rs) == 0 || r.URL.Query().Get("fetch") == "1") {
+	held := len(pg.Receipts) + len(pg.Reports)
+	if did != s.did && after == "" && (held == 0 || q.Get("fetch") == "1") {
 		if _, err := s.Fetch(r.Context(), did); err != nil {
-			s.log.Info("accounting: fetching receipts", "node", did, "err", err)
+			s.log.Info("accounting: fetching from the mesh", "node", did, "err", err)
 		}
-		rs, _ = s.Receipts(did)
-	}
-	out := make([]receipt.JSON, 0, len(rs))
-	for _, rc := range rs {
-		j, err := rc.ToJSON()
-		if err != nil {
-			continue
+		if pg, err = s.page(did, after, receipts, !receipts); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
 		}
-		out = append(out, j)
 	}
-	w.Header().Set("Content-Type", "application/json")
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(out)
+	if pg.Next != "" {
+		w.Header().Set(NextHeader, pg.Next)
+	}
+	writeJSON(w, write(pg))
 }
 
-// ServeReports serves GET ?node=DID: the node's reports held here, each
-// as base64url canonical bytes.
-func (s *Service) ServeReports(w http.ResponseWriter, r *http.Request) {
-	did := r.URL.Query().Get("node")
-	if did == "" {
-		did = s.did
-	}
-	reps, err := s.Reports(did)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	type item struct {
-		WindowStart int64    `json:"window_start"`
-		Receipts    int      `json:"receipts"`
-		Disputed    []string `json:"disputed"`
-		Raw         []byte   `json:"raw"`
-	}
-	out := []item{}
-	for _, rep := range reps {
-		it := item{WindowStart: rep.WindowStart, Receipts: len(rep.Receipts), Disputed: []string{}}
-		for _, d := range rep.Disputed {
-			if rc, err := receipt.Decode(d); err == nil {
-				it.Disputed = append(it.Disputed, rc.PairKey())
+// ServeReceipts serves GET ?node=DID[&fetch=1][&after=CURSOR]: one page
+// (at most receipt.MaxPageReceipts) of the node's co-signed receipts held
+// here, in pair and seq order, as a JSON array of receipt.JSON, the next
+// page's cursor in the Fleetmesh-Next header. It is mounted on the relay
+// port (/accounting/receipts) and on the control socket.
+func (s *Service) ServeReceipts(w http.ResponseWriter, r *http.Request) {
+	s.servePage(w, r, true, func(pg receipt.Page) any {
+		out := make([]receipt.JSON, 0, len(pg.Receipts))
+		for _, raw := range pg.Receipts {
+			rc, err := receipt.Decode(raw)
+			if err != nil {
+				continue
+			}
+			if j, err := rc.ToJSON(); err == nil {
+				out = append(out, j)
 			}
 		}
-		it.Raw, _ = rep.Encode()
-		out = append(out, it)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(out)
+		return out
+	})
+}
+
+// ReportJSON is one report as /accounting/reports lists it.
+type ReportJSON struct {
+	WindowStart int64    `json:"window_start"`
+	Receipts    int      `json:"receipts"`
+	Disputed    []string `json:"disputed"`
+	Raw         []byte   `json:"raw"`
+}
+
+// ServeReports serves GET ?node=DID[&fetch=1][&after=CURSOR]: one page (at
+// most receipt.MaxPageReports) of the node's reports held here, in window
+// order, each with its canonical bytes, paged and fetched as
+// ServeReceipts.
+func (s *Service) ServeReports(w http.ResponseWriter, r *http.Request) {
+	s.servePage(w, r, false, func(pg receipt.Page) any {
+		out := []ReportJSON{}
+		for _, raw := range pg.Reports {
+			rep, err := receipt.DecodeReport(raw)
+			if err != nil {
+				continue
+			}
+			it := ReportJSON{WindowStart: rep.WindowStart, Receipts: len(rep.Receipts), Disputed: []string{}, Raw: raw}
+			for _, d := range rep.Disputed {
+				if rc, err := receipt.Decode(d); err == nil {
+					it.Disputed = append(it.Disputed, rc.PairKey())
+				}
+			}
+			out = append(out, it)
+		}
+		return out
+	})
 }

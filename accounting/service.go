@@ -100,15 +100,20 @@ type Service struct {
 	grantsMu sync.RWMutex
 	given    map[peer.ID][]grantRecord // active grants this node gave, by grantee
 
-	forkMu   sync.Mutex
-	forkSeen map[string]bool
-
 	leaves atomic.Pointer[func(did string) bool] // SetLeaves
 
-	closing *meter.Window // rolled, to be snapshotted on the next tick (loop only)
+	closing []*meter.Window // rolled, to be snapshotted on the next tick (loop only)
 	// readyBefore is the end of the windows whose figures are saved: b
 	// answers proposals for those only.
 	readyBefore atomic.Int64
+
+	// now is the clock of grant states (time.Now; tests move it).
+	now func() time.Time
+	// fetcher asks a peer for a page of a node's records (SetFetcher);
+	// pageReceipts and pageReports bound the pages this node answers
+	// (receipt.MaxPageReceipts, MaxPageReports; tests lower them).
+	fetcher                   atomic.Pointer[PageFetcher]
+	pageReceipts, pageReports int
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -140,7 +145,8 @@ func New(key *identity.Key, cfg Config, dir string, m *meter.Meter, ag *agent.Se
 	}
 	s := &Service{key: key, did: key.DID(), cfg: cfg, db: d, meter: m, agent: ag, host: h,
 		log: log.With("component", "accounting"), m: newMetrics(reg),
-		pairs: map[string]*sync.Mutex{}, forkSeen: map[string]bool{}}
+		pairs: map[string]*sync.Mutex{}, now: time.Now,
+		pageReceipts: receipt.MaxPageReceipts, pageReports: receipt.MaxPageReports}
 	s.readyBefore.Store(m.Current().Start)
 	if err := s.loadGrants(); err != nil {
 		d.close()
@@ -184,7 +190,11 @@ func (s *Service) Meter() *meter.Meter { return s.meter }
 func (s *Service) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	s.wg.Add(1)
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		s.meter.Run(ctx)
+	}()
 	go func() {
 		defer s.wg.Done()
 		tick := s.tick()
@@ -207,28 +217,22 @@ func (s *Service) Close() error {
 	return s.db.close()
 }
 
-// Round runs one step of the window loop at now: snapshot a window rolled
-// on the previous step, roll the window if a boundary passed, run the
+// Round runs one step of the window loop at now: snapshot the windows
+// rolled by the previous step, roll the window if a boundary passed (the
+// meter's own Run does so at the boundary when the loop runs), run the
 // exchanges that are due, and publish the reports that are due.
 func (s *Service) Round(ctx context.Context, now time.Time) {
-	if s.closing != nil {
-		if err := s.snapshot(s.closing); err != nil {
-			s.log.Warn("accounting: saving a closed window", "window", s.closing.Start, "err", err)
-		} else {
-			s.readyBefore.Store(s.closing.Start + s.meter.Length())
-			s.closing = nil
+	for len(s.closing) > 0 {
+		w := s.closing[0]
+		if err := s.snapshot(w); err != nil {
+			s.log.Warn("accounting: saving a closed window", "window", w.Start, "err", err)
+			break // in order: retried on the next step
 		}
+		s.readyBefore.Store(w.Start + s.meter.Length())
+		s.closing = s.closing[1:]
 	}
-	if w := s.meter.Roll(s.meter.Align(now)); w != nil {
-		if s.closing != nil {
-			// Two boundaries in one step (the node was stalled): the
-			// older window is saved now, late records or not.
-			if err := s.snapshot(s.closing); err != nil {
-				s.log.Warn("accounting: saving a closed window", "window", s.closing.Start, "err", err)
-			}
-		}
-		s.closing = w
-	}
+	s.meter.Roll(s.meter.Align(now))
+	s.closing = append(s.closing, s.meter.TakeClosed()...)
 	s.exchange(ctx, now)
 	if err := s.publishDue(now); err != nil {
 		s.log.Warn("accounting: reports", "err", err)

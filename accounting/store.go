@@ -12,6 +12,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"fleetmesh.org/fleetmesh/accounting/exchange"
 	"fleetmesh.org/fleetmesh/receipt"
 )
 
@@ -29,6 +30,7 @@ var (
 	bForks    = []byte("forks")    // proof CID → fork proof
 	bGrants   = []byte("grants")   // id → grant record (JSON)
 	bUnacked  = []byte("unacked")  // pair → seq whose countersignature b has not acknowledged
+	bDisputes = []byte("disputes") // pair \0 window → dispute record (JSON)
 )
 
 type db struct{ b *bolt.DB }
@@ -42,7 +44,7 @@ func openDB(dir string) (*db, error) {
 		return nil, fmt.Errorf("accounting: open %s: %w (is another node running on this home?)", dir, err)
 	}
 	err = b.Update(func(tx *bolt.Tx) error {
-		for _, n := range [][]byte{bReceipts, bHeads, bPending, bSigned, bDisputed, bToReport, bReports, bForks, bGrants, bUnacked} {
+		for _, n := range [][]byte{bReceipts, bHeads, bPending, bSigned, bDisputed, bToReport, bReports, bForks, bGrants, bUnacked, bDisputes} {
 			if _, err := tx.CreateBucketIfNotExists(n); err != nil {
 				return err
 			}
@@ -70,6 +72,41 @@ type pending struct {
 	Mine   receipt.Side  `json:"mine"`
 	Theirs *receipt.Side `json:"theirs,omitempty"`
 	Rounds int           `json:"rounds"`
+	// Evidence is this node's evidence of its event figures, saved with
+	// them; TheirEvidence the peer's, once a dispute sent it, and
+	// Findings what checking one against the other found.
+	Evidence      *receipt.Evidence `json:"evidence,omitempty"`
+	TheirEvidence *receipt.Evidence `json:"their_evidence,omitempty"`
+	Findings      []string          `json:"findings,omitempty"`
+}
+
+// Dispute is a disputed window's record, kept beside its disputed
+// receipt: both sides' evidence and what checking them found
+// (spec/disputes.md "Evidence").
+type Dispute struct {
+	Pair          string            `json:"pair"`
+	Peer          string            `json:"peer"`
+	WindowStart   int64             `json:"window_start"`
+	Rounds        int               `json:"rounds"`
+	Evidence      *receipt.Evidence `json:"evidence,omitempty"`
+	TheirEvidence *receipt.Evidence `json:"their_evidence,omitempty"`
+	Findings      []string          `json:"findings"`
+}
+
+// theirs records the peer's evidence, if it sent any, and checks it
+// against this node's.
+func (p *pending) theirs(e *receipt.Evidence) {
+	if e == nil {
+		return
+	}
+	if err := e.Check(); err != nil {
+		p.Findings = []string{"the peer's evidence is refused: " + err.Error()}
+		return
+	}
+	p.TheirEvidence = e
+	if p.Evidence != nil {
+		p.Findings = exchange.CheckEvidence(*p.Evidence, *e)
+	}
 }
 
 func (p pending) end() int64 { return p.Start + p.Secs }
@@ -145,6 +182,19 @@ func putReceipt(tx *bolt.Tx, r *receipt.Receipt) (*receipt.Receipt, error) {
 		return o, errFork
 	}
 	return nil, tx.Bucket(bReceipts).Put(k, raw)
+}
+
+// receiptFor reports whether the pair holds a co-signed receipt of the
+// window.
+func receiptFor(tx *bolt.Tx, pair string, window int64) bool {
+	c := tx.Bucket(bReceipts).Cursor()
+	pfx := append([]byte(pair), 0)
+	for k, v := c.Seek(pfx); k != nil && bytes.HasPrefix(k, pfx); k, v = c.Next() {
+		if r, err := receipt.Decode(v); err == nil && r.WindowStart == window {
+			return true
+		}
+	}
+	return false
 }
 
 // receiptsOf lists every stored co-signed receipt involving did.

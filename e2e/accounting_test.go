@@ -5,10 +5,25 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-msgio"
+	"github.com/multiformats/go-multiaddr"
+
+	"fleetmesh.org/fleetmesh/accounting"
+	"fleetmesh.org/fleetmesh/didcomm/agent"
+	"fleetmesh.org/fleetmesh/identity"
+	"fleetmesh.org/fleetmesh/meshsync"
+	"fleetmesh.org/fleetmesh/meter"
 )
 
 // receiptJSON is the part of `fleetmesh receipts --json` these tests read.
@@ -64,10 +79,47 @@ func verifyReceipts(t *testing.T, home, did string) {
 	}
 }
 
+// windowOf is the start of the 2-second accounting window t falls in.
+func windowOf(t time.Time) int64 { return t.Unix() - t.Unix()%2 }
+
+// reportedDisputed lists, by window, the pairs n's reports of its own
+// windows mark disputed, read through the relay port's paged
+// /accounting/reports.
+func reportedDisputed(t *testing.T, n *meshNode) map[int64][]string {
+	t.Helper()
+	out := map[int64][]string{}
+	after := ""
+	for {
+		q := url.Values{"node": {n.did}}
+		if after != "" {
+			q.Set("after", after)
+		}
+		resp, err := http.Get(n.httpURL() + "/accounting/reports?" + q.Encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var page []struct {
+			WindowStart int64    `json:"window_start"`
+			Disputed    []string `json:"disputed"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&page)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("/accounting/reports: %v", err)
+		}
+		for _, r := range page {
+			out[r.WindowStart] = append(out[r.WindowStart], r.Disputed...)
+		}
+		if after = resp.Header.Get("Fleetmesh-Next"); after == "" {
+			return out
+		}
+	}
+}
+
 // startPair starts two accounting nodes, y bootstrapping from x, and
-// waits until an event crosses.
-func startPair(t *testing.T) (x, y *meshNode, xh, yh string, u *user) {
-	xh, yh = newHome(t, accountingConfig), newHome(t, accountingConfig)
+// waits until an event crosses. extra is appended to both configs.
+func startPair(t *testing.T, extra string) (x, y *meshNode, xh, yh string, u *user) {
+	xh, yh = newHome(t, accountingConfig+extra), newHome(t, accountingConfig+extra)
 	x = startMeshNode(t, xh)
 	y = startMeshNode(t, yh, x.mesh)
 	x.did, y.did = runID(t, xh).DID, runID(t, yh).DID
@@ -79,13 +131,15 @@ func startPair(t *testing.T) (x, y *meshNode, xh, yh string, u *user) {
 	return
 }
 
-// TestAccountingTwoNodes: two node processes with grants both ways and
-// 2-second windows; events flow both ways for a few windows. Every window
-// with traffic gets a receipt both sides signed, the chain verifies from
-// the first receipt at both nodes (and each node's chain fetched through
-// the other), and the counts add up to what the test sent.
+// TestAccountingTwoNodes: two node processes that give events only under
+// a grant (require_grant), with grants both ways and 2-second windows;
+// events flow both ways for a few windows. Every window the test
+// published in gets exactly one receipt both sides signed, the chain
+// verifies from the first receipt at both nodes (and each node's chain
+// fetched through the other), and the counts add up to what the test
+// sent.
 func TestAccountingTwoNodes(t *testing.T) {
-	x, y, xh, yh, u := startPair(t)
+	x, y, xh, yh, u := startPair(t, "require_grant = ['events']\n")
 	for _, g := range []struct{ home, to string }{{xh, y.did}, {yh, x.did}} {
 		out, errOut, err := cli(t, "grants", "offer", "--home", g.home, "--to", g.to, "--quota", "1000", "--length", "1h", "--notice", "1m")
 		if err != nil || !strings.Contains(out, `"state": "active"`) {
@@ -99,10 +153,12 @@ func TestAccountingTwoNodes(t *testing.T) {
 	}
 	sentX, sentY := 1, 0 // the warm-up event
 	var idsX, idsY []string
+	var published []int64
 	for w := 0; w < 3; w++ {
 		// Publish in the middle of a window, so that few events are in
 		// flight at a boundary.
 		time.Sleep(time.Until(time.Now().Truncate(2 * time.Second).Add(2*time.Second + 500*time.Millisecond)))
+		published = append(published, windowOf(time.Now()))
 		for i := 0; i < 5; i++ {
 			idsX = append(idsX, publishAt(t, x, u, fmt.Sprintf("x %d %d", w, i)))
 			idsY = append(idsY, publishAt(t, y, u, fmt.Sprintf("y %d %d", w, i)))
@@ -132,6 +188,26 @@ func TestAccountingTwoNodes(t *testing.T) {
 	}
 	if len(rx) < 3 {
 		t.Fatalf("%d receipts for at least 3 windows of traffic", len(rx))
+	}
+	// One receipt per window: no window twice, and each window the test
+	// published in has its receipt with the events of both sides. (Other
+	// windows have receipts too where the mesh moved something, such as
+	// the warm-up and the nodes' own announcements.)
+	byWindow := map[int64]receiptJSON{}
+	for _, r := range rx {
+		if _, dup := byWindow[r.WindowStart]; dup {
+			t.Fatalf("two receipts for window %d", r.WindowStart)
+		}
+		byWindow[r.WindowStart] = r
+	}
+	for _, w := range published {
+		r, ok := byWindow[w]
+		if !ok {
+			t.Fatalf("no receipt for window %d, in which the test published 5 events at each node", w)
+		}
+		if r.side(x.did).Gave.Events < 5 || r.side(y.did).Gave.Events < 5 {
+			t.Fatalf("window %d: x gave %d events, y %d; each published 5", w, r.side(x.did).Gave.Events, r.side(y.did).Gave.Events)
+		}
 	}
 	gx, gy, rxy, ryx := 0, 0, 0, 0
 	for i, r := range rx {
@@ -177,27 +253,49 @@ func TestAccountingTwoNodes(t *testing.T) {
 // TestAccountingKillAtWindowClose kills either node with SIGKILL at a
 // random point of a window close, a bounded number of times (3; 10 with
 // FLEETMESH_SOAK=1), restarting it each time, with traffic flowing. After
-// the loop both chains verify, and wherever both nodes hold a receipt for
-// a seq it is the same receipt: none was lost or signed twice.
+// the loop both chains verify, wherever both nodes hold a receipt for a
+// seq it is the same receipt (none signed twice), and every window with
+// traffic before a kill has, at both nodes, its receipt or a report that
+// marks it disputed (none lost: a window whose figures the victim had not
+// saved when it died is disputed, never dropped).
 func TestAccountingKillAtWindowClose(t *testing.T) {
-	x, y, xh, yh, u := startPair(t)
+	x, y, xh, yh, u := startPair(t, "")
 	rounds := 3
 	if os.Getenv("FLEETMESH_SOAK") != "" {
 		rounds = 10
 	}
+	var traffic []int64
 	for i := 0; i < rounds; i++ {
-		publishAt(t, x, u, fmt.Sprintf("x %d", i))
-		publishAt(t, y, u, fmt.Sprintf("y %d", i))
+		// Traffic both ways, published from 300 ms into a window (a
+		// node's roll at the boundary may come a little late on a
+		// loaded machine) and confirmed at the other node within that
+		// window (a restarted node may still be reconnecting): then both
+		// count it in that window.
+		now := time.Now()
+		switch into := now.Sub(now.Truncate(2 * time.Second)); {
+		case into < 300*time.Millisecond:
+			time.Sleep(300*time.Millisecond - into)
+		case into > time.Second:
+			time.Sleep(2*time.Second + 300*time.Millisecond - into)
+		}
+		start := time.Now()
+		idX := publishAt(t, x, u, fmt.Sprintf("x %d", i))
+		idY := publishAt(t, y, u, fmt.Sprintf("y %d", i))
+		waitEverywhere(t, "x's event", []*meshNode{y}, []string{idX})
+		waitEverywhere(t, "y's event", []*meshNode{x}, []string{idY})
+		if windowOf(time.Now()) == windowOf(start) {
+			traffic = append(traffic, windowOf(start))
+		}
 		// Sleep to just past a window boundary, then a random part of
 		// the close (the exchange runs within the first fifth).
-		now := time.Now()
-		next := now.Truncate(2 * time.Second).Add(2 * time.Second)
+		next := time.Now().Truncate(2 * time.Second).Add(2 * time.Second)
 		time.Sleep(time.Until(next) + time.Duration(rand.IntN(600))*time.Millisecond)
 		victim, vh, other := x, xh, y
 		if rand.IntN(2) == 0 {
 			victim, vh, other = y, yh, x
 		}
 		victim.kill()
+		t.Logf("round %d: traffic in window %d, killed %s at %s", i, windowOf(start), map[bool]string{true: "x", false: "y"}[victim == x], time.Now().Format("15:04:05.000"))
 		restarted := startMeshNode(t, vh, other.mesh)
 		restarted.did = victim.did
 		if victim == x {
@@ -221,14 +319,170 @@ func TestAccountingKillAtWindowClose(t *testing.T) {
 				t.Fatalf("seq %d: x holds %s, y holds %s: signed twice", r.Seq, c, r.CID)
 			}
 		}
-		if len(rx) == len(ry) && len(rx) > 0 {
+		lost := accountedFor(t, traffic, map[string][]receiptJSON{"x": rx, "y": ry}, map[string]*meshNode{"x": x, "y": y})
+		if len(rx) == len(ry) && len(rx) > 0 && lost == "" {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("x holds %d receipts, y %d\n%s\n%s", len(rx), len(ry), x.output(), y.output())
+			for name, rs := range map[string][]receiptJSON{"x": rx, "y": ry} {
+				for _, r := range rs {
+					t.Logf("%s: receipt seq %d window %d", name, r.Seq, r.WindowStart)
+				}
+			}
+			t.Logf("x reports disputed %v, y %v", reportedDisputed(t, x), reportedDisputed(t, y))
+			t.Fatalf("x holds %d receipts, y %d; %s\n%s\n%s", len(rx), len(ry), lost, x.output(), y.output())
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
 	verifyReceipts(t, xh, x.did)
 	verifyReceipts(t, yh, y.did)
+}
+
+// accountedFor says which window of traffic a node has neither a receipt
+// for nor a report marking it disputed ("" when none).
+func accountedFor(t *testing.T, traffic []int64, rs map[string][]receiptJSON, nodes map[string]*meshNode) string {
+	t.Helper()
+	for name, n := range nodes {
+		have := map[int64]bool{}
+		for _, r := range rs[name] {
+			have[r.WindowStart] = true
+		}
+		disputed := reportedDisputed(t, n)
+		for _, w := range traffic {
+			if !have[w] && len(disputed[w]) == 0 {
+				return fmt.Sprintf("window %d had traffic and %s holds neither its receipt nor a report of it disputed", w, name)
+			}
+		}
+	}
+	return ""
+}
+
+// grantee is an in-test node with accounting (its own libp2p host,
+// DIDComm agent and accounting service), connected to a node process, so
+// that the process can grant it service and the test can speak the sync
+// protocol as it.
+type grantee struct {
+	did string
+	h   host.Host
+	to  peer.ID
+}
+
+func newGrantee(t *testing.T, to *meshNode) *grantee {
+	t.Helper()
+	key, err := identity.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := libp2p.New(libp2p.Identity(key.Libp2pKey()), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	dir := t.TempDir()
+	ag, err := agent.New(key, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ag.Close() })
+	ag.AttachLibp2p(h)
+	s, err := accounting.New(key, accounting.DefaultConfig(), dir+"/accounting", meter.New(h.ID(), time.Hour, time.Now()), ag, h, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ai, err := peer.AddrInfoFromP2pAddr(multiaddr.StringCast(to.mesh))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.Connect(ctx, *ai); err != nil {
+		t.Fatal(err)
+	}
+	return &grantee{did: key.DID(), h: h, to: ai.ID}
+}
+
+// req sends one sync protocol REQ and returns how many events came before
+// the answer ended, and the CLOSED reason ("" after EOSE).
+func (g *grantee) req(t *testing.T) (events int, closed string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := g.h.NewStream(ctx, g.to, protocol.ID(meshsync.ProtocolID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.SetDeadline(time.Now().Add(10 * time.Second))
+	r, w := msgio.NewVarintReaderSize(s, meshsync.MaxFrameBytes), msgio.NewVarintWriter(s)
+	if err := w.WriteMsg([]byte(`["REQ","q",{"kinds":[1]}]`)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		b, err := r.ReadMsg()
+		if err != nil {
+			t.Fatalf("after %d events: %v", events, err)
+		}
+		var parts []json.RawMessage
+		var typ, reason string
+		if json.Unmarshal(b, &parts) != nil || len(parts) < 2 || json.Unmarshal(parts[0], &typ) != nil {
+			t.Fatalf("frame %s", b)
+		}
+		switch typ {
+		case "EVENT":
+			events++
+		case "EOSE":
+			return events, ""
+		case "CLOSED":
+			json.Unmarshal(parts[2], &reason)
+			return events, reason
+		default:
+			t.Fatalf("frame %s", b)
+		}
+	}
+}
+
+// TestAccountingGrantRefusesREQ: a node that gives events only under a
+// grant refuses a peer's sync REQ without one ("restricted:"), and, once
+// it has granted the peer 3 events a window, answers a REQ for 8 events
+// with 3 and then CLOSED naming the grant; both refusals are counted in
+// /metrics.
+func TestAccountingGrantRefusesREQ(t *testing.T) {
+	// Hour-long windows: the quota is not renewed during the test.
+	xh := newHome(t, "\n[mesh]\nsync_interval = \"1h\"\n\n[accounting]\nwindow = '1h'\nrequire_grant = ['events']\n")
+	x := startMeshNode(t, xh)
+	x.did = runID(t, xh).DID
+	u, err := newUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range 8 {
+		ids = append(ids, publishAt(t, x, u, fmt.Sprintf("note %d", i)))
+	}
+	waitEverywhere(t, "the notes", []*meshNode{x}, ids)
+	g := newGrantee(t, x)
+	if n, reason := g.req(t); n != 0 || !strings.HasPrefix(reason, "restricted:") {
+		t.Fatalf("without a grant: %d events, closed %q", n, reason)
+	}
+	out, errOut, err := cli(t, "grants", "offer", "--home", xh, "--to", g.did, "--quota", "3", "--length", "1h", "--notice", "1m")
+	var gi struct{ ID, State string }
+	if err != nil || json.Unmarshal([]byte(out), &gi) != nil || gi.State != "active" {
+		t.Fatalf("grants offer: %v\n%s\n%s", err, out, errOut)
+	}
+	n, reason := g.req(t)
+	if n != 3 || !strings.HasPrefix(reason, "rate-limited: over grant "+gi.ID) {
+		t.Fatalf("under a grant of 3: %d events, closed %q", n, reason)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	fams, err := metrics(ctx, x.node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{"no_grant", "over_quota"} {
+		if v, _ := sample(fams, "fleetmesh_accounting_grant_refusals_total", "reason", r); v < 1 {
+			t.Fatalf("grant refusals with reason %s: %v", r, v)
+		}
+	}
 }

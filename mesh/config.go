@@ -35,6 +35,9 @@ type Config struct {
 	// GossipTracer, if set, also traces GossipSub: the node's metering of
 	// forwarded events per peer (meter.GossipTracer).
 	GossipTracer pubsub.RawTracer
+	// Circuits, if set, meter and grant the circuit relay service per
+	// peer (the node's accounting; CircuitHooks).
+	Circuits CircuitHooks
 
 	// ListenAddrs are the multiaddrs the host listens on: /tcp, /udp/…/quic-v1
 	// and /tcp/…/ws are understood.

@@ -49,7 +49,8 @@ func NewHost(key *identity.Key, cfg Config) (host.Host, error) {
 // newHost is NewHost for a validated cfg with defaults, with n as
 // AutoRelay's peer source and the hole punch tracer, rep told of what
 // the resource manager refuses (nil: nobody), bw, if not nil,
-// counting bytes per protocol, and gater, if not nil, refusing peers.
+// counting bytes per protocol (and, with circuit hooks, metering the
+// client side of circuits), and gater, if not nil, refusing peers.
 func newHost(key *identity.Key, cfg Config, n *nat, rep rcmgr.MetricsReporter, bw *metrics.BandwidthCounter, gater coreconnmgr.ConnectionGater) (host.Host, error) {
 	cm, err := connmgr.NewConnManager(cfg.ConnLowWater, cfg.ConnHighWater, connmgr.WithGracePeriod(cfg.ConnGracePeriod))
 	if err != nil {
@@ -102,7 +103,11 @@ func newHost(key *identity.Key, cfg Config, n *nat, rep rcmgr.MetricsReporter, b
 		opts = append(opts, libp2p.NATPortMap())
 	}
 	if bw != nil {
-		opts = append(opts, libp2p.BandwidthReporter(bw))
+		var r metrics.Reporter = bw
+		if n.circ != nil {
+			r = reporter{BandwidthCounter: bw, c: n.circ}
+		}
+		opts = append(opts, libp2p.BandwidthReporter(r))
 	}
 	if gater != nil {
 		opts = append(opts, libp2p.ConnectionGater(gater))

@@ -49,6 +49,11 @@ type nat struct {
 	// the mesh runs peer exchange.
 	known func(n int) []peer.AddrInfo
 
+	// circ meters and grants circuits (Config.Circuits); nil without
+	// hooks. notified is the network it watches for relayed connections.
+	circ     *circuits
+	notified network.Network
+
 	mu       sync.Mutex
 	v1, v2   network.Reachability
 	status   NATStatus
@@ -61,7 +66,11 @@ func newNAT(cfg Config, log *slog.Logger, stats *counters) (*nat, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &nat{cfg: cfg, log: log, stats: stats, static: static}, nil
+	n := &nat{cfg: cfg, log: log, stats: stats, static: static}
+	if !cfg.Circuits.isZero() {
+		n.circ = newCircuits(cfg.Circuits)
+	}
+	return n, nil
 }
 
 // relayCandidates is AutoRelay's peer source: the configured static relays
@@ -107,6 +116,10 @@ func (n *nat) start(m *Mesh, onChange func(NATStatus)) error {
 		n.known = m.pex.Relays
 	}
 	n.mu.Unlock()
+	if n.circ != nil {
+		n.notified = m.h.Network()
+		n.notified.Notify(n.circ)
+	}
 	if n.cfg.RelayService == RelayOn {
 		if err := n.setRelayService(m.h, true); err != nil {
 			sub.Close()
@@ -242,7 +255,13 @@ func (n *nat) setRelayService(h host.Host, on bool) error {
 	rc.MaxReservations = l.MaxReservations
 	rc.MaxReservationsPerIP = l.MaxReservationsPerIP
 	rc.MaxCircuits = l.MaxCircuits
-	svc, err := relay.New(h, relay.WithResources(rc), relay.WithMetricsTracer(relayTracer{n}))
+	ropts := []relay.Option{relay.WithResources(rc), relay.WithMetricsTracer(relayTracer{n})}
+	if n.circ != nil {
+		// Metered and granted per peer (circuits.go).
+		h = relayHost{Host: h, c: n.circ}
+		ropts = append(ropts, relay.WithACL(circuitACL{c: n.circ, log: n.log.Info}))
+	}
+	svc, err := relay.New(h, ropts...)
 	if err != nil {
 		return fmt.Errorf("mesh: relay service: %w", err)
 	}
@@ -309,6 +328,9 @@ func (n *nat) close() error {
 	n.mu.Lock()
 	n.onChange = nil
 	n.mu.Unlock()
+	if n.notified != nil {
+		n.notified.StopNotify(n.circ)
+	}
 	return n.setRelayService(nil, false)
 }
 

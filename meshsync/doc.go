@@ -19,6 +19,15 @@
 // for durability (spec/mesh-placement.md), whose authors no filter can
 // list.
 //
+// It meters what it moves for the node's accounting (Config.Meter: events
+// and bytes each way, and storage bytes in a durable session) and asks the
+// node's grants before it gives (Config.Allow): each event a REQ returns,
+// each event pushed into a durable session. It also carries accounting
+// records: a RECEIPTS frame asks for a page of a node's receipts and
+// reports (Config.Receipts answers it, FetchReceipts asks), so they can be
+// fetched from any node that holds them; the records and their checks are
+// package accounting's.
+//
 // The Scheduler decides when to sync and with whom (spec/mesh-sync.md,
 // spec/mesh-placement.md): a filter round with a random connected peer
 // every interval, the anti-entropy of the durably held shards with chosen

@@ -65,7 +65,7 @@ func (s *Service) lookupOne(ctx context.Context, p peer.ID, f *nostr.Filter, fn 
 		if err != nil || typ != "EVENT" || len(parts) < 3 {
 			return
 		}
-		s.count(p, meter.Received, len(parts[2]))
+		s.count(p, meter.Received, parts[2])
 		ev := new(nostr.Event)
 		if json.Unmarshal(parts[2], ev) != nil || ev.Verify() != nil || !f.Matches(ev) {
 			s.log.Info("meshsync: peer sent an event that does not verify or match", "peer", p)

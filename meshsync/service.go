@@ -23,6 +23,7 @@ import (
 	"fleetmesh.org/fleetmesh/meter"
 	"fleetmesh.org/fleetmesh/negentropy"
 	"fleetmesh.org/fleetmesh/nostr"
+	"fleetmesh.org/fleetmesh/receipt"
 	"fleetmesh.org/fleetmesh/workbudget"
 )
 
@@ -46,12 +47,16 @@ type Config struct {
 	// SessionTimeout bounds a whole session (default 5 minutes).
 	SessionTimeout time.Duration
 	// Meter counts the events (and their bytes) fetched, pushed and
-	// served, per peer; nil counts nothing.
+	// served, per peer, and the storage bytes of durable sessions; nil
+	// counts nothing.
 	Meter *meter.Meter
-	// Allow, if set, is asked before serving a peer's REQ; an error
-	// closes the REQ with the error's text, a NIP-01 prefixed reason
-	// naming the grant (spec/grants.md).
-	Allow func(p peer.ID) error
+	// Allow, if set, is asked before this node gives a peer n units of a
+	// service: each event (and its bytes) a REQ returns, each event a
+	// peer pushes in a durable session (storage bytes), and once with n
+	// 0 before a REQ is served at all. An error refuses with its text, a
+	// NIP-01 prefixed reason naming the grant (spec/grants.md): CLOSED
+	// for a REQ, a false OK for a pushed event.
+	Allow func(p peer.ID, s meter.Service, n uint64) error
 	// PeerMillisPerSecond and PeerRowsPerSecond are each peer's work
 	// budget for the NEG-OPENs and REQs it sends (budgets.go; defaults
 	// DefaultPeerMillisPerSecond and DefaultPeerRowsPerSecond).
@@ -62,6 +67,10 @@ type Config struct {
 	// NEG-OPEN, REQ or EVENT, a negentropy message that does not parse.
 	// The node scores the peer down (mesh.Mesh.Penalize).
 	Penalize func(p peer.ID)
+	// Receipts, if set, answers RECEIPTS: one page of a node's
+	// accounting receipts and reports held here (spec/mesh-sync.md
+	// "Receipts and reports"); nil refuses them.
+	Receipts func(node, after string) (receipt.Page, error)
 }
 
 func (c *Config) fill() {
@@ -306,21 +315,23 @@ func (s *Service) sync(ctx context.Context, p peer.ID, ses *session) (st Stats, 
 	// otherwise push to it. A hand-off fetches nothing: this node is
 	// about to stop keeping the set, and a deletion the peer holds
 	// answers the push with "blocked: deleted".
+	durable := ses.set != nil
 	if ses.handOff {
 		ses.have, ses.took = have, map[[32]byte]bool{}
 		moved(len(need))
-	} else if err := s.fetch(ctx, p, r, w, need, &st, moved); err != nil {
+	} else if err := s.fetch(ctx, p, r, w, need, durable, &st, moved); err != nil {
 		return st, err
 	}
-	if err := s.push(ctx, p, r, w, have, &st, moved, ses.took); err != nil {
+	if err := s.push(ctx, p, r, w, have, durable, &st, moved, ses.took); err != nil {
 		return st, err
 	}
 	return st, nil
 }
 
 // fetch asks p for the events need names, in chunks, and stores them; it
-// reports each chunk done to moved.
-func (s *Service) fetch(ctx context.Context, p peer.ID, r msgio.Reader, w msgio.Writer, need []negentropy.ID, st *Stats, moved func(int)) error {
+// reports each chunk done to moved. In a durable session (spec/receipts.md
+// "Counts") what it stores is storage this node gives p.
+func (s *Service) fetch(ctx context.Context, p peer.ID, r msgio.Reader, w msgio.Writer, need []negentropy.ID, durable bool, st *Stats, moved func(int)) error {
 	for len(need) > 0 {
 		chunk := need[:min(len(need), maxIDsPerReq)]
 		need = need[len(chunk):]
@@ -340,10 +351,17 @@ func (s *Service) fetch(ctx context.Context, p peer.ID, r msgio.Reader, w msgio.
 			if typ == "EOSE" {
 				break
 			}
+			if typ == "CLOSED" && len(parts) >= 3 {
+				s.store(ctx, got, st)
+				return fmt.Errorf("meshsync: %s refused the fetch: %s", p, rawString(parts[2]))
+			}
 			if typ != "EVENT" || len(parts) < 3 {
 				return fmt.Errorf("meshsync: fetch: unexpected %s", typ)
 			}
-			s.count(p, meter.Received, len(parts[2]))
+			s.count(p, meter.Received, parts[2])
+			if durable {
+				s.stored(p, meter.Gave, len(parts[2]))
+			}
 			ev := new(nostr.Event)
 			if err := json.Unmarshal(parts[2], ev); err != nil || !s.allowed(ev, boundary.ReplicateIn) {
 				st.Refused++
@@ -387,8 +405,9 @@ func (s *Service) store(ctx context.Context, evs []*nostr.Event, st *Stats) {
 }
 
 // push sends p the events have names, in chunks; it reports each chunk
-// done to moved, and records in took (unless nil) the ids p took.
-func (s *Service) push(ctx context.Context, p peer.ID, r msgio.Reader, w msgio.Writer, have []negentropy.ID, st *Stats, moved func(int), took map[[32]byte]bool) error {
+// done to moved, and records in took (unless nil) the ids p took. In a
+// durable session what p stores is storage p gives this node.
+func (s *Service) push(ctx context.Context, p peer.ID, r msgio.Reader, w msgio.Writer, have []negentropy.ID, durable bool, st *Stats, moved func(int), took map[[32]byte]bool) error {
 	for len(have) > 0 {
 		chunk := have[:min(len(have), maxIDsPerReq)]
 		have = have[len(chunk):]
@@ -411,18 +430,21 @@ func (s *Service) push(ctx context.Context, p peer.ID, r msgio.Reader, w msgio.W
 		// while more EVENTs are still coming, and a stream's buffers are
 		// small, so writing them all before reading would deadlock.
 		wrote := make(chan error, 1)
+		frames := make([][]byte, len(evs))
+		for i, ev := range evs {
+			frames[i] = append(append([]byte(`["EVENT",`), ev.AppendJSON(nil)...), ']')
+		}
 		go func() {
-			for _, ev := range evs {
-				frame := append(append([]byte(`["EVENT",`), ev.AppendJSON(nil)...), ']')
+			for _, frame := range frames {
 				if err := writeRaw(w, frame); err != nil {
 					wrote <- err
 					return
 				}
-				s.count(p, meter.Gave, len(frame)-len(`["EVENT",]`))
+				s.count(p, meter.Gave, frame[len(`["EVENT",`):len(frame)-1])
 			}
 			wrote <- nil
 		}()
-		for range evs {
+		for i := range evs {
 			typ, parts, err := readFrame(r)
 			if err != nil {
 				return fmt.Errorf("meshsync: push: %w", err)
@@ -434,6 +456,9 @@ func (s *Service) push(ctx context.Context, p peer.ID, r msgio.Reader, w msgio.W
 			json.Unmarshal(parts[2], &ok)
 			if ok {
 				st.Pushed++
+				if durable {
+					s.stored(p, meter.Received, len(frames[i])-len(`["EVENT",]`))
+				}
 			} else {
 				st.Refused++
 			}
@@ -452,10 +477,27 @@ func (s *Service) push(ctx context.Context, p peer.ID, r msgio.Reader, w msgio.W
 	return nil
 }
 
-// count meters one event of n bytes sent to or received from p.
-func (s *Service) count(p peer.ID, d meter.Direction, n int) {
-	s.cfg.Meter.Record(p, meter.Events, d, 1)
-	s.cfg.Meter.Record(p, meter.Bytes, d, uint64(n))
+// count meters one event (its JSON js) sent to or received from p.
+func (s *Service) count(p peer.ID, d meter.Direction, js []byte) {
+	s.cfg.Meter.Event(p, d, js)
+}
+
+// stored meters n bytes of events one side of a durable session took in
+// for durability from the other (spec/receipts.md "Counts"): storage the
+// taker gives (d Gave: this node took them from p) and the other receives.
+// A fetched event counts as it arrives (the side it came from cannot see
+// whether it was kept); a pushed one once its OK says it was kept.
+func (s *Service) stored(p peer.ID, d meter.Direction, n int) {
+	s.cfg.Meter.Record(p, meter.StorageBytes, d, uint64(n))
+}
+
+// allow asks the grant check (Config.Allow) whether this node may give p
+// n units of svc.
+func (s *Service) allow(p peer.ID, svc meter.Service, n uint64) error {
+	if s.cfg.Allow == nil {
+		return nil
+	}
+	return s.cfg.Allow(p, svc, n)
 }
 
 func rawString(r json.RawMessage) string {
@@ -480,6 +522,9 @@ func (s *Service) serveOn(str Stream, remote peer.ID) {
 		}
 	}
 	var resp *negentropy.Responder
+	// durable is set by a NEG-OPEN with shards: the session is durable
+	// placement's anti-entropy, whose transfers are storage too.
+	durable := false
 	for {
 		typ, parts, err := readFrame(r)
 		if err != nil {
@@ -501,6 +546,7 @@ func (s *Service) serveOn(str Stream, remote peer.ID) {
 				break
 			}
 			var shards shardSet
+			durable = false
 			if len(parts) == 5 {
 				var o openOptions
 				if shards, o, err = parseOpenOptions(parts[4]); err != nil {
@@ -516,6 +562,7 @@ func (s *Service) serveOn(str Stream, remote peer.ID) {
 				}
 			}
 			resp, werr = s.negOpen(ctx, remote, w, &f, shards, parts[3], violation)
+			durable = resp != nil && shards != nil
 		case "NEG-MSG":
 			if resp == nil || len(parts) < 3 {
 				violation()
@@ -526,9 +573,11 @@ func (s *Service) serveOn(str Stream, remote peer.ID) {
 		case "NEG-CLOSE":
 			resp = nil
 		case "REQ":
-			werr = s.serveReq(ctx, remote, w, parts, violation)
+			werr = s.serveReq(ctx, remote, w, parts, durable, violation)
 		case "EVENT":
-			werr = s.serveEvent(ctx, remote, w, parts, violation)
+			werr = s.serveEvent(ctx, remote, w, parts, durable, violation)
+		case "RECEIPTS":
+			werr = s.serveReceipts(w, parts, violation)
 		default:
 			violation()
 			werr = writeFrame(w, "NOTICE", "invalid: unknown message type "+typ)
@@ -585,17 +634,18 @@ const maxLookupLimit = 500
 
 // serveReq answers a REQ for events by id (a fetch) or by any filter (a
 // lookup from a node whose client asked for events it does not hold).
-func (s *Service) serveReq(ctx context.Context, p peer.ID, w msgio.Writer, parts []json.RawMessage, violation func()) error {
+// Each event it returns is asked of the grant check first, events and
+// bytes: a peer over its grant gets the events within it, then CLOSED
+// naming the grant.
+func (s *Service) serveReq(ctx context.Context, p peer.ID, w msgio.Writer, parts []json.RawMessage, durable bool, violation func()) error {
 	var sub string
 	var f nostr.Filter
 	if len(parts) != 3 || json.Unmarshal(parts[1], &sub) != nil || json.Unmarshal(parts[2], &f) != nil || len(f.IDs) > maxIDsPerReq {
 		violation()
 		return writeFrame(w, "CLOSED", sub, fmt.Sprintf("invalid: a sync REQ has one filter and at most %d ids", maxIDsPerReq))
 	}
-	if s.cfg.Allow != nil {
-		if err := s.cfg.Allow(p); err != nil {
-			return writeFrame(w, "CLOSED", sub, err.Error())
-		}
+	if err := s.allow(p, meter.Events, 0); err != nil {
+		return writeFrame(w, "CLOSED", sub, err.Error())
 	}
 	if _, reason := s.work.admit(ctx, p, workbudget.Work{}); reason != "" {
 		return writeFrame(w, "CLOSED", sub, reason)
@@ -608,20 +658,32 @@ func (s *Service) serveReq(ctx context.Context, p peer.ID, w msgio.Writer, parts
 	} else if f.HasLimit {
 		limit = min(f.Limit, maxLookupLimit)
 	}
-	var werr error
+	var werr, refused error
 	err := s.local.Query(ctx, &f, limit, func(ev *nostr.Event) bool {
 		read++
 		if !s.allowed(ev, boundary.ReplicateOut) {
 			return true
 		}
 		js := ev.AppendJSON(nil)
+		if refused = s.allow(p, meter.Events, 1); refused == nil {
+			refused = s.allow(p, meter.Bytes, uint64(len(js)))
+		}
+		if refused != nil {
+			return false
+		}
 		frame := append(append(append(append([]byte(`["EVENT",`), mustJSON(sub)...), ','), js...), ']')
 		werr = writeRaw(w, frame)
-		s.count(p, meter.Gave, len(js))
+		s.count(p, meter.Gave, js)
+		if durable {
+			s.stored(p, meter.Received, len(js))
+		}
 		return werr == nil
 	})
 	if werr != nil {
 		return werr
+	}
+	if refused != nil {
+		return writeFrame(w, "CLOSED", sub, refused.Error())
 	}
 	if err != nil {
 		return writeFrame(w, "CLOSED", sub, "error: could not read events")
@@ -629,18 +691,30 @@ func (s *Service) serveReq(ctx context.Context, p peer.ID, w msgio.Writer, parts
 	return writeFrame(w, "EOSE", sub)
 }
 
-func (s *Service) serveEvent(ctx context.Context, p peer.ID, w msgio.Writer, parts []json.RawMessage, violation func()) error {
+// serveEvent stores an event p pushes. In a durable session storing it is
+// storage given to p, so the grant check is asked first.
+func (s *Service) serveEvent(ctx context.Context, p peer.ID, w msgio.Writer, parts []json.RawMessage, durable bool, violation func()) error {
 	ev := new(nostr.Event)
 	if len(parts) != 2 {
 		violation()
 		return writeFrame(w, "NOTICE", "invalid: EVENT needs one event")
 	}
-	s.count(p, meter.Received, len(parts[1]))
+	s.count(p, meter.Received, parts[1])
 	if err := json.Unmarshal(parts[1], ev); err != nil {
 		violation()
 		return writeFrame(w, "OK", "", false, "invalid: "+err.Error())
 	}
 	id := ev.IDHex()
+	if durable {
+		if err := s.allow(p, meter.StorageBytes, uint64(len(parts[1]))); err != nil {
+			return writeFrame(w, "OK", id, false, err.Error())
+		}
+	}
+	kept := func() {
+		if durable {
+			s.stored(p, meter.Gave, len(parts[1]))
+		}
+	}
 	if r := s.policy; r != nil {
 		if rule := r.Allow(ev, boundary.ReplicateIn); rule != nil {
 			return writeFrame(w, "OK", id, false, rule.Refusal())
@@ -651,8 +725,10 @@ func (s *Service) serveEvent(ctx context.Context, p peer.ID, w msgio.Writer, par
 	case err != nil:
 		return writeFrame(w, "OK", id, false, "invalid: "+err.Error())
 	case res == eventstore.Stored:
+		kept()
 		return writeFrame(w, "OK", id, true, "")
 	case res == eventstore.Duplicate:
+		kept()
 		return writeFrame(w, "OK", id, true, "duplicate: already have this event")
 	default:
 		return writeFrame(w, "OK", id, false, "blocked: "+res.String())

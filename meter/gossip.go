@@ -17,21 +17,13 @@ func GossipTracer(m *Meter) pubsub.RawTracer { return gossipTracer{m} }
 type gossipTracer struct{ m *Meter }
 
 func (t gossipTracer) SendRPCCompleted(rpc *pubsub.RPC, p peer.ID, _ time.Duration) {
-	pub := rpc.GetPublish()
-	if len(pub) == 0 {
-		return
+	for _, msg := range rpc.GetPublish() {
+		t.m.Event(p, Gave, msg.GetData())
 	}
-	var n uint64
-	for _, msg := range pub {
-		n += uint64(len(msg.GetData()))
-	}
-	t.m.Record(p, Events, Gave, uint64(len(pub)))
-	t.m.Record(p, Bytes, Gave, n)
 }
 
 func (t gossipTracer) received(msg *pubsub.Message) {
-	t.m.Record(msg.ReceivedFrom, Events, Received, 1)
-	t.m.Record(msg.ReceivedFrom, Bytes, Received, uint64(len(msg.GetData())))
+	t.m.Event(msg.ReceivedFrom, Received, msg.GetData())
 }
 
 func (t gossipTracer) ValidateMessage(msg *pubsub.Message)  { t.received(msg) }

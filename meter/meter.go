@@ -1,22 +1,34 @@
 // Package meter counts, per counterparty and per accounting window, what
 // this node gave each peer and received from it, for every metered service
-// (spec/receipts.md "Counts"). The services call Record at the point where
-// the service happens (sync fetch and push in meshsync, gossip forwarding
-// through GossipTracer, mediation and pickup in didcomm/agent); package
-// accounting rolls the window at each UTC-aligned boundary and turns the
-// closed window's tallies into receipts.
+// (spec/receipts.md "Counts"). The services call it where the service
+// happens: Event for each event moved (sync fetch, push and lookup in
+// meshsync, gossip forwarding through GossipTracer), Record for other
+// amounts (durable placement's storage bytes, relayed circuit bytes,
+// mediation in didcomm/agent), and Start and End around a service
+// counted in seconds (a relayed circuit). Run rolls the window at each
+// UTC-aligned boundary of the clock (package accounting runs it) and
+// accounting turns the closed windows' tallies into receipts; with each direction's events it keeps their
+// evidence (a digest and a bounded sample of the event ids, spec/disputes.md)
+// for a dispute.
 //
 // Counting is on the hot path, so Record is a map lookup and an atomic add
-// (docs/benchmarks.md "Metering"), and a nil *Meter records nothing, so a
-// service without accounting pays one comparison.
+// and Event a few more atomic adds (docs/benchmarks/accounting.md), and a
+// nil *Meter records nothing, so a service without accounting pays one
+// comparison.
 //
 // It is not the exchange of counts or the receipts (package accounting,
-// package receipt), and it keeps nothing on disk: a window still open when
-// the node dies is lost, and the pair's next exchange disputes it.
+// package receipt), nor where grants are enforced (the services ask
+// package accounting before they serve), and it keeps nothing on disk: a
+// window still open when the node dies is lost, and the pair's next
+// exchange disputes it.
 package meter
 
 import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -95,18 +107,90 @@ const (
 )
 
 // Tally is one peer's counts in one window: Gave then Received, by
-// service.
-type Tally [2 * numServices]atomic.Uint64
+// service, with the evidence of the events counted each way.
+type Tally struct {
+	counts [2 * numServices]atomic.Uint64
+	// digest, keyed and sample are each direction's evidence
+	// (receipt.Evidence): the sum of the events' keys, how many were
+	// keyed, and the smallest keys.
+	digest [2]atomic.Uint64
+	keyed  [2]atomic.Uint64
+	sample [2]sketch
+}
 
 // Side returns the tally as a receipt's figures.
 func (t *Tally) Side() receipt.Side {
 	c := func(d Direction) receipt.Counts {
-		v := func(s Service) uint64 { return t[int(d)*int(numServices)+int(s)].Load() }
+		v := func(s Service) uint64 { return t.counts[int(d)*int(numServices)+int(s)].Load() }
 		return receipt.Counts{Events: v(Events), Bytes: v(Bytes), StorageBytes: v(StorageBytes),
 			CircuitSeconds: v(CircuitSeconds), CircuitBytes: v(CircuitBytes),
 			MediationMessages: v(MediationMessages), ComputeUnits: v(ComputeUnits)}
 	}
 	return receipt.Side{Gave: c(Gave), Received: c(Received)}
+}
+
+// Evidence returns the evidence of the events counted each way.
+func (t *Tally) Evidence() receipt.Evidence {
+	set := func(d Direction) receipt.EventSet {
+		return receipt.EventSet{Events: t.keyed[d].Load(), Digest: receipt.Key(t.digest[d].Load()), Sample: t.sample[d].keys()}
+	}
+	return receipt.Evidence{Gave: set(Gave), Received: set(Received)}
+}
+
+// sketch keeps the smallest receipt.SampleSize distinct keys added to it
+// (a bottom-k sketch). Adding a key at or above the bound, which is most
+// keys once the sketch is full, is one atomic load.
+type sketch struct {
+	bound atomic.Uint64 // keys >= bound are not kept; 0 until first used
+	mu    sync.Mutex
+	kept  []uint64 // ascending
+}
+
+func (s *sketch) add(k uint64) {
+	if b := s.bound.Load(); b != 0 && k >= b {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i, found := slices.BinarySearch(s.kept, k)
+	if found {
+		return
+	}
+	if len(s.kept) == receipt.SampleSize {
+		if i == len(s.kept) {
+			return
+		}
+		s.kept = s.kept[:len(s.kept)-1]
+	}
+	s.kept = slices.Insert(s.kept, i, k)
+	if len(s.kept) == receipt.SampleSize {
+		s.bound.Store(s.kept[len(s.kept)-1])
+	}
+}
+
+func (s *sketch) keys() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, len(s.kept))
+	for i, k := range s.kept {
+		out[i] = receipt.Key(k)
+	}
+	return out
+}
+
+// EventKey returns an event's key (receipt.EventSet) from its JSON as
+// fleetmesh writes it (nostr.Event.AppendJSON: the id first). Other
+// layouts have no key: the event is counted but not in the evidence.
+func EventKey(js []byte) (uint64, bool) {
+	const prefix = `{"id":"`
+	if len(js) < len(prefix)+16 || string(js[:len(prefix)]) != prefix {
+		return 0, false
+	}
+	var b [8]byte
+	if _, err := hex.Decode(b[:], js[len(prefix):len(prefix)+16]); err != nil {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(b[:]), true
 }
 
 // Window is the tallies of one window.
@@ -138,18 +222,31 @@ func (w *Window) Sides() map[peer.ID]receipt.Side {
 	return out
 }
 
+// Evidence returns p's evidence in the window.
+func (w *Window) Evidence(p peer.ID) receipt.Evidence {
+	if t, ok := w.peers.Load(p); ok {
+		return t.(*Tally).Evidence()
+	}
+	return receipt.Evidence{Gave: receipt.EventSet{Digest: receipt.Key(0), Sample: []string{}}, Received: receipt.EventSet{Digest: receipt.Key(0), Sample: []string{}}}
+}
+
 // Meter counts per peer per window. Its methods are safe for concurrent
 // use; a nil *Meter counts nothing.
 type Meter struct {
 	self   peer.ID
 	length int64
 	cur    atomic.Pointer[Window]
+	spans  sync.Map // *Span → struct{}: the open spans
+	now    func() time.Time
+
+	closedMu sync.Mutex
+	closed   []*Window // rolled, not yet taken (TakeClosed)
 }
 
 // New returns a meter for windows of length (whole seconds, at least one)
 // that ignores service to or from self.
 func New(self peer.ID, length time.Duration, now time.Time) *Meter {
-	m := &Meter{self: self, length: max(int64(length/time.Second), 1)}
+	m := &Meter{self: self, length: max(int64(length/time.Second), 1), now: time.Now}
 	m.cur.Store(&Window{Start: m.Align(now)})
 	return m
 }
@@ -168,7 +265,23 @@ func (m *Meter) Record(p peer.ID, s Service, d Direction, n uint64) {
 	if m == nil || n == 0 || p == m.self || p == "" {
 		return
 	}
-	m.cur.Load().tally(p)[int(d)*int(numServices)+int(s)].Add(n)
+	m.cur.Load().tally(p).counts[int(d)*int(numServices)+int(s)].Add(n)
+}
+
+// Event counts one event given to or received from p, whose JSON is js:
+// one event, len(js) bytes, and the event's key in the evidence.
+func (m *Meter) Event(p peer.ID, d Direction, js []byte) {
+	if m == nil || p == m.self || p == "" {
+		return
+	}
+	t := m.cur.Load().tally(p)
+	t.counts[int(d)*int(numServices)+int(Events)].Add(1)
+	t.counts[int(d)*int(numServices)+int(Bytes)].Add(uint64(len(js)))
+	if k, ok := EventKey(js); ok {
+		t.digest[d].Add(k)
+		t.keyed[d].Add(1)
+		t.sample[d].add(k)
+	}
 }
 
 // Used returns what this node gave p of s in the current window, for
@@ -181,16 +294,45 @@ func (m *Meter) Used(p peer.ID, s Service) uint64 {
 	if !ok {
 		return 0
 	}
-	return t.(*Tally)[int(Gave)*int(numServices)+int(s)].Load()
+	return t.(*Tally).counts[int(Gave)*int(numServices)+int(s)].Load()
 }
 
 // Current returns the open window.
 func (m *Meter) Current() *Window { return m.cur.Load() }
 
+// Run rolls the window at each UTC-aligned boundary of the clock until ctx
+// ends, so that what is counted falls in the window of the time it was
+// counted at, at both ends of a pair, and not in whichever window was
+// open when the accounting loop next came round.
+func (m *Meter) Run(ctx context.Context) {
+	for {
+		next := time.Unix(m.Align(m.now())+m.length, 0)
+		t := time.NewTimer(next.Sub(m.now()))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		m.Roll(m.Align(m.now()))
+	}
+}
+
+// TakeClosed returns the windows rolled since it was last called, oldest
+// first.
+func (m *Meter) TakeClosed() []*Window {
+	m.closedMu.Lock()
+	defer m.closedMu.Unlock()
+	out := m.closed
+	m.closed = nil
+	return out
+}
+
 // Roll starts the window that begins at start, if it is later than the
-// open one, and returns the window it closed (nil if none). A Record that
-// loaded the old window just before the swap may still land in it, so the
-// caller reads the closed window a moment later.
+// open one, and returns the window it closed (nil if none), which
+// TakeClosed also returns. A Record that loaded the old window just
+// before the swap may still land in it, so the caller reads the closed
+// window a moment later.
 func (m *Meter) Roll(start int64) *Window {
 	old := m.cur.Load()
 	if start <= old.Start {
@@ -199,5 +341,68 @@ func (m *Meter) Roll(start int64) *Window {
 	if !m.cur.CompareAndSwap(old, &Window{Start: start}) {
 		return nil
 	}
+	m.spans.Range(func(k, _ any) bool {
+		k.(*Span).split(old, start)
+		return true
+	})
+	m.closedMu.Lock()
+	m.closed = append(m.closed, old)
+	m.closedMu.Unlock()
 	return old
+}
+
+// Span is a service counted in seconds while it lasts (a relayed
+// circuit): each window gets the whole seconds of the span that fall in
+// it, the fraction carried over, so a span's windows add up to its whole
+// seconds. A nil *Span counts nothing.
+type Span struct {
+	m     *Meter
+	p     peer.ID
+	s     Service
+	d     Direction
+	mu    sync.Mutex
+	from  int64 // Unix milliseconds counted up to
+	ended bool
+}
+
+// Start opens a span of service s with peer p; End closes it.
+func (m *Meter) Start(p peer.ID, s Service, d Direction) *Span {
+	if m == nil || p == m.self || p == "" {
+		return nil
+	}
+	sp := &Span{m: m, p: p, s: s, d: d, from: m.now().UnixMilli()}
+	m.spans.Store(sp, struct{}{})
+	return sp
+}
+
+// split counts the span's seconds up to the boundary at start (Unix
+// seconds) into the window w that ends there.
+func (sp *Span) split(w *Window, start int64) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.ended {
+		return
+	}
+	if secs := (start*1000 - sp.from) / 1000; secs > 0 {
+		w.tally(sp.p).counts[int(sp.d)*int(numServices)+int(sp.s)].Add(uint64(secs))
+		sp.from += secs * 1000
+	}
+}
+
+// End closes the span, counting its remaining whole seconds in the open
+// window. Later calls do nothing.
+func (sp *Span) End() {
+	if sp == nil {
+		return
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.ended {
+		return
+	}
+	sp.ended = true
+	sp.m.spans.Delete(sp)
+	if secs := (sp.m.now().UnixMilli() - sp.from) / 1000; secs > 0 {
+		sp.m.Record(sp.p, sp.s, sp.d, uint64(secs))
+	}
 }

@@ -1,11 +1,15 @@
 package meter
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"fleetmesh.org/fleetmesh/receipt"
 )
 
 func TestRecordAndRoll(t *testing.T) {
@@ -48,7 +52,7 @@ func TestParseService(t *testing.T) {
 }
 
 // BenchmarkRecord is the hot-path cost of metering one event (two
-// Records), across peers counts as docs/benchmarks.md reports.
+// Records), across peers counts as docs/benchmarks/accounting.md reports.
 func BenchmarkRecord(b *testing.B) {
 	for _, peers := range []int{10, 100, 1000} {
 		b.Run(fmt.Sprint(peers), func(b *testing.B) {
@@ -87,4 +91,108 @@ func FuzzServiceText(f *testing.F) {
 			t.Fatalf("%q read as %d, written %q (%v)", s, svc, b, err)
 		}
 	})
+}
+
+// TestSpanSplitsAtBoundaries: a span's seconds go to the windows they
+// fall in, the fraction carried over, and End counts the rest once.
+func TestSpanSplitsAtBoundaries(t *testing.T) {
+	clock := time.Unix(3600, 0)
+	m := New("self", 10*time.Second, clock)
+	m.now = func() time.Time { return clock }
+	clock = clock.Add(2500 * time.Millisecond) // 3602.5
+	sp := m.Start("p", CircuitSeconds, Gave)
+	if m.Start("self", CircuitSeconds, Gave) != nil {
+		t.Fatal("a span with self")
+	}
+	w1 := m.Roll(3610) // 7.5 s in the first window: 7 counted, 0.5 carried
+	clock = time.Unix(3613, 0)
+	sp.End() // 3.5 s in the second
+	sp.End()
+	if got := w1.Sides()["p"].Gave.CircuitSeconds; got != 7 {
+		t.Fatalf("first window: %d seconds, want 7", got)
+	}
+	if got := m.Current().Sides()["p"].Gave.CircuitSeconds; got != 3 {
+		t.Fatalf("second window: %d seconds, want 3 (3.5 with the carried half, floored)", got)
+	}
+	var nilSpan *Span
+	nilSpan.End()
+}
+
+// TestEventEvidence: the events counted each way carry a digest and a
+// bottom-k sample that two meters counting the same events agree on, in
+// whatever order they count them.
+func TestEventEvidence(t *testing.T) {
+	a, b := New("a", time.Hour, time.Now()), New("b", time.Hour, time.Now())
+	var evs [][]byte
+	for i := range 100 {
+		evs = append(evs, []byte(fmt.Sprintf(`{"id":"%016x%048x","pubkey":""}`, uint64(i)*0x9e3779b97f4a7c15, 0)))
+	}
+	for i, js := range evs {
+		a.Event("b", Gave, js)
+		b.Event("a", Received, evs[len(evs)-1-i])
+	}
+	b.Event("a", Received, []byte(`["not an event"]`)) // counted, not keyed
+	ea, eb := a.Current().Evidence("b"), b.Current().Evidence("a")
+	if ea.Gave.Digest != eb.Received.Digest || len(ea.Gave.Sample) != receipt.SampleSize {
+		t.Fatalf("digests %s and %s, sample %d", ea.Gave.Digest, eb.Received.Digest, len(ea.Gave.Sample))
+	}
+	if fmt.Sprint(ea.Gave.Sample) != fmt.Sprint(eb.Received.Sample) || ea.Gave.Events != 100 || eb.Received.Events != 100 {
+		t.Fatalf("samples differ: %v / %v", ea.Gave.Sample, eb.Received.Sample)
+	}
+	if err := ea.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if s := b.Current().Sides()["a"]; s.Received.Events != 101 {
+		t.Fatalf("received %d events, want 101", s.Received.Events)
+	}
+	if miss := receipt.Missing(ea.Gave, eb.Received); len(miss) != 0 {
+		t.Fatalf("missing %v", miss)
+	}
+}
+
+// BenchmarkEvent is the hot-path cost of metering one forwarded event
+// with its evidence.
+func BenchmarkEvent(b *testing.B) {
+	m := New("self", time.Hour, time.Now())
+	ids := make([]peer.ID, 100)
+	for i := range ids {
+		ids[i] = peer.ID(fmt.Sprintf("peer-%d", i))
+	}
+	// Distinct events, as a window's traffic is.
+	evs := make([][]byte, 4096)
+	for i := range evs {
+		evs[i] = []byte(fmt.Sprintf(`{"id":"%016x%048x","pubkey":"","content":"%s"}`, uint64(i+1)*0x9e3779b97f4a7c15, 0, strings.Repeat("x", 200)))
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			m.Event(ids[i%len(ids)], Gave, evs[i%len(evs)])
+			i++
+		}
+	})
+}
+
+// TestRunRollsAtBoundaries: Run rolls at each boundary of the clock, and
+// TakeClosed hands over the closed windows once.
+func TestRunRollsAtBoundaries(t *testing.T) {
+	m := New("self", time.Second, time.Now())
+	first := m.Current().Start
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	var closed []*Window
+	for len(closed) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d windows closed", len(closed))
+		}
+		closed = append(closed, m.TakeClosed()...)
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if closed[0].Start != first || closed[1].Start != first+1 {
+		t.Fatalf("closed windows %d, %d after %d", closed[0].Start, closed[1].Start, first)
+	}
 }

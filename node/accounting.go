@@ -16,7 +16,9 @@ import (
 	"fleetmesh.org/fleetmesh/accounting"
 	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/dpop"
+	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/meter"
+	"fleetmesh.org/fleetmesh/receipt"
 	"fleetmesh.org/fleetmesh/relay"
 )
 
@@ -50,21 +52,71 @@ func newMeter(opts Options) *accountingPart {
 	return &accountingPart{meter: meter.New(opts.Key.PeerID(), opts.Config.Accounting.Window.Duration, time.Now())}
 }
 
-// allow is the sync service's grant check (nil until accounting opens).
-func (ap *accountingPart) allow(p peer.ID) error {
+// allow is the services' grant check: may this node give p n units of
+// svc (nil until accounting opens)?
+func (ap *accountingPart) allow(p peer.ID, svc meter.Service, n uint64) error {
 	s := ap.ready.Load()
 	if s == nil {
 		return nil
 	}
-	return s.Allow(p, meter.Events, 1)
+	return s.Allow(p, svc, n)
 }
 
-func (ap *accountingPart) open(opts Options, dc *agent.Service, h host.Host, reg prometheus.Registerer) error {
+// circuitHooks meter the circuit relay service (both the relay's side and
+// a relayed node's) and ask the grants before the relay serves: a
+// reservation or a circuit needs a unit of circuit time and of circuit
+// bytes left for each end. A circuit that then runs past the grant is
+// bounded by the relay's own per-circuit limits ([mesh.relay_limits]).
+func (ap *accountingPart) circuitHooks() mesh.CircuitHooks {
+	dir := func(relaying bool) meter.Direction {
+		if relaying {
+			return meter.Gave
+		}
+		return meter.Received
+	}
+	allow := func(p peer.ID) error {
+		if err := ap.allow(p, meter.CircuitSeconds, 1); err != nil {
+			return err
+		}
+		return ap.allow(p, meter.CircuitBytes, 1)
+	}
+	return mesh.CircuitHooks{
+		Bytes: func(p peer.ID, relaying bool, n int) {
+			ap.meter.Record(p, meter.CircuitBytes, dir(relaying), uint64(n))
+		},
+		Opened: func(p peer.ID, relaying bool) func() {
+			return ap.meter.Start(p, meter.CircuitSeconds, dir(relaying)).End
+		},
+		AllowReserve: allow,
+		AllowConnect: func(src, dest peer.ID) error {
+			if err := allow(src); err != nil {
+				return err
+			}
+			return allow(dest)
+		},
+	}
+}
+
+// page answers the sync protocol's RECEIPTS (nil until accounting opens:
+// then the node holds nothing to answer with).
+func (ap *accountingPart) page(node, after string) (receipt.Page, error) {
+	s := ap.ready.Load()
+	if s == nil {
+		return receipt.Page{}, errors.New("accounting is starting; ask again")
+	}
+	return s.Page(node, after)
+}
+
+// open opens the accounting on the node's agent and host; fetch is how it
+// asks peers for records over the mesh (the sync protocol's client).
+func (ap *accountingPart) open(opts Options, dc *agent.Service, h host.Host, fetch accounting.PageFetcher, reg prometheus.Registerer) error {
 	s, err := accounting.New(opts.Key, opts.Config.Accounting.Config, opts.Home.Path(AccountingDir), ap.meter, dc, h, reg, opts.Log)
 	if err != nil {
 		return err
 	}
+	s.SetFetcher(fetch)
 	dc.SetMeter(ap.meter)
+	dc.SetQueueGrant(s.AllowQueue)
 	s.SetLeaves(dc.Mediates)
 	path := opts.Home.ControlPath()
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -21,6 +21,7 @@ import (
 	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/mesh/peerexchange"
 	"fleetmesh.org/fleetmesh/meshsync"
+	"fleetmesh.org/fleetmesh/meter"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
 	"fleetmesh.org/fleetmesh/store"
@@ -37,10 +38,15 @@ type testPart struct {
 	mp   *meshPart
 }
 
-// partSpec says how to start one test node.
+// partSpec says how to start one test node: its mesh and node config,
+// and optionally its relay's config (nil: relay.DefaultConfig) and the
+// meter its sync service counts into (nil: none; the mesh's is
+// mesh.GossipTracer).
 type partSpec struct {
-	mesh mesh.Config
-	node config.Config
+	mesh  mesh.Config
+	node  config.Config
+	relay *relay.Config
+	meter *meter.Meter
 }
 
 // testSpec is a node that subscribes to nothing but its durability share,
@@ -65,7 +71,7 @@ func testSpec() partSpec {
 
 // startParts makes count linked mocknet hosts and starts a mesh part on
 // each with specFor(i, parts), where parts[j] for j < i are started.
-func startParts(t *testing.T, count int, specFor func(i int, parts []*testPart) partSpec) (mocknet.Mocknet, []*testPart) {
+func startParts(t testing.TB, count int, specFor func(i int, parts []*testPart) partSpec) (mocknet.Mocknet, []*testPart) {
 	t.Helper()
 	mn := mocknet.New()
 	parts := make([]*testPart, count)
@@ -121,7 +127,7 @@ func startStorageParts(t *testing.T, count int) (mocknet.Mocknet, []*testPart, [
 	return mn, parts, ids
 }
 
-func (p *testPart) start(t *testing.T, spec partSpec) {
+func (p *testPart) start(t testing.TB, spec partSpec) {
 	t.Helper()
 	st, err := store.Open(t.TempDir(), store.Options{})
 	if err != nil {
@@ -131,7 +137,11 @@ func (p *testPart) start(t *testing.T, spec partSpec) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rl := relay.New(relay.DefaultConfig(), st, nil, nil)
+	rcfg := relay.DefaultConfig()
+	if spec.relay != nil {
+		rcfg = *spec.relay
+	}
+	rl := relay.New(rcfg, st, nil, nil)
 	local := meshLocal{Store: st, r: rl}
 	m, err := mesh.New(p.h, spec.mesh, mesh.Hooks{
 		Sink:             local,
@@ -143,7 +153,7 @@ func (p *testPart) start(t *testing.T, spec partSpec) {
 	mc := spec.node.Mesh
 	p.opts.Config = spec.node
 	p.st, p.rl = st, rl
-	svc := meshsync.New(p.h, local, pol, meshsync.Config{}, nil)
+	svc := meshsync.New(p.h, local, pol, meshsync.Config{Meter: spec.meter}, nil)
 	sc, err := mc.SyncScheduler()
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +174,7 @@ func (p *testPart) start(t *testing.T, spec partSpec) {
 	p.mp.start("ws://127.0.0.1:7447")
 }
 
-func (p *testPart) close(t *testing.T) {
+func (p *testPart) close(t testing.TB) {
 	if err := p.mp.close(); err != nil {
 		t.Errorf("close mesh part: %v", err)
 	}

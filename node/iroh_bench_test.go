@@ -151,7 +151,7 @@ func helperUsage(t *testing.T, in *irohNode) time.Duration {
 }
 
 // processCPU is the CPU time (user + system) this process used so far.
-func processCPU(t *testing.T) time.Duration {
+func processCPU(t testing.TB) time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		t.Fatal(err)

@@ -93,6 +93,7 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 		MaxFDs:        rl.FileBudget().Mesh,
 		GossipTracer:  meter.GossipTracer(acct.meter),
 		LimitLoopback: mc.LimitLoopback,
+		Circuits:      acct.circuitHooks(),
 	}
 	applyNATConfig(&mcfg, opts.Config)
 	// The descriptor exists before the mesh, whose NAT changes ask for it
@@ -123,7 +124,7 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 	if err := m.Subscribe(mesh.ShardsFor(sched.Filters)...); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	svc := meshsync.New(m.Host(), local, policy, meshsync.Config{Meter: acct.meter, Allow: acct.allow,
+	svc := meshsync.New(m.Host(), local, policy, meshsync.Config{Meter: acct.meter, Allow: acct.allow, Receipts: acct.page,
 		Penalize: func(p peer.ID) { m.Penalize(p, mesh.MisbehaviorSyncViolation) }}, opts.Log)
 	mp := &meshPart{
 		m:         m,

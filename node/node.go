@@ -238,7 +238,7 @@ func Open(opts Options) (*Node, error) {
 	undo.push(mp.close)
 	dc.AttachLibp2p(mp.m.Host())
 	dc.TrustProxies(rcfg.TrustedProxies)
-	if err := acct.open(opts, dc, mp.m.Host(), reg); err != nil {
+	if err := acct.open(opts, dc, mp.m.Host(), mp.sync.FetchReceipts, reg); err != nil {
 		return nil, err
 	}
 	acct.meterRelay(rl, dc)

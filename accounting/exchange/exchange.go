@@ -24,6 +24,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/ipfs/go-cid"
 
@@ -63,6 +64,10 @@ type ProposeBody struct {
 	Counts      receipt.Side `json:"counts"`
 	Head        []byte       `json:"head,omitempty"`
 	Round       int          `json:"round"`
+	// Evidence is the proposer's evidence of its event figures
+	// (spec/disputes.md "Evidence"), sent from the second round, once
+	// the responder has disputed the window.
+	Evidence *receipt.Evidence `json:"evidence,omitempty"`
 }
 
 // ReceiptBody carries one receipt (sign, countersign, fork-proof's
@@ -78,6 +83,50 @@ type DisputeBody struct {
 	Counts      receipt.Side `json:"counts"`
 	Round       int          `json:"round"`
 	Reason      string       `json:"reason"`
+	// Evidence is the sender's evidence of its event figures, and
+	// Findings what it found checking the other side's (CheckEvidence),
+	// when it had them.
+	Evidence *receipt.Evidence `json:"evidence,omitempty"`
+	Findings []string          `json:"findings,omitempty"`
+}
+
+// MaxFindings bounds the findings a dispute carries and keeps.
+const MaxFindings = 8
+
+// CheckEvidence checks a peer's evidence (theirs) against this side's
+// (mine) for one window, both ways: whether the events the peer counts as
+// given are those this side counts as received (their digests), and which
+// sampled events one side counts and the other does not. It returns what
+// it found, worded from this side, at most MaxFindings lines.
+func CheckEvidence(mine, theirs receipt.Evidence) []string {
+	if err := theirs.Check(); err != nil {
+		return []string{"the peer's evidence is refused: " + err.Error()}
+	}
+	var out []string
+	one := func(what string, claimed, seen receipt.EventSet, claimer, seer string) {
+		if claimed.Digest == seen.Digest && claimed.Events == seen.Events {
+			out = append(out, fmt.Sprintf("%s: the same %d events at both ends (digests match)", what, claimed.Events))
+			return
+		}
+		out = append(out, fmt.Sprintf("%s: %d events counted by %s, %d by %s; digests differ", what, claimed.Events, claimer, seen.Events, seer))
+		if m := receipt.Missing(claimed, seen); len(m) > 0 {
+			out = append(out, fmt.Sprintf("%s: %d sampled events counted by %s and not by %s: %s", what, len(m), claimer, seer, listKeys(m)))
+		}
+		if m := receipt.Missing(seen, claimed); len(m) > 0 {
+			out = append(out, fmt.Sprintf("%s: %d sampled events counted by %s and not by %s: %s", what, len(m), seer, claimer, listKeys(m)))
+		}
+	}
+	one("the peer gave, this node received", theirs.Gave, mine.Received, "the peer", "this node")
+	one("this node gave, the peer received", theirs.Received, mine.Gave, "the peer", "this node")
+	return out[:min(len(out), MaxFindings)]
+}
+
+// listKeys lists up to four event keys.
+func listKeys(ks []string) string {
+	if len(ks) > 4 {
+		return strings.Join(ks[:4], " ") + fmt.Sprintf(" and %d more", len(ks)-4)
+	}
+	return strings.Join(ks, " ")
 }
 
 // RequestBody asks the proposer to propose a window.
@@ -219,11 +268,16 @@ func SamePosition(body ProposeBody, h *receipt.Receipt) bool {
 	return body.Seq == seq && bytes.Equal(body.Prev, PrevBytes(prev))
 }
 
+// CircuitSlackBytes is the circuit bytes one unit of slack allows: a
+// circuit or reservation stream's protocol negotiation, which one side
+// counts and the other does not see (spec/receipts.md "Counts").
+const CircuitSlackBytes = 1024
+
 // Agree compares a's and b's figures for one window: what a gave against
 // what b received and the other way round, service by service, within the
 // tolerance (a fraction of the larger figure) or the slack (units: events,
-// and their bytes at the window's mean event size), whichever allows more.
-// It returns "" or what disagrees.
+// their bytes at the window's mean event size, and CircuitSlackBytes of
+// circuit bytes), whichever allows more. It returns "" or what disagrees.
 func Agree(a, b receipt.Side, tol float64, slack uint64) string {
 	cmp := func(what string, x, y receipt.Counts) string {
 		fx, fy := x.Fields(), y.Fields()
@@ -232,8 +286,11 @@ func Agree(a, b receipt.Side, tol float64, slack uint64) string {
 			hi := max(fx[i].Value, fy[i].Value)
 			diff := hi - min(fx[i].Value, fy[i].Value)
 			allowed := slack
-			if fx[i].Name == "bytes" && events > 0 {
+			switch {
+			case fx[i].Name == "bytes" && events > 0:
 				allowed = slack * ((hi + events - 1) / events)
+			case fx[i].Name == "circuit_bytes":
+				allowed = slack * CircuitSlackBytes
 			}
 			if float64(diff) > max(math.Floor(tol*float64(hi)), float64(allowed)) {
 				return fmt.Sprintf("%s %s: %d against %d", what, fx[i].Name, fx[i].Value, fy[i].Value)

@@ -93,3 +93,30 @@ func FuzzCheckSigned(f *testing.F) {
 		}
 	})
 }
+
+// TestAgree is the agreement rule service by service: within the larger
+// of the tolerance and the slack, with bytes' slack at the mean event
+// size and circuit bytes' at CircuitSlackBytes a unit.
+func TestAgree(t *testing.T) {
+	gave := func(c receipt.Counts) receipt.Side { return receipt.Side{Gave: c} }
+	got := func(c receipt.Counts) receipt.Side { return receipt.Side{Received: c} }
+	for _, c := range []struct {
+		name   string
+		a, b   receipt.Counts
+		agrees bool
+	}{
+		{"equal", receipt.Counts{Events: 10, Bytes: 3000}, receipt.Counts{Events: 10, Bytes: 3000}, true},
+		{"two events in flight", receipt.Counts{Events: 10, Bytes: 3000}, receipt.Counts{Events: 8, Bytes: 2400}, true},
+		{"three events", receipt.Counts{Events: 10, Bytes: 3000}, receipt.Counts{Events: 7, Bytes: 2100}, false},
+		{"2% of many events", receipt.Counts{Events: 1000}, receipt.Counts{Events: 980}, true},
+		{"storage off by 3 bytes", receipt.Counts{StorageBytes: 100}, receipt.Counts{StorageBytes: 97}, false},
+		{"circuit negotiation", receipt.Counts{CircuitBytes: 44101}, receipt.Counts{CircuitBytes: 43330}, true},
+		{"circuit bytes beyond slack and tolerance", receipt.Counts{CircuitBytes: 50000}, receipt.Counts{CircuitBytes: 46000}, false},
+		{"circuit seconds", receipt.Counts{CircuitSeconds: 62}, receipt.Counts{CircuitSeconds: 60}, true},
+		{"mediation", receipt.Counts{MediationMessages: 9}, receipt.Counts{MediationMessages: 5}, false},
+	} {
+		if why := Agree(gave(c.a), got(c.b), 0.02, 2); (why == "") != c.agrees {
+			t.Errorf("%s: agrees %v (%s), want %v", c.name, why == "", why, c.agrees)
+		}
+	}
+}

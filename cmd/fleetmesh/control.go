@@ -40,33 +40,39 @@ func newControl(dir string) (*controlClient, error) {
 
 // do sends a request and decodes a JSON answer into out.
 func (c *controlClient) do(ctx context.Context, method, path string, body, out any) error {
+	_, err := c.doHeader(ctx, method, path, body, out)
+	return err
+}
+
+// doHeader is do, returning the answer's header too.
+func (c *controlClient) doHeader(ctx context.Context, method, path string, body, out any) (http.Header, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, "http://node"+path, rd)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := c.c.Do(req)
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) {
-			return fmt.Errorf("the node at %s is not answering on its control socket (is it running?): %w", c.home, err)
+			return nil, fmt.Errorf("the node at %s is not answering on its control socket (is it running?): %w", c.home, err)
 		}
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return errors.New(strings.TrimSpace(string(data)))
+		return nil, errors.New(strings.TrimSpace(string(data)))
 	}
-	return json.Unmarshal(data, out)
+	return resp.Header, json.Unmarshal(data, out)
 }

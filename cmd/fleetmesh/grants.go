@@ -5,10 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"fleetmesh.org/fleetmesh/accounting"
 	"fleetmesh.org/fleetmesh/config"
+	"fleetmesh.org/fleetmesh/meter"
 )
 
 func init() {
@@ -55,7 +57,7 @@ func runGrants(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 	case "offer":
 		to := fs.String("to", "", "grantee `DID`")
 		svc := fs.String("service", "events", "service: events, bytes, storage_bytes, circuit_seconds, circuit_bytes, mediation_messages, compute_units")
-		quota := fs.Uint64("quota", 0, "units per window (default: [accounting] offer_events)")
+		quota := fs.Uint64("quota", 0, "units per window; for mediation_messages, the leaf's queue size (default for events: [accounting] offer_events; required for other services)")
 		length := fs.String("length", "", "how long the grant lasts (default: [accounting] grant_length)")
 		notice := fs.String("notice", "", "revocation notice (default: [accounting] grant_notice)")
 		if err := parse(fs, args); err != nil {
@@ -63,6 +65,13 @@ func runGrants(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 		}
 		if *to == "" {
 			return fmt.Errorf("%w: --to DID is required", errUsage)
+		}
+		s, ok := meter.ParseService(*svc)
+		if !ok {
+			return fmt.Errorf("%w: --service %q: one of %s", errUsage, *svc, strings.Join(meter.Names(), ", "))
+		}
+		if *quota == 0 && s != meter.Events {
+			return fmt.Errorf("%w: --service %s needs --quota N: [accounting] offer_events is the default for events only", errUsage, s)
 		}
 		cfg, err := config.Load(home(*h).ConfigPath())
 		if err != nil {

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"strings"
 
+	"fleetmesh.org/fleetmesh/accounting"
 	"fleetmesh.org/fleetmesh/receipt"
 )
 
@@ -29,16 +31,36 @@ func runReceipts(ctx context.Context, args []string, _ io.Reader, stdout, stderr
 	if err != nil {
 		return err
 	}
+	own, err := loadKey(*h)
+	if err != nil {
+		return err
+	}
 	if *did == "" {
-		key, err := loadKey(*h)
+		*did = own.DID()
+	}
+	if !strings.HasPrefix(*did, "did:key:") {
+		return fmt.Errorf("%w: --node %q: give a did:key DID", errUsage, *did)
+	}
+	// Another node's receipts: the running node first asks the mesh for
+	// all of them (fetch=1), then every page of what it holds is read.
+	q := url.Values{"node": {*did}}
+	if *did != own.DID() {
+		q.Set("fetch", "1")
+	}
+	var js []receipt.JSON
+	for {
+		var page []receipt.JSON
+		hdr, err := c.doHeader(ctx, "GET", "/receipts?"+q.Encode(), nil, &page)
 		if err != nil {
 			return err
 		}
-		*did = key.DID()
-	}
-	var js []receipt.JSON
-	if err := c.do(ctx, "GET", "/receipts?node="+url.QueryEscape(*did), nil, &js); err != nil {
-		return err
+		js = append(js, page...)
+		next := hdr.Get(accounting.NextHeader)
+		if next == "" || next == q.Get("after") {
+			break
+		}
+		q.Del("fetch")
+		q.Set("after", next)
 	}
 	if *asJSON {
 		if err := printJSON(stdout, js); err != nil {

@@ -13,25 +13,44 @@ import (
 	"fleetmesh.org/fleetmesh/didcomm/discoverfeatures"
 	"fleetmesh.org/fleetmesh/didcomm/mediator"
 	"fleetmesh.org/fleetmesh/didcomm/problemreport"
+	"fleetmesh.org/fleetmesh/didcomm/routing"
 	"fleetmesh.org/fleetmesh/didcomm/transport"
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/meter"
 )
 
 // SetMeter meters mediation: the messages a pickup delivers to a leaf are
-// mediation service given to it. Call it before the Service serves.
+// mediation service given to it, and a forward queued is mediation given
+// to its sender when the sender is known (an authcrypted forward; a
+// routing forward is usually anoncrypt, and then nobody is counted).
+// Call it before the Service serves.
 func (s *Service) SetMeter(m *meter.Meter) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.meter = m
 }
 
-func (s *Service) meterPickup(u *didcomm.Unpacked, reply *didcomm.Message) {
-	if s.meter == nil || reply == nil || reply.Type != mediator.TypeDelivery || !u.Authenticated {
+// SetQueueGrant sets the mediator's check before it queues a forward for
+// a leaf (mediator.Mediator.SetQueueGrant).
+func (s *Service) SetQueueGrant(f func(leaf string, queued int) error) {
+	s.mediator.SetQueueGrant(f)
+}
+
+// meterMediation counts what the mediator gave: a delivery's messages to
+// the leaf that picked them up, a queued forward to its sender.
+func (s *Service) meterMediation(u *didcomm.Unpacked, reply *didcomm.Message, err error) {
+	if s.meter == nil || err != nil || !u.Authenticated {
 		return
 	}
-	if p, err := identity.PeerIDFromDID(u.Message.From); err == nil {
-		s.meter.Record(p, meter.MediationMessages, meter.Gave, uint64(len(reply.Attachments)))
+	n := 0
+	switch {
+	case u.Message.Type == routing.TypeForward:
+		n = 1
+	case reply != nil && reply.Type == mediator.TypeDelivery:
+		n = len(reply.Attachments)
+	}
+	if p, perr := identity.PeerIDFromDID(u.Message.From); perr == nil && n > 0 {
+		s.meter.Record(p, meter.MediationMessages, meter.Gave, uint64(n))
 	}
 }
 

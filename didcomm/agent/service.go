@@ -342,7 +342,7 @@ func (s *Service) dispatch(ctx context.Context, u *didcomm.Unpacked) (*didcomm.M
 	}
 	if mediator.Handles(msg.Type) {
 		reply, err := s.mediator.Handle(u)
-		s.meterPickup(u, reply)
+		s.meterMediation(u, reply, err)
 		return reply, err
 	}
 	if h := s.handler(msg.Type); h != nil {

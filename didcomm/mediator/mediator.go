@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"fleetmesh.org/fleetmesh/didcomm"
@@ -81,6 +82,17 @@ type Mediator struct {
 	store *store
 	push  *pusher
 	now   func() time.Time
+	// queueGrant, if set, is asked before a forward is queued for a leaf
+	// (SetQueueGrant).
+	queueGrant atomic.Pointer[func(leaf string, queued int) error]
+}
+
+// SetQueueGrant sets the check asked before a forward is queued for a
+// leaf, with the messages queued for the leaf now: an error refuses the
+// forward with e.p.me.res.queue-full and the error's text (a grant of
+// mediation queue size, spec/grants.md). Safe to call while serving.
+func (m *Mediator) SetQueueGrant(f func(leaf string, queued int) error) {
+	m.queueGrant.Store(&f)
 }
 
 // Open opens (or creates) the mediator state under dir for the DID self.
@@ -194,6 +206,19 @@ func (m *Mediator) forward(msg *didcomm.Message) error {
 	}
 	if owner == "" {
 		return &didcomm.Problem{Code: didcomm.CodeUnauthorized, Err: fmt.Errorf("not mediating for %s", recipient)}
+	}
+	if f := m.queueGrant.Load(); f != nil && *f != nil {
+		rs, err := m.store.recipients(owner)
+		if err != nil {
+			return internal(err)
+		}
+		n, err := m.store.queued(rs)
+		if err != nil {
+			return internal(err)
+		}
+		if err := (*f)(owner, n); err != nil {
+			return &didcomm.Problem{Code: didcomm.CodeQueueFull, Err: err}
+		}
 	}
 	q := queued{ID: didcomm.NewID(), Message: packed, Received: m.now().Unix()}
 	if err := m.store.enqueue(recipient, q, m.cfg.MaxQueuedPerRecipient, m.cfg.MaxQueuedBytesPerRecipient); err != nil {

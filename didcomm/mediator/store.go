@@ -218,6 +218,20 @@ func (s *store) enqueue(recipient string, q queued, maxCount int, maxBytes int64
 	})
 }
 
+// queued counts the queued messages of recipients, reading no message.
+func (s *store) queued(recipients []string) (int, error) {
+	n := 0
+	err := s.db.View(func(tx *bolt.Tx) error {
+		for _, r := range recipients {
+			if qb := tx.Bucket(bucketQueues).Bucket([]byte(r)); qb != nil {
+				n += qb.Stats().KeyN
+			}
+		}
+		return nil
+	})
+	return n, err
+}
+
 // status counts the queued messages of recipients.
 func (s *store) status(recipients []string) (count int, bytes int64, oldest int64, err error) {
 	err = s.db.View(func(tx *bolt.Tx) error {

@@ -1,0 +1,96 @@
+package accounting
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+	"time"
+
+	"fleetmesh.org/fleetmesh/receipt"
+)
+
+// getPages reads every page of an HTTP listing (ServeReceipts,
+// ServeReports) of node, the first with fetch=1.
+func getPages[T any](t *testing.T, h http.HandlerFunc, node string) []T {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	q := url.Values{"node": {node}, "fetch": {"1"}}
+	var all []T
+	for pages := 0; ; pages++ {
+		resp, err := http.Get(srv.URL + "?" + q.Encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var page []T
+		err = json.NewDecoder(resp.Body).Decode(&page)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("page %d: %d %v", pages, resp.StatusCode, err)
+		}
+		all = append(all, page...)
+		next := resp.Header.Get(NextHeader)
+		if next == "" {
+			return all
+		}
+		if pages > 20 {
+			t.Fatal("the pages never end")
+		}
+		q.Del("fetch")
+		q.Set("after", next)
+	}
+}
+
+// TestFetchWholeChain: x keeps accounts with y and w. y, which shares one
+// pair with x, answers for x's whole chain once it has fetched it (both
+// pairs), and z, which holds none of x's receipts, fetches all of them
+// and x's reports over the mesh's sync protocol, in pages, and verifies
+// the chain with nothing else; both through the HTTP endpoint.
+func TestFetchWholeChain(t *testing.T) {
+	nodes := newNodes(t, 4, testConfig(), nil)
+	x, y, w, z := nodes[0], nodes[1], nodes[2], nodes[3]
+	for _, n := range nodes {
+		n.s.pageReceipts, n.s.pageReports = 2, 2 // answers in several pages
+	}
+	for k := 1; k <= 3; k++ {
+		traffic(x, y, uint64(k), 100)
+		traffic(w, x, 2, 50)
+		closeWindow(nodes, t0.Add(time.Duration(k)*window+time.Millisecond))
+	}
+	for _, n := range nodes {
+		n.s.Round(context.Background(), t0.Add(8*window))
+	}
+	own, _ := x.s.Receipts(x.key.DID())
+	if len(own) != 6 {
+		t.Fatalf("x holds %d receipts, want 3 with each of y and w", len(own))
+	}
+	for _, c := range []struct {
+		name string
+		at   *testNode
+	}{{"y (shares a pair)", y}, {"z (holds none)", z}} {
+		js := getPages[receipt.JSON](t, c.at.s.ServeReceipts, x.key.DID())
+		if len(js) != len(own) {
+			t.Fatalf("%s: %d receipts of x over HTTP, want %d", c.name, len(js), len(own))
+		}
+		rs, _ := c.at.s.Receipts(x.key.DID())
+		if k, err := receipt.VerifyChain(x.key.DID(), rs); err != nil || k != len(own) {
+			t.Fatalf("%s: chain of %d: %v", c.name, k, err)
+		}
+		reps := getPages[ReportJSON](t, c.at.s.ServeReports, x.key.DID())
+		if len(reps) != 3 {
+			t.Fatalf("%s: %d reports of x, want 3", c.name, len(reps))
+		}
+		for _, rep := range reps {
+			if _, err := receipt.DecodeReport(rep.Raw); err != nil || rep.Receipts != 2 {
+				t.Fatalf("%s: report of window %d: %d receipts, %v", c.name, rep.WindowStart, rep.Receipts, err)
+			}
+		}
+	}
+	// A page's cursor is checked.
+	if _, err := x.s.Page(x.key.DID(), "not a cursor"); err == nil {
+		t.Fatal("a bad cursor was taken")
+	}
+}
