@@ -248,6 +248,8 @@ func run(ctx context.Context, o options) error {
 		if workDir, err = os.MkdirTemp("", "relaybench-"); err != nil {
 			return err
 		}
+	} else if err := os.MkdirAll(workDir, 0o755); err != nil {
+		return fmt.Errorf("--work-dir: %w", err)
 	}
 	if !o.keep {
 		defer os.RemoveAll(workDir)
