@@ -9,8 +9,8 @@
 #                              docs/benchmarks.md
 #   scripts/soak.sh --seed N   the same victims as the run that logged seed N
 #
-# CI does not call this script: scripts/test.sh runs the short mode with the
-# rest of ./e2e/. Everything runs at nice 19; the node processes, the
+# CI does not call this script: scripts/test.sh runs the short mode as a go
+# test of its own, beside the rest of the suite. Everything runs at nice 19; the node processes, the
 # backend and the gateway are built by the test itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
