@@ -16,19 +16,12 @@ import (
 // linked tables), copied otherwise. The record segments follow it (see
 // copyRecords). dest opens as a store of this format.
 func (s *Store) Checkpoint(dest string) error {
-	s.mu.RLock()
-	closed := s.closed
-	s.mu.RUnlock()
-	if closed {
-		return ErrClosed
-	}
-	s.dbMu.RLock()
-	defer s.dbMu.RUnlock()
-	if s.db == nil {
-		return errNoDB
-	}
 	// No segment the checkpoint names is removed while it is copied.
-	defer s.rec.leave(s.rec.enter())
+	epoch, err := s.beginRead()
+	if err != nil {
+		return err
+	}
+	defer s.endRead(epoch)
 	if err := s.db.Checkpoint(dest, pebble.WithFlushedWAL()); err != nil {
 		return fmt.Errorf("store: checkpoint to %s: %w", dest, err)
 	}

@@ -29,18 +29,11 @@ func (s *Store) ListRaw(ctx context.Context, f *nostr.Filter, limit int, fn func
 	if limit <= 0 {
 		return nil
 	}
-	s.mu.RLock()
-	closed := s.closed
-	s.mu.RUnlock()
-	if closed {
-		return ErrClosed
+	epoch, err := s.beginRead()
+	if err != nil {
+		return err
 	}
-	s.dbMu.RLock()
-	defer s.dbMu.RUnlock()
-	if s.db == nil {
-		return errNoDB
-	}
-	defer s.rec.leave(s.rec.enter())
+	defer s.endRead(epoch)
 	snap := s.db.NewSnapshot()
 	defer snap.Close()
 	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{pEvent}, UpperBound: []byte{pEvent + 1}})

@@ -43,18 +43,11 @@ func (s *Store) QueryRaw(ctx context.Context, f *nostr.Filter, limit int, fn fun
 	if limit <= 0 || f.Empty() || f.Search != "" {
 		return nil
 	}
-	s.mu.RLock()
-	closed := s.closed
-	s.mu.RUnlock()
-	if closed {
-		return ErrClosed
+	epoch, err := s.beginRead()
+	if err != nil {
+		return err
 	}
-	s.dbMu.RLock()
-	defer s.dbMu.RUnlock()
-	if s.db == nil {
-		return errNoDB
-	}
-	defer s.rec.leave(s.rec.enter())
+	defer s.endRead(epoch)
 	snap := s.db.NewSnapshot()
 	defer snap.Close()
 	now := s.opts.Now().Unix()
@@ -73,6 +66,31 @@ func (s *Store) QueryRaw(ctx context.Context, f *nostr.Filter, limit int, fn fun
 		return s.queryIDs(ctx, snap, f, emit)
 	}
 	return s.scan(ctx, snap, plan(f), f, limit, emit)
+}
+
+// beginRead starts a read of the database and the records: it holds
+// dbMu shared (a failed commit's reopen waits for it) and an epoch of the
+// records (no segment the read may name is removed), until endRead. It
+// must come before the read takes its snapshot.
+func (s *Store) beginRead() (epoch uint64, err error) {
+	s.mu.RLock()
+	closed := s.closed
+	s.mu.RUnlock()
+	if closed {
+		return 0, ErrClosed
+	}
+	s.dbMu.RLock()
+	if s.db == nil {
+		s.dbMu.RUnlock()
+		return 0, errNoDB
+	}
+	return s.rec.enter(), nil
+}
+
+// endRead ends what beginRead began.
+func (s *Store) endRead(epoch uint64) {
+	s.rec.leave(epoch)
+	s.dbMu.RUnlock()
 }
 
 // Count returns how many stored events match f (NIP-45), examining at most
