@@ -137,15 +137,9 @@ func (c *conn) negItems(f *nostr.Filter) ([]negentropy.Item, workbudget.Work, er
 	max := c.r.cfg.MaxNegRecords
 	var derr error
 	err := c.r.store.(rawLister).ListRaw(ctx, f, max+1, func(r eventstore.Raw) bool {
-		if c.restrictedKind(r.Kind()) {
-			ev, err := r.Event()
-			if err != nil {
-				derr = err
-				return false
-			}
-			if !c.canRead(ev) {
-				return true
-			}
+		if ok, err := c.mayRead(r); err != nil || !ok {
+			derr = err
+			return err == nil
 		}
 		items = append(items, negentropy.Item{Timestamp: uint64(r.CreatedAt()), ID: r.ID()})
 		return true

@@ -136,17 +136,12 @@ func (c *conn) queryStored(ctx context.Context, f *nostr.Filter, limit int, fn f
 	if rq, ok := c.r.store.(rawQuerier); ok {
 		var derr error
 		err := rq.QueryRaw(ctx, f, limit, func(r eventstore.Raw) bool {
-			if c.restrictedKind(r.Kind()) {
-				ev, err := r.Event()
-				if err != nil {
-					derr = err
-					return false
-				}
-				if !c.canRead(ev) {
-					return true
-				}
+			ok, err := c.mayRead(r)
+			if err != nil {
+				derr = err
+				return false
 			}
-			return fn(r.ID(), r.CreatedAt(), r.AppendJSON)
+			return !ok || fn(r.ID(), r.CreatedAt(), r.AppendJSON)
 		})
 		return cmp.Or(err, derr)
 	}
@@ -156,6 +151,20 @@ func (c *conn) queryStored(ctx context.Context, f *nostr.Filter, limit int, fn f
 		}
 		return fn(ev.ID, ev.CreatedAt, ev.AppendJSON)
 	})
+}
+
+// mayRead says whether this connection may read the stored event r: only
+// a restricted kind (auth_required_kinds) needs the event decoded to see
+// who it names.
+func (c *conn) mayRead(r eventstore.Raw) (bool, error) {
+	if !c.restrictedKind(r.Kind()) {
+		return true, nil
+	}
+	ev, err := r.Event()
+	if err != nil {
+		return false, err
+	}
+	return c.canRead(ev), nil
 }
 
 // eventFrame encodes ["EVENT",subID,event] with the event's JSON from
