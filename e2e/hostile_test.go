@@ -70,13 +70,13 @@ const (
 
 // hostileEnv is what the honest clients and the attacks share.
 type hostileEnv struct {
-	t        *testing.T
-	n        *node
-	mesh     string // the node's mesh multiaddr with /p2p/
-	leaf     string // a DIDComm recipient the node mediates for
+	t    *testing.T
+	n    *node
+	mesh string // the node's mesh multiaddr with /p2p/
+	leaf string // a DIDComm recipient the node mediates for
 	// pickup is the leaf's mediator client, whose pickups empty the
 	// queue the honest forwards fill (as a real leaf's wakes do).
-	pickup *mediator.Client
+	pickup   *mediator.Client
 	node     string // the node's DID
 	sender   *didcomm.Packer
 	seed     int
