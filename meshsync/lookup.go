@@ -45,17 +45,11 @@ func (s *Service) Lookup(ctx context.Context, peers []peer.ID, f nostr.Filter, l
 }
 
 func (s *Service) lookupOne(ctx context.Context, p peer.ID, f *nostr.Filter, fn func(*nostr.Event)) {
-	str, err := s.open(ctx, p)
+	str, done, err := s.openBound(ctx, p)
 	if err != nil {
 		return
 	}
-	defer str.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		str.SetDeadline(dl)
-	}
-	// Closing the stream when ctx ends unblocks a read from a slow peer.
-	stop := context.AfterFunc(ctx, func() { str.Reset() })
-	defer stop()
+	defer done()
 	r, w := msgio.NewVarintReaderSize(str, MaxFrameBytes), msgio.NewVarintWriter(str)
 	if err := writeFrame(w, "REQ", "lookup", f); err != nil {
 		return

@@ -80,16 +80,11 @@ func (s *Service) serveReceipts(w msgio.Writer, parts []json.RawMessage, violati
 // caller verifies each before it keeps it.
 func (s *Service) FetchReceipts(ctx context.Context, p peer.ID, node, after string) (receipt.Page, error) {
 	pg := receipt.Page{Receipts: [][]byte{}, Reports: [][]byte{}}
-	str, err := s.open(ctx, p)
+	str, done, err := s.openBound(ctx, p)
 	if err != nil {
 		return pg, err
 	}
-	defer str.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		str.SetDeadline(dl)
-	}
-	stop := context.AfterFunc(ctx, func() { str.Reset() })
-	defer stop()
+	defer done()
 	r, w := msgio.NewVarintReaderSize(str, MaxFrameBytes), msgio.NewVarintWriter(str)
 	if err := writeFrame(w, "RECEIPTS", "receipts", receiptsQuery{Node: node, After: after}); err != nil {
 		return pg, err

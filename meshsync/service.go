@@ -235,14 +235,11 @@ func (s *Service) sync(ctx context.Context, p peer.ID, ses *session) (st Stats, 
 	defer func() { s.stats.record(st, err) }()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.SessionTimeout)
 	defer cancel()
-	str, err := s.open(ctx, p)
+	str, done, err := s.openBound(ctx, p)
 	if err != nil {
 		return st, err
 	}
-	defer str.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		str.SetDeadline(dl)
-	}
+	defer done()
 	r, w := msgio.NewVarintReaderSize(str, MaxFrameBytes), msgio.NewVarintWriter(str)
 
 	items, _, err := s.items(ctx, &ses.f, ses.set)

@@ -44,6 +44,21 @@ func (s *Service) open(ctx context.Context, p peer.ID) (Stream, error) {
 	return s.Libp2pStream(ctx, p)
 }
 
+// openBound opens a stream to p that lives no longer than ctx: it takes
+// ctx's deadline, and ctx's end resets it, which unblocks a read from a
+// slow peer. done closes the stream and drops the reset.
+func (s *Service) openBound(ctx context.Context, p peer.ID) (str Stream, done func(), err error) {
+	str, err = s.open(ctx, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		str.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { str.Reset() })
+	return str, func() { stop(); str.Close() }, nil
+}
+
 // ServeStream answers one session from remote on a stream another
 // transport accepted; it returns when the session ends and closes str.
 func (s *Service) ServeStream(str Stream, remote peer.ID) { s.serveOn(str, remote) }
