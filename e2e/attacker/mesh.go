@@ -32,7 +32,10 @@ type peerAttacker struct {
 }
 
 func newPeerAttacker(ctx context.Context, t target) (*peerAttacker, error) {
-	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/" + t.from + "/tcp/0"))
+	// No resource manager of its own, so that every stream it opens goes
+	// to the node and every refusal it counts is the node's (or its
+	// transport's), never the attacker's own default per-peer limits.
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/"+t.from+"/tcp/0"), libp2p.ResourceManager(&network.NullResourceManager{}))
 	if err != nil {
 		return nil, err
 	}
