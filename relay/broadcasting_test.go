@@ -2,8 +2,11 @@ package relay
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"fleetmesh.org/fleetmesh/nostr"
 )
@@ -32,7 +35,7 @@ func BenchmarkBroadcast(b *testing.B) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			for range 64 {
-				c := &conn{r: r, send: make(chan []byte, 1<<16), subs: map[string]*subscription{}, ctx: ctx, cancel: cancel}
+				c := &conn{r: r, send: make(chan outFrame, 1<<16), subs: map[string]*subscription{}, ctx: ctx, cancel: cancel}
 				for i := range tc.subs {
 					c.subs[fmt.Sprint("s", i)] = &subscription{filters: []nostr.Filter{tc.filter}}
 				}
@@ -84,5 +87,76 @@ func TestLiveAfterOK(t *testing.T) {
 		if m := sub.read(); m[0] != "EVENT" || m[2].(map[string]any)["id"] != ev.IDHex() {
 			t.Fatalf("live subscriber got %v, want event %d", m, i)
 		}
+	}
+}
+
+// TestLiveDuringStoredAnswer: a client whose send queue is filled by the
+// stored answer to its own REQ, because it reads that answer more slowly
+// than the store produces it, is not a slow consumer of live traffic: a
+// live event arriving meanwhile waits its turn instead of cutting the
+// connection, and the client gets the whole answer, EOSE and the event.
+func TestLiveDuringStoredAnswer(t *testing.T) {
+	// 250 events of 40 KB are more than the kernel's socket buffers on
+	// loopback take, so what the reader has not read stays in the
+	// relay's send queue.
+	const queue, stored = 16, 250
+	tr := newTestRelay(t, func(c *Config) { c.SendQueue = queue })
+	k, _ := nostr.GenerateSecretKey()
+	content := strings.Repeat("x", 40<<10)
+	for i := range stored {
+		if _, err := tr.st.Save(context.Background(), signed(t, k, 1, nil, fmt.Sprint(i, content))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reader := tr.dial()
+	reader.send("REQ", "all", map[string]any{"kinds": []int{1}, "limit": stored})
+	// Wait until the stored answer has filled what the relay queues for
+	// the reader (the queue, less the room kept for live events) and the
+	// writer is stuck on the full socket: the count stops moving.
+	full := int64(storedSlots(queue)) * int64(len(content))
+	for last, still := int64(-1), 0; still < 5; {
+		time.Sleep(20 * time.Millisecond)
+		n := tr.r.buffered.Load()
+		if n >= full && n == last {
+			still++
+		} else {
+			still = 0
+		}
+		last = n
+	}
+	live := signed(t, k, 1, nil, "published while the answer is queued")
+	if ok, msg := tr.dial().publish(live); !ok {
+		t.Fatal(msg)
+	}
+	got, eose, gotLive := 0, false, false
+	for !eose || !gotLive {
+		reader.ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, data, err := reader.ws.ReadMessage()
+		if err != nil {
+			t.Fatalf("after %d stored events (EOSE %v, live %v): %v", got, eose, gotLive, err)
+		}
+		var m []json.RawMessage
+		if err := json.Unmarshal(data, &m); err != nil || len(m) < 2 {
+			t.Fatalf("relay sent %.80s", data)
+		}
+		switch string(m[0]) {
+		case `"EVENT"`:
+			var ev nostr.Event
+			if err := json.Unmarshal(m[2], &ev); err != nil {
+				t.Fatal(err)
+			}
+			if ev.ID == live.ID {
+				gotLive = true
+			} else if !eose {
+				got++
+			}
+		case `"EOSE"`:
+			eose = true
+		default:
+			t.Fatalf("after %d stored events: %.80s", got, data)
+		}
+	}
+	if got != stored {
+		t.Fatalf("got %d stored events before EOSE, want %d", got, stored)
 	}
 }

@@ -34,7 +34,11 @@ type conn struct {
 	// party is whom Relay.Identify named ("": anonymous).
 	party string
 
-	send       chan []byte
+	send chan outFrame
+	// answerRoom holds a token for each stored result in send: stored
+	// answers may fill send only up to its capacity, so the rest of the
+	// queue stays free for live events (see storedSlots).
+	answerRoom chan struct{}
 	writerDone chan struct{}
 	ctx        context.Context
 	cancel     context.CancelFunc
@@ -86,7 +90,8 @@ func newConn(r *Relay, ws *websocket.Conn, addr clientaddr.Key, host string) *co
 		addr:       addr,
 		host:       host,
 		challenge:  hex.EncodeToString(chal[:]),
-		send:       make(chan []byte, r.cfg.SendQueue),
+		send:       make(chan outFrame, r.cfg.SendQueue),
+		answerRoom: make(chan struct{}, storedSlots(r.cfg.SendQueue)),
 		writerDone: make(chan struct{}),
 		ctx:        ctx,
 		cancel:     cancel,
@@ -269,8 +274,8 @@ func (c *conn) writer() {
 	queued:
 		for n, size := 1, len(f); ok && n < batchMessages && size < batchBytes; n++ {
 			select {
-			case f = <-c.send:
-				c.took(f)
+			case o := <-c.send:
+				f = c.took(o)
 				size += len(f)
 				ok = write(f)
 			default:
@@ -281,9 +286,8 @@ func (c *conn) writer() {
 	}
 	for {
 		select {
-		case f := <-c.send:
-			c.took(f)
-			if !send(f) {
+		case o := <-c.send:
+			if !send(c.took(o)) {
 				c.cancel()
 				c.ws.SetReadDeadline(time.Now())
 				return
@@ -295,9 +299,8 @@ func (c *conn) writer() {
 			// say goodbye.
 			for {
 				select {
-				case f := <-c.send:
-					c.took(f)
-					if !send(f) {
+				case o := <-c.send:
+					if !send(c.took(o)) {
 						return
 					}
 				default:
@@ -310,6 +313,23 @@ func (c *conn) writer() {
 	}
 }
 
+// An outFrame is one message in a connection's send queue.
+type outFrame struct {
+	b []byte
+	// answer marks a stored result, which holds a token of answerRoom
+	// until the writer takes it.
+	answer bool
+}
+
+// storedSlots is how much of a send queue of n messages a REQ's stored
+// answer may fill. The rest is kept for live events: a client reading a
+// large answer more slowly than the store produces it (any client over a
+// real network, or on a loopback slower than the relay) has its queue full
+// of the answer, and a live event for any of its subscriptions arriving
+// then would find no room and cut it as a slow consumer, though it is
+// reading. Only live events that pile up past the kept room cut it.
+func storedSlots(n int) int { return max(1, n-n/4) }
+
 // queuing counts f as buffered before it enters the send queue.
 func (c *conn) queuing(f []byte) {
 	c.queued.Add(int64(len(f)))
@@ -317,11 +337,20 @@ func (c *conn) queuing(f []byte) {
 }
 
 // unqueued undoes queuing for a frame that did not enter the queue.
-func (c *conn) unqueued(f []byte) { c.took(f) }
+func (c *conn) unqueued(f []byte) { c.unbuffered(f) }
 
-// took counts f, taken off the send queue by the writer, as no longer
-// buffered.
-func (c *conn) took(f []byte) {
+// took counts o, taken off the send queue by the writer, as no longer
+// buffered (and gives back its answer token), and returns its bytes.
+func (c *conn) took(o outFrame) []byte {
+	c.unbuffered(o.b)
+	if o.answer {
+		<-c.answerRoom
+	}
+	return o.b
+}
+
+// unbuffered takes f's bytes off the connection's and the relay's counts.
+func (c *conn) unbuffered(f []byte) {
 	c.queued.Add(-int64(len(f)))
 	c.r.buffered.Add(-int64(len(f)))
 }
@@ -345,7 +374,7 @@ func (c *conn) overBuffered(f []byte) bool {
 func (c *conn) sendCtl(f []byte) bool {
 	c.queuing(f)
 	select {
-	case c.send <- f:
+	case c.send <- outFrame{b: f}:
 		return true
 	case <-c.writerDone:
 		c.unqueued(f)
@@ -368,14 +397,22 @@ func (c *conn) sendCtx(ctx context.Context, f []byte) bool {
 		}
 		return false
 	}
+	select {
+	case c.answerRoom <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	case <-c.writerDone:
+		return false
+	}
 	c.queuing(f)
 	select {
-	case c.send <- f:
+	case c.send <- outFrame{b: f, answer: true}:
 		return true
 	case <-ctx.Done():
 	case <-c.writerDone:
 	}
 	c.unqueued(f)
+	<-c.answerRoom
 	return false
 }
 
@@ -407,7 +444,7 @@ func (c *conn) sendLive(subID string, f []byte) {
 	if !c.overBuffered(f) {
 		c.queuing(f)
 		select {
-		case c.send <- f:
+		case c.send <- outFrame{b: f}:
 			c.served(subID, f)
 			return
 		default:
