@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -162,18 +164,66 @@ func subFlood(ctx context.Context, t target) result {
 }
 
 // onConns runs f on n connections at once, each closed when ctx ends
-// (which also ends a read f is blocked in).
-func onConns(ctx context.Context, t target, n int, f func(ctx context.Context, c *websocket.Conn)) {
+// (which also ends a read f is blocked in). A worker whose connection
+// ends before ctx does dials again, as a determined attacker would, so
+// that the attack's pressure does not fade as the node closes its
+// connections; f returns why its connection ended, and onConns returns
+// how many connections it opened and why each ended ("" when ctx did).
+func onConns(ctx context.Context, t target, n int, f func(ctx context.Context, c *websocket.Conn) string) (conns int64, ended string) {
+	var opened atomic.Int64
+	var mu sync.Mutex
+	why := map[string]int{}
 	workers(ctx, n, func(ctx context.Context, _ int) {
-		c, _, err := dial(ctx, t)
-		if err != nil {
-			return
+		for ctx.Err() == nil {
+			c, _, err := dial(ctx, t)
+			if err != nil {
+				if ctx.Err() == nil {
+					mu.Lock()
+					why["dial refused"]++
+					mu.Unlock()
+					pause(ctx, 200*time.Millisecond)
+				}
+				continue
+			}
+			opened.Add(1)
+			stop := context.AfterFunc(ctx, func() { c.Close() })
+			reason := f(ctx, c)
+			stop()
+			c.Close()
+			if ctx.Err() == nil {
+				mu.Lock()
+				why[reason]++
+				mu.Unlock()
+			}
 		}
-		defer c.Close()
-		stop := context.AfterFunc(ctx, func() { c.Close() })
-		defer stop()
-		f(ctx, c)
 	})
+	var parts []string
+	for r, k := range why {
+		parts = append(parts, fmt.Sprintf("%s: %d", r, k))
+	}
+	slices.Sort(parts)
+	return opened.Load(), strings.Join(parts, ", ")
+}
+
+// endedBy says why a connection's loop ended: the read or write error,
+// or the refusal the node closed a subscription with.
+func endedBy(err error, reason string) string {
+	if err == nil {
+		return "closed: " + cut(reason, 60)
+	}
+	var ce *websocket.CloseError
+	if errors.As(err, &ce) {
+		return fmt.Sprintf("closed by the node (%d)", ce.Code)
+	}
+	return "connection lost"
+}
+
+// cut shortens s to at most n bytes.
+func cut(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
 }
 
 // stored sends a REQ and reads until its EOSE or CLOSED; it returns the
@@ -215,42 +265,52 @@ func stored(c *websocket.Conn, sub string, filter string) (int, string, error) {
 
 func reqLoop(ctx context.Context, t target) result {
 	var answered, refused, rows atomic.Int64
-	onConns(ctx, t, 8, func(ctx context.Context, c *websocket.Conn) {
+	conns, ended := onConns(ctx, t, 8, func(ctx context.Context, c *websocket.Conn) string {
 		for i := 0; ctx.Err() == nil; i++ {
 			n, reason, err := stored(c, fmt.Sprint("b", i), `{"limit":500}`)
 			switch {
 			case err != nil:
-				return
+				return endedBy(err, "")
 			case reason == "":
 				answered.Add(1)
 				rows.Add(int64(n))
 			case strings.HasPrefix(reason, "rate-limited"):
 				refused.Add(1)
 			default:
-				return
+				return endedBy(nil, reason)
 			}
 		}
+		return ""
 	})
 	return result{
-		Got:    fmt.Sprintf("%d broad REQs answered (%d events), %d refused rate-limited", answered.Load(), rows.Load(), refused.Load()),
-		Counts: map[string]int64{"answered": answered.Load(), "rows": rows.Load(), "refused": refused.Load()},
+		Got:    fmt.Sprintf("%d broad REQs answered (%d events), %d refused rate-limited, on %d connections%s", answered.Load(), rows.Load(), refused.Load(), conns, endedNote(ended)),
+		Counts: map[string]int64{"answered": answered.Load(), "rows": rows.Load(), "refused": refused.Load(), "conns": conns},
 	}
+}
+
+// endedNote is ended as the tail of a result line, if any connection
+// ended before the attack did.
+func endedNote(ended string) string {
+	if ended == "" {
+		return ""
+	}
+	return " (ended early: " + ended + ")"
 }
 
 func negLoop(ctx context.Context, t target) result {
 	var opened, refused atomic.Int64
-	onConns(ctx, t, 8, func(ctx context.Context, c *websocket.Conn) {
+	conns, ended := onConns(ctx, t, 8, func(ctx context.Context, c *websocket.Conn) string {
 		for i := 0; ctx.Err() == nil; i++ {
 			id := fmt.Sprint("n", i)
 			// "61" is an initial message of protocol version 1 with no
 			// ranges: the relay lists the whole filter to answer it.
-			if c.WriteMessage(websocket.TextMessage, []byte(`["NEG-OPEN","`+id+`",{},"61"]`)) != nil {
-				return
+			if err := c.WriteMessage(websocket.TextMessage, []byte(`["NEG-OPEN","`+id+`",{},"61"]`)); err != nil {
+				return endedBy(err, "")
 			}
 			for {
 				_, data, err := c.ReadMessage()
 				if err != nil {
-					return
+					return endedBy(err, "")
 				}
 				if bytes.HasPrefix(data, []byte(`["NEG-MSG","`+id+`"`)) {
 					opened.Add(1)
@@ -263,10 +323,11 @@ func negLoop(ctx context.Context, t target) result {
 			}
 			c.WriteMessage(websocket.TextMessage, []byte(`["NEG-CLOSE","`+id+`"]`))
 		}
+		return ""
 	})
 	return result{
-		Got:    fmt.Sprintf("%d sessions over all %d+ events opened, %d refused", opened.Load(), t.seed, refused.Load()),
-		Counts: map[string]int64{"opened": opened.Load(), "refused": refused.Load()},
+		Got:    fmt.Sprintf("%d sessions over all %d+ events opened, %d refused, on %d connections%s", opened.Load(), t.seed, refused.Load(), conns, endedNote(ended)),
+		Counts: map[string]int64{"opened": opened.Load(), "refused": refused.Load(), "conns": conns},
 	}
 }
 
