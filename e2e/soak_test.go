@@ -58,6 +58,10 @@ func soakPlanFor(t *testing.T) soakPlan {
 type soakSample struct {
 	at              time.Duration
 	rss, fds, gorut float64
+	// anon is the part of rss that is not file pages: the heap and
+	// stacks, without the store's mapped record segments, whose touched
+	// pages grow with the store.
+	anon float64
 }
 
 // TestSoak is issue 12's soak: ten node processes and a gateway with a
@@ -237,7 +241,7 @@ func TestSoak(t *testing.T) {
 		last := soakMean(samples[i], plan.run-sixth, plan.run)
 		ratio := func(a, b float64) float64 { return a / max(b, 1) }
 		rss, fds, gor := ratio(last.rss, base.rss), ratio(last.fds, base.fds), ratio(last.gorut, base.gorut)
-		t.Logf("node %d: last/base RSS %.2f (%.0f MB), fds %.2f (%.0f), goroutines %.2f (%.0f)", i, rss, last.rss/1e6, fds, last.fds, gor, last.gorut)
+		t.Logf("node %d: last/base RSS %.2f (%.0f MB; anonymous %.2f, %.0f MB), fds %.2f (%.0f), goroutines %.2f (%.0f)", i, rss, last.rss/1e6, ratio(last.anon, base.anon), last.anon/1e6, fds, last.fds, gor, last.gorut)
 		if os.Getenv(soakEnv) == "full" && (rss > 1.2 || fds > 1.2 || gor > 1.2) {
 			t.Errorf("node %d grew by more than 1.2x between minutes 5-10 and the last 5", i)
 		}
@@ -255,8 +259,10 @@ func sampleNode(n *meshNode) (soakSample, error) {
 	var s soakSample
 	for _, line := range strings.Split(string(status), "\n") {
 		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
-			s.rss = kb * 1024
+			s.rss = statusBytes(v)
+		}
+		if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			s.anon = statusBytes(v)
 		}
 	}
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
@@ -275,6 +281,12 @@ func sampleNode(n *meshNode) (soakSample, error) {
 	return s, nil
 }
 
+// statusBytes reads a /proc status value in kB ("  1234 kB") as bytes.
+func statusBytes(v string) float64 {
+	kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+	return kb * 1024
+}
+
 // soakMean is the mean of the samples taken in [from, to).
 func soakMean(ss []soakSample, from, to time.Duration) soakSample {
 	var m soakSample
@@ -282,13 +294,14 @@ func soakMean(ss []soakSample, from, to time.Duration) soakSample {
 	for _, s := range ss {
 		if s.at >= from && s.at < to {
 			m.rss += s.rss
+			m.anon += s.anon
 			m.fds += s.fds
 			m.gorut += s.gorut
 			n++
 		}
 	}
 	if n > 0 {
-		m.rss, m.fds, m.gorut = m.rss/n, m.fds/n, m.gorut/n
+		m.rss, m.anon, m.fds, m.gorut = m.rss/n, m.anon/n, m.fds/n, m.gorut/n
 	}
 	return m
 }
