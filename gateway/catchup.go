@@ -451,12 +451,8 @@ func (g *Gateway) inStep(ctx context.Context, s *session, w *inWalk) error {
 	f.Limit, f.HasLimit = g.s.PageSize, true
 	i := w.page
 	w.page++
-	p, err := g.request(ctx, s, "catch-up", "page-"+strconv.Itoa(i), f)
-	if errors.Is(err, errShape) {
-		w.done = true
-		return g.plainIn(ctx, s, f)
-	}
-	if err != nil {
+	p, plain, err := g.stepRequest(ctx, s, w, "page-"+strconv.Itoa(i), f, f)
+	if plain || err != nil {
 		return err
 	}
 	if w.est != nil {
@@ -470,12 +466,8 @@ func (g *Gateway) inStep(ctx context.Context, s *session, w *inWalk) error {
 	if p.oneSecond() {
 		sweep := f
 		sweep.Since, sweep.Limit = max(f.Since, p.oldest), g.s.PageSize*secondSweep
-		sp, err := g.request(ctx, s, "catch-up", "second-"+strconv.Itoa(i), sweep)
-		if errors.Is(err, errShape) {
-			w.done = true
-			return g.plainIn(ctx, s, f)
-		}
-		if err != nil {
+		sp, plain, err := g.stepRequest(ctx, s, w, "second-"+strconv.Itoa(i), sweep, f)
+		if plain || err != nil {
 			return err
 		}
 		if w.est != nil {
@@ -488,6 +480,18 @@ func (g *Gateway) inStep(ctx context.Context, s *session, w *inWalk) error {
 	}
 	w.done = w.f.Until < w.f.Since
 	return nil
+}
+
+// stepRequest asks the backend for one page of w, by filter f. A backend
+// that refuses f's shape ends the walk with one plain REQ of fallback
+// instead (plain is then true, and err is the plain REQ's).
+func (g *Gateway) stepRequest(ctx context.Context, s *session, w *inWalk, id string, f, fallback nostr.Filter) (p page, plain bool, err error) {
+	p, err = g.request(ctx, s, "catch-up", id, f)
+	if errors.Is(err, errShape) {
+		w.done = true
+		return p, true, g.plainIn(ctx, s, fallback)
+	}
+	return p, false, err
 }
 
 // plainIn is the catch-up from a backend that parses no limit, since or
