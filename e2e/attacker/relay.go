@@ -205,12 +205,8 @@ func onConns(ctx context.Context, t target, n int, f func(ctx context.Context, c
 	return opened.Load(), strings.Join(parts, ", ")
 }
 
-// endedBy says why a connection's loop ended: the read or write error,
-// or the refusal the node closed a subscription with.
-func endedBy(err error, reason string) string {
-	if err == nil {
-		return "closed: " + cut(reason, 60)
-	}
+// endedBy says why a read or write error ended a connection's loop.
+func endedBy(err error) string {
 	var ce *websocket.CloseError
 	if errors.As(err, &ce) {
 		return fmt.Sprintf("closed by the node (%d)", ce.Code)
@@ -275,14 +271,14 @@ func reqLoop(ctx context.Context, t target) result {
 			n, reason, err := stored(c, fmt.Sprint("b", i), filter)
 			switch {
 			case err != nil:
-				return endedBy(err, "")
+				return endedBy(err)
 			case reason == "":
 				answered.Add(1)
 				rows.Add(int64(n))
 			case strings.HasPrefix(reason, "rate-limited"):
 				refused.Add(1)
 			default:
-				return endedBy(nil, reason)
+				return "closed: " + cut(reason, 60)
 			}
 		}
 		return ""
@@ -310,12 +306,12 @@ func negLoop(ctx context.Context, t target) result {
 			// "61" is an initial message of protocol version 1 with no
 			// ranges: the relay lists the whole filter to answer it.
 			if err := c.WriteMessage(websocket.TextMessage, []byte(`["NEG-OPEN","`+id+`",{},"61"]`)); err != nil {
-				return endedBy(err, "")
+				return endedBy(err)
 			}
 			for {
 				_, data, err := c.ReadMessage()
 				if err != nil {
-					return endedBy(err, "")
+					return endedBy(err)
 				}
 				if bytes.HasPrefix(data, []byte(`["NEG-MSG","`+id+`"`)) {
 					opened.Add(1)
