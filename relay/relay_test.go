@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -389,6 +390,59 @@ func TestLookupMerges(t *testing.T) {
 	got, _ = c.req("id", `{"ids":["`+all[1].IDHex()+`"]}`)
 	if len(got) != 1 {
 		t.Fatalf("REQ by id held only elsewhere: %v", got)
+	}
+}
+
+// TestLookupAsksOnlyMissingIDs: a REQ by ids asks the mesh only for the
+// ids this node does not hold (and not at all when it holds them all), so
+// that a lookup never fetches again what the store already answered.
+func TestLookupAsksOnlyMissingIDs(t *testing.T) {
+	other, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	tr := newTestRelay(t, nil)
+	var mu sync.Mutex
+	var asked [][]string
+	tr.r.Lookup = func(ctx context.Context, f *nostr.Filter, limit int, fn func(*nostr.Event)) {
+		var ids []string
+		for _, id := range f.IDs {
+			ids = append(ids, hex.EncodeToString(id[:]))
+		}
+		mu.Lock()
+		asked = append(asked, ids)
+		mu.Unlock()
+		other.Query(ctx, f, limit, func(ev *nostr.Event) bool { fn(ev); return true })
+	}
+	k, _ := nostr.GenerateSecretKey()
+	var evs []*nostr.Event
+	for i := range 3 {
+		ev := signed(t, k, 1, nil, fmt.Sprint(i))
+		evs = append(evs, ev)
+		other.Save(context.Background(), ev)
+		if i < 2 {
+			tr.st.Save(context.Background(), ev)
+		}
+	}
+	c := tr.dial()
+	ids := func(evs ...*nostr.Event) string {
+		var q []string
+		for _, ev := range evs {
+			q = append(q, `"`+ev.IDHex()+`"`)
+		}
+		return `{"ids":[` + strings.Join(q, ",") + `]}`
+	}
+	if got, _ := c.req("held", ids(evs[0], evs[1])); len(got) != 2 {
+		t.Fatalf("REQ of two held ids: %v", got)
+	}
+	if got, _ := c.req("one missing", ids(evs[0], evs[1], evs[2], evs[2])); len(got) != 3 {
+		t.Fatalf("REQ of two held ids and one held elsewhere: %v", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := [][]string{{evs[2].IDHex()}}; fmt.Sprint(asked) != fmt.Sprint(want) {
+		t.Fatalf("the mesh was asked for %v, want %v", asked, want)
 	}
 }
 

@@ -197,10 +197,24 @@ func (c *conn) answerWithLookup(ctx context.Context, subID string, f *nostr.Filt
 	if err != nil {
 		return err
 	}
-	// An ids filter fully answered here needs no lookup.
-	if f.IDs == nil || len(evs) < len(f.IDs) {
+	// An ids filter asks the mesh only for the ids not held here: the
+	// rest would cross the network again, and be counted by both ends'
+	// meters, for nothing. Fully answered here, it needs no lookup.
+	lf := f
+	if f.IDs != nil {
+		missing := make([][32]byte, 0, len(f.IDs))
+		for _, id := range f.IDs {
+			if _, held := seen[id]; !held && !slices.Contains(missing, id) {
+				missing = append(missing, id)
+			}
+		}
+		narrowed := *f
+		narrowed.IDs = missing
+		lf = &narrowed
+	}
+	if lf.IDs == nil || len(lf.IDs) > 0 {
 		lctx, lcancel := context.WithTimeout(ctx, c.r.cfg.LookupTimeout)
-		c.r.Lookup(lctx, f, limit, func(ev *nostr.Event) {
+		c.r.Lookup(lctx, lf, limit, func(ev *nostr.Event) {
 			if c.canRead(ev) && f.Matches(ev) {
 				keep(ev.ID, ev.CreatedAt, ev.AppendJSON)
 			}
