@@ -2,6 +2,12 @@
 // no browser download), reports what each panel draws as one JSON line, and
 // saves a screenshot.
 //   node shot.mjs URL SCREENSHOT.png
+//
+// The page reloads itself (meta refresh, once per sample interval, as
+// little as a second), so on a loaded machine a reload can start between
+// any two steps here. The title and the panels are therefore read in one
+// evaluate (one task of the page: no reload lands inside it), and a read
+// that a reload interrupts starts again from a loaded page.
 import { chromium } from 'playwright-core';
 
 const [url, shot] = process.argv.slice(2);
@@ -10,10 +16,10 @@ const browser = await chromium.launch({
   args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
     '--disable-background-networking', '--disable-component-update', '--disable-sync'],
 });
-try {
-  const page = await browser.newPage({ viewport: { width: 1300, height: 900 } });
-  const resp = await page.goto(url, { waitUntil: 'load', timeout: 120000 });
-  const panels = await page.$$eval('.panel', (els) => els.map((el) => ({
+
+const read = () => ({
+  title: document.title,
+  panels: [...document.querySelectorAll('.panel')].map((el) => ({
     title: el.getAttribute('data-panel'),
     exported: !!el.querySelector('svg'),
     lines: [...el.querySelectorAll('polyline')].map((p) => ({
@@ -22,9 +28,28 @@ try {
       max: Number(p.getAttribute('data-max')),
       drawn: p.getBoundingClientRect().width > 0,
     })),
-  })));
+  })),
+});
+
+try {
+  const page = await browser.newPage({ viewport: { width: 1300, height: 900 } });
+  const resp = await page.goto(url, { waitUntil: 'load', timeout: 120000 });
+  let got;
+  let lastErr;
+  for (let attempt = 0; attempt < 10 && !got; attempt++) {
+    try {
+      await page.waitForLoadState('load', { timeout: 120000 });
+      const r = await page.evaluate(read);
+      // A document still being replaced has no panels yet.
+      if (r.panels.length > 0) got = r;
+    } catch (e) {
+      lastErr = e; // "Execution context was destroyed": a reload began
+    }
+  }
+  if (!got) throw lastErr || new Error('the page never showed its panels');
+  await page.waitForLoadState('load', { timeout: 120000 });
   await page.screenshot({ path: shot, fullPage: true });
-  console.log(JSON.stringify({ status: resp.status(), title: await page.title(), panels }));
+  console.log(JSON.stringify({ status: resp.status(), title: got.title, panels: got.panels }));
 } finally {
   await browser.close();
 }
