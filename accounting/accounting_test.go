@@ -85,7 +85,11 @@ func (n *testNode) openAt(t testing.TB, cfg Config, now time.Time) {
 		t.Fatal(err)
 	}
 	ag.AttachLibp2p(n.h)
-	s, err := New(n.key, cfg, n.dir+"/accounting", meter.New(n.h.ID(), cfg.Window.Duration, now), ag, n.h, nil, nil)
+	// The meter's clock stands at now: the test moves the windows itself
+	// (Round with a time of its own).
+	m := meter.New(n.h.ID(), cfg.Window.Duration, now)
+	m.SetClock(func() time.Time { return now })
+	s, err := New(n.key, cfg, n.dir+"/accounting", m, ag, n.h, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,6 +43,7 @@ func (s *Service) snapshot(w *meter.Window) error {
 	})
 	if err == nil {
 		s.m.windows.Inc()
+		s.log.Debug("accounting: window saved", "window", w.Start, "peers", len(sides))
 	}
 	return err
 }

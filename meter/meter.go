@@ -6,7 +6,8 @@
 // amounts (durable placement's storage bytes, relayed circuit bytes,
 // mediation in didcomm/agent), and Start and End around a service
 // counted in seconds (a relayed circuit). Run rolls the window at each
-// UTC-aligned boundary of the clock (package accounting runs it) and
+// UTC-aligned boundary of the clock (package accounting runs it), a count
+// made after a boundary nothing has rolled yet rolls it first, and
 // accounting turns the closed windows' tallies into receipts; with each direction's events it keeps their
 // evidence (a digest and a bounded sample of the event ids, spec/disputes.md)
 // for a dispute.
@@ -251,6 +252,11 @@ func New(self peer.ID, length time.Duration, now time.Time) *Meter {
 	return m
 }
 
+// SetClock sets the clock the meter reads (time.Now unless set): a
+// simulation, or a test that moves the windows itself with Roll, gives its
+// own. Call it before the meter is used.
+func (m *Meter) SetClock(now func() time.Time) { m.now = now }
+
 // Length is the window length in seconds.
 func (m *Meter) Length() int64 { return m.length }
 
@@ -265,7 +271,7 @@ func (m *Meter) Record(p peer.ID, s Service, d Direction, n uint64) {
 	if m == nil || n == 0 || p == m.self || p == "" {
 		return
 	}
-	m.cur.Load().tally(p).counts[int(d)*int(numServices)+int(s)].Add(n)
+	m.window().tally(p).counts[int(d)*int(numServices)+int(s)].Add(n)
 }
 
 // Event counts one event given to or received from p, whose JSON is js:
@@ -274,7 +280,7 @@ func (m *Meter) Event(p peer.ID, d Direction, js []byte) {
 	if m == nil || p == m.self || p == "" {
 		return
 	}
-	t := m.cur.Load().tally(p)
+	t := m.window().tally(p)
 	t.counts[int(d)*int(numServices)+int(Events)].Add(1)
 	t.counts[int(d)*int(numServices)+int(Bytes)].Add(uint64(len(js)))
 	if k, ok := EventKey(js); ok {
@@ -290,7 +296,7 @@ func (m *Meter) Used(p peer.ID, s Service) uint64 {
 	if m == nil {
 		return 0
 	}
-	t, ok := m.cur.Load().peers.Load(p)
+	t, ok := m.window().peers.Load(p)
 	if !ok {
 		return 0
 	}
@@ -300,11 +306,30 @@ func (m *Meter) Used(p peer.ID, s Service) uint64 {
 // Current returns the open window.
 func (m *Meter) Current() *Window { return m.cur.Load() }
 
+// window returns the open window for a count, first rolling it if the
+// clock has passed its end: a count lands in the window of the time it is
+// made even when nothing has rolled the window yet (Run's timer late on a
+// starved machine, or a node whose accounting loop had not started when
+// the boundary passed). Without it, both ends of a pair could put the
+// same transfer in different windows, or both in the one before, and the
+// window the traffic was in would have no figures at either end.
+func (m *Meter) window() *Window {
+	w := m.cur.Load()
+	if now := m.now(); now.Unix() >= w.Start+m.length {
+		m.Roll(m.Align(now))
+		return m.cur.Load()
+	}
+	return w
+}
+
 // Run rolls the window at each UTC-aligned boundary of the clock until ctx
 // ends, so that what is counted falls in the window of the time it was
 // counted at, at both ends of a pair, and not in whichever window was
 // open when the accounting loop next came round.
 func (m *Meter) Run(ctx context.Context) {
+	// A window that ended before the loop started (a node started just
+	// before a boundary) closes now, not at the next boundary.
+	m.Roll(m.Align(m.now()))
 	for {
 		next := time.Unix(m.Align(m.now())+m.length, 0)
 		t := time.NewTimer(next.Sub(m.now()))
