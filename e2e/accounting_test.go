@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -152,6 +153,10 @@ func TestAccountingTwoNodes(t *testing.T) {
 		t.Fatalf("grants list: %v %s", err, out)
 	}
 	sentX, sentY := 1, 0 // the warm-up event
+	// Arrival is watched live (limit 0), not polled by id: a REQ by id
+	// that misses asks the mesh, which would move an event a second time
+	// and put it in both meters.
+	atX, atY := liveWatch(t, x, u), liveWatch(t, y, u)
 	var idsX, idsY []string
 	var published []int64
 	for w := 0; w < 3; w++ {
@@ -166,8 +171,8 @@ func TestAccountingTwoNodes(t *testing.T) {
 		sentX += 5
 		sentY += 5
 	}
-	waitEverywhere(t, "x's events", []*meshNode{y}, idsX)
-	waitEverywhere(t, "y's events", []*meshNode{x}, idsY)
+	atY("x's events", idsX)
+	atX("y's events", idsY)
 	// Wait until the last traffic's window is receipted at both.
 	var rx, ry []receiptJSON
 	deadline := time.Now().Add(60 * time.Second)
@@ -250,6 +255,76 @@ func TestAccountingTwoNodes(t *testing.T) {
 	}
 }
 
+// liveWatch subscribes at n to u's events with limit 0 (no stored answer,
+// so no mesh lookup) and returns a wait that blocks, up to 90 seconds,
+// until each id given has arrived live.
+func liveWatch(t *testing.T, n *meshNode, u *user) func(what string, ids []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := dial(ctx, n.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	req, _ := json.Marshal([]any{"REQ", "live", map[string]any{"authors": []string{u.pubHex}, "limit": 0}})
+	if err := c.WriteMessage(websocket.TextMessage, req); err != nil {
+		t.Fatal(err)
+	}
+	arrived := make(chan string, 1024)
+	eose := make(chan struct{})
+	go func() {
+		defer close(arrived)
+		for {
+			_, data, err := c.ReadMessage()
+			if err != nil {
+				return
+			}
+			var msg []json.RawMessage
+			var typ string
+			if json.Unmarshal(data, &msg) != nil || len(msg) < 2 || json.Unmarshal(msg[0], &typ) != nil {
+				continue
+			}
+			var e event
+			switch {
+			case typ == "EOSE":
+				close(eose)
+			case typ == "EVENT" && len(msg) == 3 && json.Unmarshal(msg[2], &e) == nil:
+				arrived <- e.ID
+			}
+		}
+	}()
+	select {
+	case <-eose:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no EOSE for a live subscription at %s", n.url)
+	}
+	got := map[string]bool{}
+	return func(what string, ids []string) {
+		t.Helper()
+		timeout := time.After(90 * time.Second)
+		for _, id := range ids {
+			for !got[id] {
+				select {
+				case a, ok := <-arrived:
+					if !ok {
+						t.Fatalf("%s: the live subscription at %s ended", what, n.url)
+					}
+					got[a] = true
+				case <-timeout:
+					have := 0
+					for _, id := range ids {
+						if got[id] {
+							have++
+						}
+					}
+					t.Fatalf("%s: %d of %d arrived live at %s\n%s", what, have, len(ids), n.url, n.output())
+				}
+			}
+		}
+	}
+}
+
 // TestAccountingKillAtWindowClose kills either node with SIGKILL at a
 // random point of a window close, a bounded number of times (3; 10 with
 // FLEETMESH_SOAK=1), restarting it each time, with traffic flowing. After
@@ -259,12 +334,14 @@ func TestAccountingTwoNodes(t *testing.T) {
 // marks it disputed (none lost: a window whose figures the victim had not
 // saved when it died is disputed, never dropped).
 func TestAccountingKillAtWindowClose(t *testing.T) {
-	x, y, xh, yh, u := startPair(t, "")
+	// Debug logs: a failure shows each exchange step of every incarnation.
+	x, y, xh, yh, u := startPair(t, "\n[log]\nlevel = 'debug'\n")
 	rounds := 3
 	if os.Getenv("FLEETMESH_SOAK") != "" {
 		rounds = 10
 	}
 	var traffic []int64
+	var killed []string // the output of every killed incarnation, for a failure
 	for i := 0; i < rounds; i++ {
 		// Traffic both ways, published from 300 ms into a window (a
 		// node's roll at the boundary may come a little late on a
@@ -295,6 +372,7 @@ func TestAccountingKillAtWindowClose(t *testing.T) {
 			victim, vh, other = y, yh, x
 		}
 		victim.kill()
+		killed = append(killed, fmt.Sprintf("killed in round %d:\n%s", i, victim.output()))
 		t.Logf("round %d: traffic in window %d, killed %s at %s", i, windowOf(start), map[bool]string{true: "x", false: "y"}[victim == x], time.Now().Format("15:04:05.000"))
 		restarted := startMeshNode(t, vh, other.mesh)
 		restarted.did = victim.did
@@ -330,10 +408,11 @@ func TestAccountingKillAtWindowClose(t *testing.T) {
 				}
 			}
 			t.Logf("x reports disputed %v, y %v", reportedDisputed(t, x), reportedDisputed(t, y))
-			t.Fatalf("x holds %d receipts, y %d; %s\n%s\n%s", len(rx), len(ry), lost, x.output(), y.output())
+			t.Fatalf("x holds %d receipts, y %d; %s\n%s\nx now:\n%s\ny now:\n%s", len(rx), len(ry), lost, strings.Join(killed, "\n"), x.output(), y.output())
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+	t.Logf("x reports disputed %v, y %v", reportedDisputed(t, x), reportedDisputed(t, y))
 	verifyReceipts(t, xh, x.did)
 	verifyReceipts(t, yh, y.did)
 }
