@@ -23,6 +23,7 @@ import (
 	"fleetmesh.org/fleetmesh/didcomm/trustping"
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/iroh"
+	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/mesh/peerexchange"
 	"fleetmesh.org/fleetmesh/meshsync"
 	"fleetmesh.org/fleetmesh/meter"
@@ -394,22 +395,28 @@ func TestIrohHostileEndpoint(t *testing.T) {
 	if maxOpen > lim.Streams {
 		t.Errorf("%d stream sockets open, the file budget's iroh share is %d", maxOpen, lim.Streams)
 	}
-	// Which bound the attacker meets first depends on how its connections
-	// and streams interleave (under load, its extra connections can earn
-	// the ban before any stream is over a bound); each bound has its own
-	// test in the iroh package (TestStreamBounds).
-	if st.Refused["peer_conns"]+st.Refused["peer_streams"]+st.Refused["protocol_streams"] == 0 {
-		t.Errorf("refusals %v: want connections or streams over the per-peer bounds", st.Refused)
-	}
+	// What the attacker is scored for first depends on how its
+	// connections and streams interleave with the node's handlers: streams
+	// over a per-peer bound (iroh_over_limit), or, when the handlers close
+	// its streams as fast as it opens them (a loaded machine), the
+	// protocols' own penalties (its peer exchanges come too often). Either
+	// way it must be banned, and refusals over a bound must be scored;
+	// each bound has its own test in the iroh package (TestStreamBounds).
+	misb := a.n.Mesh().Stats().Misbehavior
+	t.Logf("misbehaviour counted: %v", misb)
 	attacker, err := iroh.PeerID(got.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, banned := a.n.Mesh().Banned(attacker); !banned {
-		t.Errorf("the attacker is not banned; misbehaviour %v", a.n.Mesh().Stats().Misbehavior)
+		t.Errorf("the attacker is not banned; misbehaviour %v", misb)
 	}
-	if n := a.n.Mesh().Stats().Misbehavior["iroh_over_limit"]; n == 0 {
-		t.Error("no iroh_over_limit penalty counted")
+	overBounds := st.Refused["peer_conns"] + st.Refused["peer_streams"] + st.Refused["protocol_streams"]
+	if overBounds > 0 && misb[mesh.MisbehaviorIrohRefused] == 0 {
+		t.Errorf("refusals %v over the per-peer bounds, and no %s penalty counted", st.Refused, mesh.MisbehaviorIrohRefused)
+	}
+	if overBounds == 0 && misb[mesh.MisbehaviorPEXFlood]+misb[mesh.MisbehaviorPEXViolation]+misb[mesh.MisbehaviorSyncViolation] == 0 {
+		t.Errorf("refusals %v and misbehaviour %v: the attacker was neither refused over a bound nor penalized by a protocol", st.Refused, misb)
 	}
 	want := a.count(t)
 	eventually(t, 60*time.Second, "b holds every event a took during the attack", func() bool { return b.count(t) == want })
