@@ -208,6 +208,11 @@ type StoreConfig struct {
 	// Dir is the store directory, relative to the node home unless absolute.
 	Dir     string `toml:"dir" comment:"the event store's directory, relative to the node home unless absolute"`
 	CacheMB int    `toml:"cache_mb" comment:"the store's block cache, in MiB"`
+	// MemTableMB is the size of each of the store's memtables (its write
+	// buffers; two or three are in memory at once). Fixed like the cache,
+	// but filled only as events are written: a small node reaches its
+	// memory plateau sooner with a smaller one. 0 takes 16.
+	MemTableMB uint `toml:"memtable_mb" comment:"each of the store's write buffers (memtables), in MiB: 1 to 1024 (0: 16)"`
 }
 
 // LogConfig configures structured logging.
@@ -229,7 +234,7 @@ func Default() Config {
 	return Config{
 		Class:    ClassAuto,
 		Relay:    RelaySection{Listen: DefaultListen, Config: rc},
-		Store:    StoreConfig{Dir: "data", CacheMB: 64},
+		Store:    StoreConfig{Dir: "data", CacheMB: 64, MemTableMB: 16},
 		Boundary: BoundaryConfig{Rules: []boundary.RuleSpec{}},
 		Runtime:  RuntimeConfig{GCPercent: 200},
 		Iroh:     DefaultIroh(),
@@ -317,6 +322,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Runtime.GCPercent < 0 {
 		return fmt.Errorf("runtime: gc_percent %d: must be >= 0 (0 = Go's default; to turn the collector off set GOGC=off)", c.Runtime.GCPercent)
+	}
+	if c.Store.MemTableMB > 1024 {
+		return fmt.Errorf("store.memtable_mb %d: must be 1 to 1024 (0 = 16)", c.Store.MemTableMB)
 	}
 	if c.Relay.EventsPerSecond < 0 || c.Relay.IPEventsPerSecond < 0 {
 		return errors.New("relay: events_per_second and ip_events_per_second must be >= 0 (0 = unlimited)")

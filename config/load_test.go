@@ -185,3 +185,21 @@ func uncommented(b []byte) []byte {
 	}
 	return bytes.Join(out, []byte("\n"))
 }
+
+// TestMemTableRange: a memtable over 1024 MiB is refused, naming the key
+// and the value; 0 takes the default.
+func TestMemTableRange(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		ok    bool
+	}{{"0", true}, {"4", true}, {"1024", true}, {"1025", false}} {
+		path := filepath.Join(t.TempDir(), FileName)
+		if err := os.WriteFile(path, []byte(fileWith("store.memtable_mb", tc.value)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load(path)
+		if tc.ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "store.memtable_mb "+tc.value)) {
+			t.Errorf("store.memtable_mb = %s: err %v", tc.value, err)
+		}
+	}
+}

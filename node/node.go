@@ -185,9 +185,10 @@ func Open(opts Options) (*Node, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	st, err := store.Open(opts.Home.Path(cfg.Store.Dir), store.Options{
-		CacheBytes: int64(cfg.Store.CacheMB) << 20,
-		MaxBytes:   cfg.Mesh.StorageMaxBytes,
-		Logger:     opts.Log,
+		CacheBytes:    int64(cfg.Store.CacheMB) << 20,
+		MemTableBytes: uint64(cfg.Store.MemTableMB) << 20,
+		MaxBytes:      cfg.Mesh.StorageMaxBytes,
+		Logger:        opts.Log,
 	})
 	if err != nil {
 		return nil, err
