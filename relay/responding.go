@@ -203,8 +203,11 @@ func (c *conn) answerWithLookup(ctx context.Context, subID string, f *nostr.Filt
 	lf := f
 	if f.IDs != nil {
 		missing := make([][32]byte, 0, len(f.IDs))
+		asked := make(map[[32]byte]struct{}, len(f.IDs))
 		for _, id := range f.IDs {
-			if _, held := seen[id]; !held && !slices.Contains(missing, id) {
+			_, held := seen[id]
+			if _, dup := asked[id]; !held && !dup {
+				asked[id] = struct{}{}
 				missing = append(missing, id)
 			}
 		}
