@@ -84,8 +84,10 @@ func (sc *Scheduler) Lookup(ctx context.Context, f *nostr.Filter, limit int, fn 
 	}
 	mu.Lock()
 	var missing [][32]byte
+	listed := make(map[[32]byte]bool, len(f.IDs))
 	for _, id := range f.IDs {
-		if !found[id] && !slices.Contains(missing, id) {
+		if !found[id] && !listed[id] {
+			listed[id] = true
 			missing = append(missing, id)
 		}
 	}
