@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,6 +25,13 @@ const soakEnv = "FLEETMESH_SOAK"
 // logs it, so a run can be repeated with the same victims in the same
 // order.
 const soakSeedEnv = "FLEETMESH_SOAK_SEED"
+
+// soakProfilesEnv, if set, names a directory: the soak then starts every
+// node with --pprof and saves the heap and goroutine profiles of each node
+// never killed at the end of the base window (minute 10 of 30) and at the
+// end of the run, as node<i>-<profile>-<minute>.pb.gz, to be compared with
+// `go tool pprof -base`.
+const soakProfilesEnv = "FLEETMESH_SOAK_PROFILES"
 
 // soakSeed returns the seed of this run's victims.
 func soakSeed(t *testing.T) uint64 {
@@ -98,9 +107,20 @@ func TestSoak(t *testing.T) {
 	// "Soak").
 	cfg := nodeConfig(nil) + "cache_mb = 8\nmemtable_mb = 4\n" + meshConfig
 	const count = 10
-	nodes := []*meshNode{startMeshNode(t, newHome(t, cfg))}
+	profiles := os.Getenv(soakProfilesEnv)
+	start1 := func(home string, bootstrap ...string) *meshNode {
+		var args []string
+		for _, b := range bootstrap {
+			args = append(args, "--bootstrap", b)
+		}
+		if profiles != "" {
+			args = append(args, "--pprof")
+		}
+		return startMeshNodeArgs(t, home, args...)
+	}
+	nodes := []*meshNode{start1(newHome(t, cfg))}
 	for range count - 1 {
-		nodes = append(nodes, startMeshNode(t, newHome(t, cfg), nodes[0].mesh))
+		nodes = append(nodes, start1(newHome(t, cfg), nodes[0].mesh))
 	}
 	backend := startBackend(t, "--negentropy")
 	gwArgs := []string{"gateway", "--home", gwHome(t, ""), "--backend", backend.url(),
@@ -182,6 +202,38 @@ func TestSoak(t *testing.T) {
 		}
 	}()
 
+	if profiles != "" {
+		if err := os.MkdirAll(profiles, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() { // profiles at the end of the base window and of the run
+			defer wg.Done()
+			for _, at := range []time.Duration{plan.run / 3, plan.run - 10*time.Second} {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Until(start.Add(at))):
+				}
+				mu.Lock()
+				current := append([]*meshNode(nil), nodes...)
+				dead := append([]bool(nil), killed...)
+				mu.Unlock()
+				for i, n := range current {
+					if dead[i] {
+						continue
+					}
+					for _, p := range []string{"heap", "goroutine"} {
+						name := fmt.Sprintf("node%d-%s-%02.0f.pb.gz", i, p, at.Minutes())
+						if err := saveProfile(n.node, p, filepath.Join(profiles, name)); err != nil {
+							t.Logf("profile %s: %v", name, err)
+						}
+					}
+				}
+			}
+		}()
+	}
+
 	// Chaos, on this goroutine: kill -9 and restart one node every
 	// killEvery; the first victim loses its data directory while down. One
 	// kill, neither the first nor the last, takes the gateway instead: its
@@ -223,7 +275,7 @@ func TestSoak(t *testing.T) {
 			wiped = true
 		}
 		time.Sleep(plan.down)
-		back := startMeshNode(t, victim.home, nodes[(v+1)%count].mesh)
+		back := start1(victim.home, nodes[(v+1)%count].mesh)
 		mu.Lock()
 		nodes[v] = back
 		mu.Unlock()
@@ -295,6 +347,30 @@ func sampleNode(n *meshNode) (soakSample, error) {
 	s.gorut = g
 	s.heap, _ = sample(fams, "go_memstats_heap_alloc_bytes", "", "")
 	return s, nil
+}
+
+// saveProfile saves a node's /debug/pprof/<name> profile (the node runs
+// with --pprof) at path.
+func saveProfile(n *node, name, path string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.httpURL()+"/debug/pprof/"+name, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /debug/pprof/%s: %s", name, resp.Status)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
 }
 
 // statusBytes reads a /proc status value in kB ("  1234 kB") as bytes.

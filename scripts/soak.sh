@@ -8,6 +8,10 @@
 #   scripts/soak.sh --full     the full 30 minutes; record its figures in
 #                              docs/benchmarks.md
 #   scripts/soak.sh --seed N   the same victims as the run that logged seed N
+#   scripts/soak.sh --profiles DIR
+#                              nodes run with --pprof; heap and goroutine
+#                              profiles of the nodes never killed are saved
+#                              in DIR at a third of the run and at its end
 #
 # CI does not call this script: scripts/test.sh runs the short mode as a go
 # test of its own, beside the rest of the suite. Everything runs at nice 19; the node processes, the
@@ -23,7 +27,11 @@ while [ $# -gt 0 ]; do
       [ $# -ge 2 ] || { echo "scripts/soak.sh: --seed needs a number" >&2; exit 2; }
       export FLEETMESH_SOAK_SEED="$2"
       shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    --profiles)
+      [ $# -ge 2 ] || { echo "scripts/soak.sh: --profiles needs a directory" >&2; exit 2; }
+      export FLEETMESH_SOAK_PROFILES="$(realpath -m "$2")"
+      shift ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "scripts/soak.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
   shift
