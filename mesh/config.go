@@ -93,6 +93,12 @@ type Config struct {
 	// AddrBookDir is where the address book is persisted; empty keeps it in
 	// memory only.
 	AddrBookDir string
+	// DHTDir is where the DHT keeps the provider records other nodes
+	// announce to this one, on disk; empty keeps them in memory, where
+	// they grow with every durably held event for the 48 hours a record
+	// lives (tests). Only Open uses it: the records may be closed only
+	// after the host, which New's caller owns.
+	DHTDir string
 	// AddrBookMaxPeers bounds the address book.
 	AddrBookMaxPeers int
 	// AddrBookSaveInterval is how often a changed address book is written.

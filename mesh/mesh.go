@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"sync"
 
+	pebbleds "github.com/ipfs/go-ds-pebble"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -60,11 +61,14 @@ type Mesh struct {
 	boot []peer.AddrInfo
 	ps   *pubsub.PubSub
 	dht  *dht.IpfsDHT
-	book *addrbook.Book
-	pex  *peerexchange.Service
-	disc *discovery
-	nat  *nat
-	misb *misbehavior
+	// dhtStore holds the DHT's records on disk (Config.DHTDir); nil keeps
+	// them in memory.
+	dhtStore *pebbleds.Datastore
+	book     *addrbook.Book
+	pex      *peerexchange.Service
+	disc     *discovery
+	nat      *nat
+	misb     *misbehavior
 	// placer and prov are nil without peer exchange and without a DHT.
 	placer *placer
 	prov   *provider
@@ -184,13 +188,19 @@ func (m *Mesh) start(hooks Hooks) error {
 	}
 	if m.cfg.DHT != DHTOff {
 		mode := map[DHTMode]dht.ModeOpt{DHTAuto: dht.ModeAuto, DHTServer: dht.ModeServer, DHTClient: dht.ModeClient}[m.cfg.DHT]
-		m.dht, err = dht.New(m.h,
-			dht.ProtocolPrefix(DHTProtocolPrefix),
+		dopts := []dht.Option{dht.ProtocolPrefix(DHTProtocolPrefix),
 			dht.Mode(mode),
 			// The DHT's source of peers to bootstrap from when its
 			// routing table is empty.
 			dht.BootstrapPeersFunc(func() []peer.AddrInfo { return m.KnownPeers(len(m.boot) + m.cfg.ReconnectPeers) }),
-		)
+		}
+		if m.cfg.DHTDir != "" && m.ownsHost {
+			if m.dhtStore, err = openDHTStore(m.cfg.DHTDir, m.log); err != nil {
+				return err
+			}
+			dopts = append(dopts, dht.Datastore(m.dhtStore))
+		}
+		m.dht, err = dht.New(m.h, dopts...)
 		if err != nil {
 			return fmt.Errorf("mesh: DHT: %w", err)
 		}
@@ -402,6 +412,10 @@ func (m *Mesh) Close() error {
 	}
 	if m.ownsHost {
 		errs = append(errs, m.h.Close())
+	}
+	if m.dhtStore != nil {
+		// After the host: a DHT handler still running may read it.
+		errs = append(errs, m.dhtStore.Close())
 	}
 	return errors.Join(errs...)
 }

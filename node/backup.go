@@ -69,8 +69,9 @@ type backupSink interface {
 
 // skipInHome are the home's entries that are not part of a backup: the
 // lock and run files, the accounting control socket, and the iroh
-// helper's sockets, all of a running process.
-var skipInHome = []string{LockFile, RunFile, RunFile + ".tmp", ControlSocket, IrohDir}
+// helper's sockets, all of a running process; and the DHT's records of
+// other nodes' announcements (DHTDir).
+var skipInHome = []string{LockFile, RunFile, RunFile + ".tmp", ControlSocket, IrohDir, DHTDir}
 
 // backupStoreDir is where a backup keeps the store: where the config puts
 // it in the home, or "data" when the config names a directory outside.

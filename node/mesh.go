@@ -27,6 +27,12 @@ import (
 // MeshDir holds the mesh's state (the address book) in a node home.
 const MeshDir = "mesh"
 
+// DHTDir holds, in a node home, the DHT's provider records: the holders
+// other nodes announced for events (a Pebble database of the mesh's own).
+// They are not part of a backup: they are others' announcements, kept 48
+// hours, and a live database copied file by file could be torn.
+const DHTDir = MeshDir + "/dht"
+
 // meshPart is the node's mesh side: the mesh itself, the sync service and
 // the scheduler of its sessions (meshsync), the node's own descriptor
 // (node/selfdescriptor.go), and the hooks that connect them to the relay.
@@ -82,6 +88,7 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 		MDNS:           mdnsMode(opts.Config),
 		DHT:            mesh.DHTMode(mc.DHT),
 		AddrBookDir:    opts.Home.Path(MeshDir),
+		DHTDir:         opts.Home.Path(DHTDir),
 		// Zero takes the mesh's default. The address book is saved as often
 		// as connections are maintained, so a node killed without warning
 		// still finds its recent peers on restart.
