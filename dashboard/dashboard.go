@@ -76,9 +76,13 @@ func (d *Dashboard) Sample(now time.Time) {
 	for _, f := range mfs {
 		fams[f.GetName()] = f
 	}
-	p := sample(d.opts.Panels, fams, now)
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	var prev *point
+	if n := len(d.hour.points); n > 0 {
+		prev = &d.hour.points[n-1]
+	}
+	p := sample(d.opts.Panels, fams, now, prev)
 	d.lastErr = ""
 	if err != nil {
 		d.lastErr = err.Error()

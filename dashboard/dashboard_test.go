@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -74,8 +75,8 @@ func TestCounterResetIsNoRate(t *testing.T) {
 	d.Sample(now.Add(-20 * time.Second))
 	d.Sample(now.Add(-10 * time.Second))
 	ls, _, _ := lines([]point{
-		{at: now.Add(-20 * time.Second), values: map[string]float64{lineKey(0, 0, ""): 50}},
-		{at: now.Add(-10 * time.Second), values: map[string]float64{lineKey(0, 0, ""): 5}},
+		{at: now.Add(-20 * time.Second), values: []lineValue{{lineKey(0, 0, ""), 50}}},
+		{at: now.Add(-10 * time.Second), values: []lineValue{{lineKey(0, 0, ""), 5}}},
 	}, 0, d.opts.Panels[0])
 	if len(ls) != 1 || len(ls[0].Points) != 1 || ls[0].Points[0][1] != 0 {
 		t.Fatalf("rate across a reset = %+v, want one point of 0", ls)
@@ -128,6 +129,47 @@ func TestSplitByTwoLabels(t *testing.T) {
 	body := get(t, d, "127.0.0.1:1", "/dashboard", nil).Body.String()
 	if !strings.Contains(body, "lines at 0 throughout are not drawn") || !strings.Contains(body, `data-max="2"`) {
 		t.Fatalf("the page does not count the lines at 0 or give a line's max:\n%s", body)
+	}
+}
+
+// TestWindowKeepsOneKeyCopy: a full hour window of the default panels
+// keeps each line's key once, shared by every sample, and each sample's
+// values in a slice without spare room; the window's own allocations are
+// then some 24 bytes a line a sample, not a map and a new key each.
+func TestWindowKeepsOneKeyCopy(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	peers := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleetmesh_mesh_peers", Help: "x"}, []string{"class", "transport"})
+	events := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetmesh_relay_events_total", Help: "x"}, []string{"result"})
+	reg.MustRegister(peers, events)
+	for _, c := range []string{"anchor", "home", "leaf"} {
+		for _, tr := range []string{"tcp", "quic"} {
+			peers.WithLabelValues(c, tr).Set(1)
+		}
+	}
+	d := New(reg, Options{})
+	t0 := time.Now().Add(-2 * time.Hour)
+	for i := range d.hour.max + 10 {
+		events.WithLabelValues("stored").Inc()
+		d.Sample(t0.Add(time.Duration(i) * 10 * time.Second))
+	}
+	pts := d.hour.points
+	if len(pts) != d.hour.max {
+		t.Fatalf("hour window holds %d samples, want %d", len(pts), d.hour.max)
+	}
+	first, last := pts[0], pts[len(pts)-1]
+	if len(first.values) == 0 || len(first.values) != len(last.values) {
+		t.Fatalf("samples of %d and %d lines", len(first.values), len(last.values))
+	}
+	for i := range first.values {
+		a, b := first.values[i].key, last.values[i].key
+		if a != b || unsafe.StringData(a) != unsafe.StringData(b) {
+			t.Fatalf("line %d: the first and last samples keep separate copies of key %q", i, a)
+		}
+	}
+	for _, p := range pts {
+		if cap(p.values) != len(p.values) {
+			t.Fatalf("a sample keeps room for %d lines and has %d", cap(p.values), len(p.values))
+		}
 	}
 }
 

@@ -41,8 +41,46 @@ const MaxSplits = 8
 
 // point is one sample: the raw value of every line at a moment.
 type point struct {
-	at     time.Time
-	values map[string]float64 // line key -> gauge value or counter total
+	at time.Time
+	// values holds a gauge value or counter total for each line key,
+	// sorted by key. A slice, not a map, and keys shared with the sample
+	// before: the hour and day windows keep 648 samples of some tens of
+	// lines each, and a map and a fresh key per line per sample cost
+	// several times the values themselves.
+	values []lineValue
+}
+
+// lineValue is one line's value in a sample.
+type lineValue struct {
+	key string
+	v   float64
+}
+
+// get returns key's value in p, and whether p has one.
+func (p *point) get(key string) (float64, bool) {
+	i, ok := slices.BinarySearchFunc(p.values, key, func(lv lineValue, k string) int { return strings.Compare(lv.key, k) })
+	if !ok {
+		return 0, false
+	}
+	return p.values[i].v, true
+}
+
+// set adds key's value to p, which is sorted (finish) once every line is
+// in. A key the sample before also had takes that sample's string, so
+// that the windows keep one copy of each key, not one per sample.
+func (p *point) set(prev *point, key string, v float64) {
+	if prev != nil {
+		if i, ok := slices.BinarySearchFunc(prev.values, key, func(lv lineValue, k string) int { return strings.Compare(lv.key, k) }); ok {
+			key = prev.values[i].key
+		}
+	}
+	p.values = append(p.values, lineValue{key, v})
+}
+
+// finish sorts p's lines by key and drops the spare capacity.
+func (p *point) finish() {
+	slices.SortFunc(p.values, func(a, b lineValue) int { return strings.Compare(a.key, b.key) })
+	p.values = slices.Clip(p.values)
 }
 
 // ring is a bounded window of samples, oldest first.
@@ -65,9 +103,13 @@ func lineKey(panel, series int, label string) string {
 	return string(rune('A'+panel)) + string(rune('a'+series)) + "/" + label
 }
 
-// sample reads every panel's series from the gathered families.
-func sample(panels []Panel, fams map[string]*dto.MetricFamily, at time.Time) point {
-	p := point{at: at, values: map[string]float64{}}
+// sample reads every panel's series from the gathered families; prev,
+// the sample before it or nil, lends it its line keys.
+func sample(panels []Panel, fams map[string]*dto.MetricFamily, at time.Time, prev *point) point {
+	p := point{at: at}
+	if prev != nil {
+		p.values = make([]lineValue, 0, len(prev.values))
+	}
 	for pi, pn := range panels {
 		for si, s := range pn.Series {
 			fam, ok := fams[s.Metric]
@@ -101,10 +143,11 @@ func sample(panels []Panel, fams map[string]*dto.MetricFamily, at time.Time) poi
 				sums["other"] = other
 			}
 			for l, v := range sums {
-				p.values[lineKey(pi, si, l)] = v
+				p.set(prev, lineKey(pi, si, l), v)
 			}
 		}
 	}
+	p.finish()
 	return p
 }
 
@@ -165,8 +208,8 @@ func lines(pts []point, pi int, pn Panel) (out []line, exported bool, zeros int)
 		prefix := lineKey(pi, si, "")
 		labels := map[string]bool{}
 		for _, p := range pts {
-			for k := range p.values {
-				if len(k) >= len(prefix) && k[:len(prefix)] == prefix {
+			for _, lv := range p.values {
+				if k := lv.key; len(k) >= len(prefix) && k[:len(prefix)] == prefix {
 					labels[k[len(prefix):]] = true
 				}
 			}
@@ -196,7 +239,7 @@ func lines(pts []point, pi int, pn Panel) (out []line, exported bool, zeros int)
 			}
 			var prev *point
 			for i := range pts {
-				v, ok := pts[i].values[key]
+				v, ok := pts[i].get(key)
 				if !ok {
 					prev = nil
 					continue
@@ -206,7 +249,7 @@ func lines(pts []point, pi int, pn Panel) (out []line, exported bool, zeros int)
 					continue
 				}
 				if prev != nil {
-					pv := prev.values[key]
+					pv, _ := prev.get(key)
 					dt := pts[i].at.Sub(prev.at).Seconds()
 					r := 0.0
 					// A counter that went down was reset (a restart):
