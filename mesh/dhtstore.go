@@ -23,6 +23,11 @@ const (
 	// dhtCacheBytes is its block cache: provider lookups are few (a
 	// lookup that misses among connected peers), so a small cache serves.
 	dhtCacheBytes = 2 << 20
+	// dhtMaxOpenFiles bounds the database's open files to Pebble's
+	// smallest table cache (64) and its own 10 (WAL, manifest, lock...):
+	// Pebble's default of 1,000 would let it take the descriptors the
+	// node's budget keeps for the store and the clients (spec/limits.md).
+	dhtMaxOpenFiles = 64 + 10
 )
 
 // openDHTStore opens (creating it if need be) the DHT's on-disk datastore
@@ -35,6 +40,7 @@ func openDHTStore(dir string, log *slog.Logger) (*pebbleds.Datastore, error) {
 	opts := &pebble.Options{
 		Cache:        cache,
 		MemTableSize: dhtMemTableBytes,
+		MaxOpenFiles: dhtMaxOpenFiles,
 		Logger:       dhtLogger{log},
 	}
 	ds, err := pebbleds.NewDatastore(dir, pebbleds.WithPebbleOpts(opts))
