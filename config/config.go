@@ -206,8 +206,9 @@ type RelaySection struct {
 // StoreConfig configures the embedded event store.
 type StoreConfig struct {
 	// Dir is the store directory, relative to the node home unless absolute.
-	Dir     string `toml:"dir" comment:"the event store's directory, relative to the node home unless absolute"`
-	CacheMB int    `toml:"cache_mb" comment:"the store's block cache, in MiB"`
+	Dir string `toml:"dir" comment:"the event store's directory, relative to the node home unless absolute"`
+	// CacheMB is the store's block cache in MiB; 0 takes 64.
+	CacheMB int `toml:"cache_mb" comment:"the store's block cache, in MiB (0: 64)"`
 	// MemTableMB is the size of each of the store's memtables (its write
 	// buffers; two or three are in memory at once). Fixed like the cache,
 	// but filled only as events are written: a small node reaches its
@@ -322,6 +323,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Runtime.GCPercent < 0 {
 		return fmt.Errorf("runtime: gc_percent %d: must be >= 0 (0 = Go's default; to turn the collector off set GOGC=off)", c.Runtime.GCPercent)
+	}
+	if c.Store.CacheMB < 0 {
+		return fmt.Errorf("store.cache_mb %d: must be >= 0 (0 = 64)", c.Store.CacheMB)
 	}
 	if c.Store.MemTableMB > 1024 {
 		return fmt.Errorf("store.memtable_mb %d: must be 1 to 1024 (0 = 16)", c.Store.MemTableMB)

@@ -186,20 +186,24 @@ func uncommented(b []byte) []byte {
 	return bytes.Join(out, []byte("\n"))
 }
 
-// TestMemTableRange: a memtable over 1024 MiB is refused, naming the key
-// and the value; 0 takes the default.
-func TestMemTableRange(t *testing.T) {
+// TestStoreBufferRange: a memtable over 1024 MiB and a negative block
+// cache are refused, naming the key and the value; 0 takes the default.
+func TestStoreBufferRange(t *testing.T) {
 	for _, tc := range []struct {
-		value string
-		ok    bool
-	}{{"0", true}, {"4", true}, {"1024", true}, {"1025", false}} {
+		key, value string
+		ok         bool
+	}{
+		{"store.memtable_mb", "0", true}, {"store.memtable_mb", "4", true}, {"store.memtable_mb", "1024", true},
+		{"store.memtable_mb", "1025", false},
+		{"store.cache_mb", "0", true}, {"store.cache_mb", "8", true}, {"store.cache_mb", "-1", false},
+	} {
 		path := filepath.Join(t.TempDir(), FileName)
-		if err := os.WriteFile(path, []byte(fileWith("store.memtable_mb", tc.value)), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(fileWith(tc.key, tc.value)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		_, err := Load(path)
-		if tc.ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "store.memtable_mb "+tc.value)) {
-			t.Errorf("store.memtable_mb = %s: err %v", tc.value, err)
+		if tc.ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.key+" "+tc.value)) {
+			t.Errorf("%s = %s: err %v", tc.key, tc.value, err)
 		}
 	}
 }
