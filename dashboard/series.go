@@ -56,9 +56,15 @@ type lineValue struct {
 	v   float64
 }
 
+// find returns the index of key in p's sorted values, and whether p has
+// it.
+func (p *point) find(key string) (int, bool) {
+	return slices.BinarySearchFunc(p.values, key, func(lv lineValue, k string) int { return strings.Compare(lv.key, k) })
+}
+
 // get returns key's value in p, and whether p has one.
 func (p *point) get(key string) (float64, bool) {
-	i, ok := slices.BinarySearchFunc(p.values, key, func(lv lineValue, k string) int { return strings.Compare(lv.key, k) })
+	i, ok := p.find(key)
 	if !ok {
 		return 0, false
 	}
@@ -70,7 +76,7 @@ func (p *point) get(key string) (float64, bool) {
 // that the windows keep one copy of each key, not one per sample.
 func (p *point) set(prev *point, key string, v float64) {
 	if prev != nil {
-		if i, ok := slices.BinarySearchFunc(prev.values, key, func(lv lineValue, k string) int { return strings.Compare(lv.key, k) }); ok {
+		if i, ok := prev.find(key); ok {
 			key = prev.values[i].key
 		}
 	}
