@@ -22,11 +22,16 @@ const meshConfig = "\n[mesh]\nsync_interval = \"2s\"\nmaintain_interval = \"1s\"
 
 func startMeshNode(t *testing.T, home string, bootstrap ...string) *meshNode {
 	t.Helper()
-	var args []string
-	for _, b := range bootstrap {
-		args = append(args, "--bootstrap", b)
+	return startMeshNodeArgs(t, home, bootstrapFlags(bootstrap)...)
+}
+
+// bootstrapFlags is run's --bootstrap flag for each address.
+func bootstrapFlags(addrs []string) []string {
+	var flags []string
+	for _, a := range addrs {
+		flags = append(flags, "--bootstrap", a)
 	}
-	return startMeshNodeArgs(t, home, args...)
+	return flags
 }
 
 // startMeshNodeArgs is startMeshNode with run's other flags.

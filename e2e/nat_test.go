@@ -98,9 +98,7 @@ func startLabNodeWith(t *testing.T, lab *netLab, ns, config string, bootstrap ..
 	home := newHome(t, config)
 	id := runID(t, home)
 	args := []string{"netns", "exec", ns, binary, "run", "--home", home, "--listen", labRelayListen, "--debug-mesh"}
-	for _, b := range bootstrap {
-		args = append(args, "--bootstrap", b)
-	}
+	args = append(args, bootstrapFlags(bootstrap)...)
 	n, err := startNodeCmd(t, home, exec.Command("ip", args...))
 	if err != nil {
 		t.Fatal(err)

@@ -109,10 +109,7 @@ func TestSoak(t *testing.T) {
 	const count = 10
 	profiles := os.Getenv(soakProfilesEnv)
 	start1 := func(home string, bootstrap ...string) *meshNode {
-		var args []string
-		for _, b := range bootstrap {
-			args = append(args, "--bootstrap", b)
-		}
+		args := bootstrapFlags(bootstrap)
 		if profiles != "" {
 			args = append(args, "--pprof")
 		}
