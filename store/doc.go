@@ -44,7 +44,10 @@
 // writes. Segments are append-only and written before the batch that
 // points at them commits, so a crash keeps no location to bytes that are
 // not on disk; the dead records of removed events are reclaimed by
-// compacting a segment once half of it is dead.
+// compacting a segment once half of it is dead. A mapped segment keeps
+// no descriptor open (the mapping outlives the close), so the store's
+// descriptors are Pebble's, held to Options.MaxOpenFiles, and a few of
+// the records' own, however large the store grows.
 //
 // Why an id filter in memory: every save must know whether its id is
 // already stored or was deleted, and on a store of millions those two point

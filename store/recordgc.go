@@ -142,7 +142,7 @@ func (s *Store) compactFrames() (done bool, err error) {
 	}
 	readAt := func(n int64) ([]byte, error) {
 		buf := make([]byte, n)
-		if m, err := sg.f.ReadAt(buf, s.gc.off); int64(m) != n {
+		if m, err := sg.readFile(buf, s.gc.off); int64(m) != n {
 			if err == nil || errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}

@@ -39,6 +39,11 @@ const (
 	// defaultSegmentBytes is the size past which the active segment is
 	// sealed and a new one started.
 	defaultSegmentBytes = 128 << 20
+	// recordFiles is the most descriptors the records hold at once where
+	// segments are mapped: the active segment's writer, a read past a
+	// mapping, and the directory a new segment syncs. Where they cannot
+	// be (32-bit builds), each segment keeps one more.
+	recordFiles = 3
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -150,11 +155,18 @@ type recordLog struct {
 	batchLive map[uint32]int64
 }
 
-// segment is one segment file, open for reads, and mapped where the
-// platform allows (mapFile): a read is then a slice of the mapping, with
-// no system call and no copy, as LMDB's readers have it.
+// segment is one segment file, mapped for reads where the platform
+// allows (mapFile): a read is then a slice of the mapping, with no system
+// call and no copy, as LMDB's readers have it. A mapped segment keeps no
+// descriptor (a mapping outlives its file's close), so a large store's
+// segments do not eat the file share spec/limits.md gives the store; the
+// rare read past the mapping opens the file for that read. An unmapped
+// segment (a 32-bit build, a filesystem with no descriptors) keeps its
+// file open for pread.
 type segment struct {
-	f    vfs.File
+	fs   vfs.FS
+	path string
+	f    vfs.File // nil when mapped
 	data []byte
 }
 
@@ -164,17 +176,59 @@ func openSegment(fs vfs.FS, path string, mapBytes int) (*segment, error) {
 	if err != nil {
 		return nil, err
 	}
-	sg := &segment{f: f}
+	sg := &segment{fs: fs, path: path, f: f}
 	if fd := f.Fd(); fd != vfs.InvalidFd {
 		sg.data = mapFile(fd, mapBytes)
+	}
+	if sg.data != nil {
+		sg.f = nil
+		if err := f.Close(); err != nil {
+			unmapFile(sg.data)
+			return nil, err
+		}
 	}
 	return sg, nil
 }
 
-// close unmaps and closes the segment.
+// readFile reads len(b) bytes at off from the file, never the mapping:
+// for reads past the mapping, and for compaction, which walks a whole
+// segment and should meet a file shorter than its seal says (damage) as
+// an error, where the mapping would fault.
+func (sg *segment) readFile(b []byte, off int64) (int, error) {
+	if sg.f != nil {
+		return sg.f.ReadAt(b, off)
+	}
+	f, err := sg.fs.Open(sg.path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return f.ReadAt(b, off)
+}
+
+// size is the segment file's size.
+func (sg *segment) size() (int64, error) {
+	if sg.f != nil {
+		fi, err := sg.f.Stat()
+		if err != nil {
+			return 0, err
+		}
+		return fi.Size(), nil
+	}
+	fi, err := sg.fs.Stat(sg.path)
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}
+
+// close unmaps the segment and closes its file if it has one open.
 func (sg *segment) close() error {
 	unmapFile(sg.data)
 	sg.data = nil
+	if sg.f == nil {
+		return nil
+	}
 	return sg.f.Close()
 }
 
@@ -460,7 +514,7 @@ func (l *recordLog) read(lc loc, serial uint64, buf *[]byte) ([]byte, error) {
 	} else {
 		b = make([]byte, lc.size)
 	}
-	if n, err := sg.f.ReadAt(b, int64(lc.off)); n != len(b) {
+	if n, err := sg.readFile(b, int64(lc.off)); n != len(b) {
 		if err == nil || errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
@@ -498,8 +552,8 @@ func (l *recordLog) bytes() uint64 {
 	defer l.mu.Unlock()
 	var n uint64
 	for _, sg := range l.segs {
-		if fi, err := sg.f.Stat(); err == nil {
-			n += uint64(fi.Size())
+		if size, err := sg.size(); err == nil {
+			n += uint64(size)
 		}
 	}
 	return n

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -309,4 +311,68 @@ func FuzzParseLoc(f *testing.F) {
 			t.Fatalf("location %x parses to %+v", b, lc)
 		}
 	})
+}
+
+// openFilesUnder counts this process's descriptors open on files under
+// dir (Linux's /proc/self/fd); ok is false where that cannot be read.
+func openFilesUnder(t *testing.T, dir string) (n int, ok bool) {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return 0, false
+	}
+	for _, fd := range fds {
+		target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
+		if err == nil && strings.HasPrefix(target, dir+string(filepath.Separator)) {
+			n++
+		}
+	}
+	return n, true
+}
+
+// TestStoreHoldsItsFileShare checks that mapped segments keep no
+// descriptor, however many there are, and that the store as a whole
+// stays within MaxOpenFiles, Pebble being given the rest after the
+// records' own.
+func TestStoreHoldsItsFileShare(t *testing.T) {
+	if strconv.IntSize < 64 {
+		t.Skip("32-bit builds read segments with pread and keep them open")
+	}
+	const maxOpen = 80
+	fx := newFixtureWith(t, 1, Options{segmentBytes: 4 << 10, MaxOpenFiles: maxOpen}, t.TempDir())
+	if got := fx.s.po.MaxOpenFiles; got != maxOpen-recordFiles {
+		t.Fatalf("Pebble's MaxOpenFiles %d, want %d", got, maxOpen-recordFiles)
+	}
+	var notes []*nostr.Event
+	for i := range 120 {
+		n := fx.event(0, 1, fx.now+int64(i), nil, fmt.Sprintf("note %d %s", i, bytes.Repeat([]byte("x"), 200)))
+		fx.save(n)
+		notes = append(notes, n)
+	}
+	if segs := len(segmentFiles(t, fx.dir)); segs < 5 {
+		t.Fatalf("%d segment files, want several", segs)
+	}
+	check := func(when string) {
+		t.Helper()
+		got := ids(fx.query(nostr.Filter{Authors: [][32]byte{fx.keys[0].PubKey()}}, 1000))
+		want := ids(notes)
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: read %d events, want %d", when, len(got), len(want))
+		}
+		recs, ok := openFilesUnder(t, filepath.Join(fx.dir, recordsDir))
+		if !ok {
+			t.Skip("no /proc/self/fd to count descriptors")
+		}
+		if recs != 1 {
+			t.Fatalf("%s: the records hold %d descriptors, want 1 (the active segment's writer)", when, recs)
+		}
+		if all, _ := openFilesUnder(t, fx.dir); all > maxOpen {
+			t.Fatalf("%s: the store holds %d descriptors, over its %d", when, all, maxOpen)
+		}
+	}
+	check("after the saves")
+	fx.restart()
+	check("after a restart")
 }

@@ -57,6 +57,12 @@ type Options struct {
 	// fail with ErrFull. Saves also fail with ErrFull when the filesystem
 	// has less than 2.2 memtables and 4 MiB free (bound.go).
 	MaxBytes uint64
+	// MaxOpenFiles bounds the descriptors the store holds (0: Pebble's
+	// default of 1,000 for its own files). The records keep recordFiles
+	// of them (segments are mapped and hold none, records.go); Pebble,
+	// whose file cache takes all but 10 of its share, gets the rest. The
+	// node gives it the store's share of the file budget (spec/limits.md).
+	MaxOpenFiles int
 
 	// segmentBytes is the size past which a record segment is sealed
 	// (default defaultSegmentBytes); tests make it small.
@@ -172,6 +178,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		MemTableSize: opts.MemTableBytes,
 		Logger:       pebbleLogger{opts.Logger, fatal},
 		FS:           opts.fs,
+	}
+	if opts.MaxOpenFiles > 0 {
+		po.MaxOpenFiles = max(1, opts.MaxOpenFiles-recordFiles)
 	}
 	if po.FS == nil {
 		po.FS = vfs.Default
