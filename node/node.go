@@ -184,10 +184,18 @@ func Open(opts Options) (*Node, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	// The file limit is raised and split before the store opens, so that
+	// the store is held to its share from its first table; the relay
+	// raises it again (a no-op) and logs the split.
+	files, err := relay.RaiseFileLimit()
+	if err != nil {
+		opts.Log.Warn("node: file limit", "err", err)
+	}
 	st, err := store.Open(opts.Home.Path(cfg.Store.Dir), store.Options{
 		CacheBytes:    int64(cfg.Store.CacheMB) << 20,
 		MemTableBytes: uint64(cfg.Store.MemTableMB) << 20,
 		MaxBytes:      cfg.Mesh.StorageMaxBytes,
+		MaxOpenFiles:  files.Store,
 		Logger:        opts.Log,
 	})
 	if err != nil {
