@@ -397,6 +397,14 @@ func (c *conn) sendCtx(ctx context.Context, f []byte) bool {
 		}
 		return false
 	}
+	return c.sendAnswer(ctx, f)
+}
+
+// sendAnswer queues f as part of a REQ's stored answer, after the results
+// before it, giving up only when ctx ends. The answer's EOSE goes this way:
+// it is a reply, never refused for the buffer cap, or a client whose last
+// result pushed its queue over its share would wait for it forever.
+func (c *conn) sendAnswer(ctx context.Context, f []byte) bool {
 	select {
 	case c.answerRoom <- struct{}{}:
 	case <-ctx.Done():

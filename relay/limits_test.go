@@ -3,6 +3,7 @@ package relay
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -587,5 +588,50 @@ func TestBufferedBytesCap(t *testing.T) {
 	// Replies are never refused for the cap: the slow client's OK comes.
 	if ok, msg := slow.publish(signed(t, k, 1, nil, "slow but acknowledged")); !ok {
 		t.Fatal(msg)
+	}
+}
+
+// TestEOSEPastBufferShare runs a REQ on a connection whose writer takes
+// nothing off its queue, so that its results stay buffered, and checks
+// that the answer still ends: with EOSE when every result was queued,
+// with CLOSED when the buffer cap refused one. Its last result may push
+// the queue over its share of the cap; EOSE is a reply and must not be
+// refused for that, or the client waits for it forever.
+func TestEOSEPastBufferShare(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		events int
+		end    string
+	}{
+		{"the last result passes the share", 3, "EOSE"},
+		{"a result is refused", 5, "CLOSED"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTestRelay(t, func(c *Config) { c.MaxBufferedBytes = 64 << 10 })
+			k, _ := nostr.GenerateSecretKey()
+			pub := tr.dial()
+			content := strings.Repeat("x", 30<<10)
+			for i := range tc.events {
+				if ok, msg := pub.publish(signed(t, k, 1, nil, fmt.Sprint(i, content))); !ok {
+					t.Fatal(msg)
+				}
+			}
+			// A connection with no writer: nothing leaves its queue.
+			c := newConn(tr.r, nil, clientaddr.Key{}, "")
+			defer c.cancel()
+			c.handleReq(&nostr.ClientMessage{Type: "REQ", SubID: "s", Filters: []nostr.Filter{{Limit: 10, HasLimit: true}}})
+			c.handlers.Wait()
+			var got []string
+			for len(c.send) > 0 {
+				var m []any
+				if err := json.Unmarshal(c.took(<-c.send), &m); err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, m[0].(string))
+			}
+			if len(got) < 2 || got[len(got)-1] != tc.end || got[len(got)-2] != "EVENT" {
+				t.Fatalf("the REQ's answer: %v, want EVENTs then %s", got, tc.end)
+			}
+		})
 	}
 }

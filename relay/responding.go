@@ -118,7 +118,7 @@ func (c *conn) handleReq(m *nostr.ClientMessage) {
 			}
 		}
 		c.r.m.reqSeconds.Observe(time.Since(start).Seconds())
-		c.sendCtx(ctx, encode(nostr.RelayMessage{Type: nostr.MsgEOSE, SubID: m.SubID}))
+		c.sendAnswer(ctx, encode(nostr.RelayMessage{Type: nostr.MsgEOSE, SubID: m.SubID}))
 	}()
 }
 
