@@ -17,15 +17,17 @@ const fanoutQueue = 4096
 // answers the publisher: accept queues the event and returns, and one
 // worker at a time delivers the queue in order. The worker runs only
 // while the queue is not empty, so an idle relay has no goroutine for it,
-// and Shutdown waits for the one running.
+// and Shutdown waits for the one running. That wait is on a condition, not
+// a sync.WaitGroup: events from the mesh keep arriving during Shutdown,
+// and a WaitGroup may not be added to from zero while it is waited on.
 type fanout struct {
 	r *Relay
 
 	mu      sync.Mutex
 	room    *sync.Cond // signalled as the worker takes events
+	idle    *sync.Cond // signalled as the worker stops
 	queue   []queued
 	running bool
-	wg      sync.WaitGroup
 	// seq numbers the events queued so far. A subscription remembers it
 	// when it opens and is given only events queued after that: one
 	// queued before was stored before, so its REQ's stored part finds it.
@@ -41,6 +43,7 @@ type queued struct {
 func newFanout(r *Relay) *fanout {
 	f := &fanout{r: r}
 	f.room = sync.NewCond(&f.mu)
+	f.idle = sync.NewCond(&f.mu)
 	return f
 }
 
@@ -54,19 +57,18 @@ func (f *fanout) add(ev *nostr.Event) {
 	f.queue = append(f.queue, queued{ev, f.seq.Add(1)})
 	if !f.running {
 		f.running = true
-		f.wg.Add(1)
 		go f.work()
 	}
 }
 
 // work delivers queued events until the queue is empty.
 func (f *fanout) work() {
-	defer f.wg.Done()
 	for {
 		f.mu.Lock()
 		if len(f.queue) == 0 {
 			f.running = false
 			f.queue = nil // the backing array may have grown large
+			f.idle.Broadcast()
 			f.mu.Unlock()
 			return
 		}
@@ -84,7 +86,13 @@ func (f *fanout) work() {
 func (f *fanout) opened() uint64 { return f.seq.Load() }
 
 // wait returns once no worker is running.
-func (f *fanout) wait() { f.wg.Wait() }
+func (f *fanout) wait() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for f.running {
+		f.idle.Wait()
+	}
+}
 
 // broadcast sends the event queued as seq to every live subscription it
 // matches that was open when it was queued. A subscriber too slow to

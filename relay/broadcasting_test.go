@@ -160,3 +160,39 @@ func TestLiveDuringStoredAnswer(t *testing.T) {
 		t.Fatalf("got %d stored events before EOSE, want %d", got, stored)
 	}
 }
+
+// TestFanoutWaitBesideAdd waits for the live-delivery worker while
+// events keep being queued, as Shutdown does while the mesh and the
+// gateway, which it does not stop, still hand events in. Run under -race:
+// the wait must not race with an event starting a new worker (it did when
+// the wait was a sync.WaitGroup's, added to from zero).
+func TestFanoutWaitBesideAdd(t *testing.T) {
+	tr := newTestRelay(t, nil)
+	k, _ := nostr.GenerateSecretKey()
+	ev := signed(t, k, 1, nil, "hello")
+	for range 8 {
+		f := newFanout(tr.r)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for range 20000 {
+				f.add(ev)
+			}
+		}()
+		for waiting := true; waiting; {
+			f.wait()
+			select {
+			case <-done:
+				waiting = false
+			default:
+			}
+		}
+		f.wait()
+		f.mu.Lock()
+		running, queued := f.running, len(f.queue)
+		f.mu.Unlock()
+		if running || queued > 0 {
+			t.Fatalf("wait returned with a worker running (%v) or %d events queued", running, queued)
+		}
+	}
+}
