@@ -245,11 +245,16 @@ func Open(opts Options) (*Node, error) {
 		return nil, err
 	}
 	undo.push(mp.close)
-	dc.AttachLibp2p(mp.m.Host())
-	dc.TrustProxies(rcfg.TrustedProxies)
 	if err := acct.open(opts, dc, mp.m.Host(), mp.sync.FetchReceipts, reg); err != nil {
 		return nil, err
 	}
+	// DIDComm is reachable over the mesh only once the accounting has
+	// registered its protocols: the mesh host is already connecting, and
+	// a peer's proposal answered in between with "unsupported type" would
+	// be taken for a node without accounting and its window disputed at
+	// that peer alone.
+	dc.AttachLibp2p(mp.m.Host())
+	dc.TrustProxies(rcfg.TrustedProxies)
 	acct.meterRelay(rl, dc)
 	ip, irohOff := openIroh(opts, mp, dc, rl.FileBudget().Iroh)
 	if ip != nil {
