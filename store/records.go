@@ -206,15 +206,9 @@ func (sg *segment) readFile(b []byte, off int64) (int, error) {
 	return f.ReadAt(b, off)
 }
 
-// size is the segment file's size.
+// size is the segment file's size, read from its path whether or not the
+// segment holds the file open.
 func (sg *segment) size() (int64, error) {
-	if sg.f != nil {
-		fi, err := sg.f.Stat()
-		if err != nil {
-			return 0, err
-		}
-		return fi.Size(), nil
-	}
 	fi, err := sg.fs.Stat(sg.path)
 	if err != nil {
 		return 0, err
