@@ -37,9 +37,14 @@ type Config struct {
 	// The --backend flag overrides it.
 	Backend string `toml:"backend"`
 	// ToMesh are the NIP-01 filters of events carried backend → mesh.
+	// Nil (not written) is refused unless CarryEverything is set.
 	ToMesh []map[string]any `toml:"to_mesh"`
 	// ToBackend are the NIP-01 filters of events carried mesh → backend.
 	ToBackend []map[string]any `toml:"to_backend"`
+	// CarryEverything is the operator's explicit choice to carry every
+	// event both ways (what the boundary policy allows), in place of
+	// to_mesh and to_backend. The --carry-everything flag sets it.
+	CarryEverything bool `toml:"carry_everything"`
 	// BackendKeyFile is the Nostr secp256k1 secret the gateway answers the
 	// backend's NIP-42 AUTH with; relative to the home.
 	BackendKeyFile string `toml:"backend_key_file"`
@@ -90,10 +95,15 @@ const defaultConfigText = `# fleetmesh gateway configuration (spec/gateway.md).
 # The --backend flag overrides this.
 backend = ""
 
-# NIP-01 filter objects of what crosses each way. [{}] is everything.
-# Example: to_backend = [{ kinds = [1, 30023] }, { "#t" = ["fleetmesh"] }]
-to_mesh = [{}]
-to_backend = [{}]
+# What crosses each way, as NIP-01 filter objects. The gateway refuses to
+# start until both are written: a private backend's events reach the mesh
+# only if you say which. Examples:
+#   to_mesh = [{ kinds = [1, 30023], "#t" = ["public"] }]  # backend -> mesh
+#   to_backend = [{ kinds = [1] }]                         # mesh -> backend
+#   to_mesh = [{ kinds = [] }]                             # nothing this way
+# [{}] is everything one way. To carry everything both ways, write
+#   carry_everything = true
+# instead of the two filters (or pass --carry-everything).
 
 # A Nostr secp256k1 secret (hex) the gateway answers the backend's NIP-42
 # AUTH with. Created (mode 0600) if missing, never overwritten. It must not
@@ -121,8 +131,6 @@ page_size = 500
 // DefaultConfig is the configuration of a new gateway.toml.
 func DefaultConfig() Config {
 	return Config{
-		ToMesh:         []map[string]any{{}},
-		ToBackend:      []map[string]any{{}},
 		BackendKeyFile: DefaultBackendKeyFile,
 		RetryMin:       setting.DurationOf(500 * time.Millisecond),
 		RetryMax:       setting.DurationOf(30 * time.Second),
@@ -228,7 +236,65 @@ func (c Config) Settings(home string) (Settings, error) {
 			return s, err
 		}
 	}
+	// Last, so that a file with other mistakes gets those named first.
+	if err := c.checkDirections(); err != nil {
+		return s, err
+	}
+	if c.CarryEverything {
+		s.ToMesh, s.ToBackend = []nostr.Filter{{}}, []nostr.Filter{{}}
+	}
 	return s, nil
+}
+
+// checkDirections refuses a configuration that does not say what crosses
+// each way: both filters must be written, or carry_everything set instead
+// of them (never both, which would leave one of them ignored).
+func (c Config) checkDirections() error {
+	written := func(f []map[string]any) bool { return f != nil }
+	var missing []string
+	for _, d := range []struct {
+		key, way string
+		f        []map[string]any
+	}{{"to_mesh", "backend → mesh", c.ToMesh}, {"to_backend", "mesh → backend", c.ToBackend}} {
+		switch {
+		case c.CarryEverything && written(d.f):
+			return fmt.Errorf("gateway: %s: carry_everything (or --carry-everything) and %s are both set; keep the filters, or carry_everything alone", ConfigFile, d.key)
+		case !c.CarryEverything && !written(d.f):
+			missing = append(missing, fmt.Sprintf("%s (%s)", d.key, d.way))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("gateway: %s does not say what crosses %s: write NIP-01 filters, e.g. to_mesh = [{ kinds = [1] }] and to_backend = [{ kinds = [] }] for nothing, or set carry_everything = true (or pass --carry-everything) to carry everything both ways",
+			ConfigFile, strings.Join(missing, " or "))
+	}
+	return nil
+}
+
+// Describe says in one line per direction what the gateway carries, for
+// the operator to read at start.
+func (s Settings) Describe() []string {
+	return []string{
+		"to_mesh (backend → mesh): " + describeFilters(s.ToMesh),
+		"to_backend (mesh → backend): " + describeFilters(s.ToBackend),
+	}
+}
+
+func describeFilters(fs []nostr.Filter) string {
+	parts := make([]string, 0, len(fs))
+	for _, f := range fs {
+		data, err := json.Marshal(f)
+		if err != nil {
+			data = []byte(fmt.Sprintf("%+v", f))
+		}
+		if string(data) == "{}" {
+			return "everything the boundary policy allows"
+		}
+		parts = append(parts, string(data))
+	}
+	if len(parts) == 1 && parts[0] == `{"kinds":[]}` {
+		return "nothing"
+	}
+	return "events matching " + strings.Join(parts, " or ") + ", if the boundary policy allows"
 }
 
 func absIn(home, p string) (string, error) {
@@ -273,6 +339,9 @@ func CheckBackendURL(raw string) (string, error) {
 // parseFilters turns TOML tables into NIP-01 filters by way of their JSON
 // form, so the config accepts exactly what a REQ accepts.
 func parseFilters(key string, tables []map[string]any) ([]nostr.Filter, error) {
+	if tables == nil { // not written: checkDirections says what to write
+		return nil, nil
+	}
 	if len(tables) == 0 {
 		return nil, fmt.Errorf("gateway: %s is empty; [{}] carries everything, and to carry nothing in a direction use [{ kinds = [] }]", key)
 	}

@@ -19,7 +19,7 @@ func TestLoadConfigWritesDefaultsOnce(t *testing.T) {
 		t.Fatalf("the default file reads as %+v, want DefaultConfig %+v", cfg, DefaultConfig())
 	}
 	path := filepath.Join(home, ConfigFile)
-	custom := "backend = \"wss://relay.example.org\"\nto_mesh = [{ kinds = [1] }]\n"
+	custom := "backend = \"wss://relay.example.org\"\nto_mesh = [{ kinds = [1] }]\nto_backend = [{}]\n"
 	if err := os.WriteFile(path, []byte(custom), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -62,6 +62,9 @@ func TestConfigErrors(t *testing.T) {
 		{"bad publish_timeout", "backend = \"ws://127.0.0.1:1\"\npublish_timeout = \"soon\"\n", `publish_timeout: "soon"`},
 		{"backwards retry", "backend = \"ws://127.0.0.1:1\"\nretry_min = \"1m\"\nretry_max = \"1s\"\n", "retry_min"},
 		{"zero queue", "backend = \"ws://127.0.0.1:1\"\nqueue_size = 0\n", "queue_size"},
+		{"no filters", "backend = \"ws://127.0.0.1:1\"\n", "does not say what crosses to_mesh (backend → mesh) or to_backend (mesh → backend)"},
+		{"no to_backend", "backend = \"ws://127.0.0.1:1\"\nto_mesh = [{}]\n", "does not say what crosses to_backend (mesh → backend): write NIP-01 filters"},
+		{"carry_everything and filters", "backend = \"ws://127.0.0.1:1\"\ncarry_everything = true\nto_backend = [{ kinds = [1] }]\n", "carry_everything (or --carry-everything) and to_backend are both set"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -82,7 +85,7 @@ func TestConfigErrors(t *testing.T) {
 
 func TestTagFilterFromTOML(t *testing.T) {
 	home := t.TempDir()
-	text := "backend = \"ws://[::1]:7000\"\nto_backend = [{ \"#t\" = [\"fleetmesh\"], since = 100 }]\n"
+	text := "backend = \"ws://[::1]:7000\"\nto_mesh = [{ kinds = [] }]\nto_backend = [{ \"#t\" = [\"fleetmesh\"], since = 100 }]\n"
 	if err := os.WriteFile(filepath.Join(home, ConfigFile), []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -97,5 +100,39 @@ func TestTagFilterFromTOML(t *testing.T) {
 	f := s.ToBackend[0]
 	if f.Since != 100 || len(f.Tags["t"]) != 1 || f.Tags["t"][0] != "fleetmesh" {
 		t.Fatalf("filter %+v", f)
+	}
+}
+
+// TestDescribe checks the start-up lines that say what crosses each way.
+func TestDescribe(t *testing.T) {
+	cases := []struct {
+		name, toml string
+		want       []string
+	}{
+		{"carry everything", "carry_everything = true\n", []string{
+			"to_mesh (backend → mesh): everything the boundary policy allows",
+			"to_backend (mesh → backend): everything the boundary policy allows"}},
+		{"filters", "to_mesh = [{ kinds = [1] }, { \"#t\" = [\"public\"] }]\nto_backend = [{ kinds = [] }]\n", []string{
+			`to_mesh (backend → mesh): events matching {"kinds":[1]} or {"#t":["public"]}, if the boundary policy allows`,
+			"to_backend (mesh → backend): nothing"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			home := t.TempDir()
+			if err := os.WriteFile(filepath.Join(home, ConfigFile), []byte("backend = \"ws://127.0.0.1:1\"\n"+tc.toml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := LoadConfig(home)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := cfg.Settings(home)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.Describe(); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("Describe() = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -39,6 +39,7 @@ func newTestGatewayLogged(t *testing.T, log *slog.Logger, reg *prometheus.Regist
 	rl := relay.New(relay.DefaultConfig(), st, nil, reg)
 	cfg := DefaultConfig()
 	cfg.Backend = "ws://127.0.0.1:9"
+	cfg.CarryEverything = true
 	s, err := cfg.Settings(home)
 	if err != nil {
 		t.Fatal(err)

@@ -35,15 +35,22 @@ func (e *SettingsError) Error() string { return e.Err.Error() }
 // Unwrap returns the underlying error.
 func (e *SettingsError) Unwrap() error { return e.Err }
 
+// Overrides are the command-line flags that take the place of gateway.toml
+// keys.
+type Overrides struct {
+	Backend         string // --backend: overrides backend when not empty
+	CarryEverything bool   // --carry-everything: sets carry_everything
+}
+
 // Prepare makes every check a gateway runs before its node opens, in an
 // order that keeps a refused gateway from touching anything: gateway.toml
-// and the node's config are different files, gateway.toml loads (backend,
-// when not empty, overrides its backend) and its settings are valid, the
+// and the node's config are different files, gateway.toml loads (the
+// overrides applied) and its settings are valid, the
 // two sides share no path, and only then is the backend AUTH key read or
 // created and compared with the mesh seed. It returns the settings and
 // the backend key. Its errors wrap ErrShared for a shared file or secret,
 // and are a *SettingsError for a bad setting.
-func Prepare(mesh MeshSide, backend string) (Settings, nostr.SecretKey, error) {
+func Prepare(mesh MeshSide, o Overrides) (Settings, nostr.SecretKey, error) {
 	gatewayConfig := filepath.Join(mesh.Home, ConfigFile)
 	// One file read as both configs would be refused by CheckPaths too, but
 	// parsing it first would fail with a less useful message.
@@ -54,9 +61,10 @@ func Prepare(mesh MeshSide, backend string) (Settings, nostr.SecretKey, error) {
 	if err != nil {
 		return Settings{}, nostr.SecretKey{}, err
 	}
-	if backend != "" {
-		cfg.Backend = backend
+	if o.Backend != "" {
+		cfg.Backend = o.Backend
 	}
+	cfg.CarryEverything = cfg.CarryEverything || o.CarryEverything
 	settings, err := cfg.Settings(mesh.Home)
 	if err != nil {
 		return Settings{}, nostr.SecretKey{}, &SettingsError{err}

@@ -147,7 +147,7 @@ func TestPrepare(t *testing.T) {
 	}
 
 	m := newHome(t, "")
-	s, key, err := Prepare(m, "ws://127.0.0.1:1")
+	s, key, err := Prepare(m, Overrides{Backend: "ws://127.0.0.1:1", CarryEverything: true})
 	if err != nil {
 		t.Fatalf("Prepare: %v", err)
 	}
@@ -159,7 +159,7 @@ func TestPrepare(t *testing.T) {
 	}
 
 	m = newHome(t, "backend_data_dir = \"khatru\"\n")
-	if _, _, err := Prepare(m, "ws://127.0.0.1:1"); !errors.Is(err, ErrShared) {
+	if _, _, err := Prepare(m, Overrides{Backend: "ws://127.0.0.1:1", CarryEverything: true}); !errors.Is(err, ErrShared) {
 		t.Fatalf("backend data inside the home: %v, want ErrShared", err)
 	}
 	if _, err := os.Stat(filepath.Join(m.Home, DefaultBackendKeyFile)); !errors.Is(err, os.ErrNotExist) {
@@ -168,7 +168,7 @@ func TestPrepare(t *testing.T) {
 
 	m = newHome(t, "backend = \"http://127.0.0.1:1\"\n")
 	var se *SettingsError
-	if _, _, err := Prepare(m, ""); !errors.As(err, &se) || !strings.Contains(err.Error(), "ws://") {
+	if _, _, err := Prepare(m, Overrides{CarryEverything: true}); !errors.As(err, &se) || !strings.Contains(err.Error(), "ws://") {
 		t.Fatalf("an http backend: %v, want a *SettingsError saying what to write", err)
 	}
 }

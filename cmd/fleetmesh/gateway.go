@@ -24,6 +24,7 @@ func runGateway(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 	fs.SetOutput(stderr)
 	nf := addNodeFlags(fs)
 	backend := fs.String("backend", "", "backend relay `URL` (wss://…, or ws:// on loopback; overrides backend in gateway.toml)")
+	carryAll := fs.Bool("carry-everything", false, "carry every event both ways (what the boundary policy allows); in place of to_mesh and to_backend in gateway.toml")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -55,7 +56,7 @@ func runGateway(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 		Seed:       meshKey.PrivateKey().Seed(),
 		ConfigFile: h.ConfigPath(),
 		StoreDir:   h.Path(ncfg.Store.Dir),
-	}, *backend)
+	}, gateway.Overrides{Backend: *backend, CarryEverything: *carryAll})
 	if se := (*gateway.SettingsError)(nil); errors.As(err, &se) {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	} else if err != nil {
@@ -89,6 +90,9 @@ func runGateway(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 	})
 	fmt.Fprintf(stdout, "backend %s\n", settings.Backend)
 	fmt.Fprintf(stdout, "backend_pubkey %x\n", backendKey.PubKey())
+	for _, line := range settings.Describe() {
+		fmt.Fprintf(stdout, "carries %s\n", line)
+	}
 
 	// The node outlives the gateway: the gateway stops first, so nothing it
 	// stores meets a closed store, then the node shuts down in order.

@@ -87,7 +87,7 @@ func TestGatewayRefusesSharing(t *testing.T) {
 			}
 			e.key = k
 			tc.setup(t, e)
-			args := []string{"gateway", "--home", e.home, "--listen", "127.0.0.1:0"}
+			args := []string{"gateway", "--home", e.home, "--listen", "127.0.0.1:0", "--carry-everything"}
 			if !strings.Contains(tc.name, "remote") {
 				args = append(args, "--backend", "ws://127.0.0.1:9")
 			}
