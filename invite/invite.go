@@ -6,9 +6,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/btcsuite/btcd/btcutil/bech32"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -31,6 +33,10 @@ const (
 	tlvAddr    = 1 // binary multiaddr without the node's /p2p/; one or more
 	tlvExpires = 2 // 4-byte big-endian Unix seconds; exactly one
 	tlvSig     = 3 // 64-byte Ed25519 signature; exactly one, last
+	// tlvEndpoint is the node's DIDComm HTTP endpoint URL (UTF-8); at
+	// most one, after the addresses, before the expiry. A leaf pairs
+	// through it.
+	tlvEndpoint = 4
 )
 
 // sigContext is prefixed to the signed bytes so that a join code signature
@@ -68,6 +74,9 @@ type Invite struct {
 	PublicKey ed25519.PublicKey
 	// Addrs are the node's multiaddrs without its /p2p/ component.
 	Addrs []multiaddr.Multiaddr
+	// Endpoint is the node's DIDComm endpoint (http(s)://HOST:PORT/didcomm)
+	// that a leaf pairs with, or "" when the code carries none.
+	Endpoint string
 	// Expires is when the code stops being accepted.
 	Expires time.Time
 }
@@ -90,9 +99,11 @@ func (inv *Invite) Bootstrap() []string {
 }
 
 // New makes the join code of k reachable at addrs (multiaddrs, with or
-// without this node's trailing /p2p/), valid until expires. Duplicates are
-// dropped; more than MaxAddrs distinct addresses is an error.
-func New(k *identity.Key, addrs []string, expires time.Time) (string, error) {
+// without this node's trailing /p2p/) and, if endpoint is not empty, at
+// that DIDComm endpoint (an http(s) URL, for leaves), valid until expires.
+// Duplicate addresses are dropped; more than MaxAddrs distinct addresses
+// is an error.
+func New(k *identity.Key, addrs []string, endpoint string, expires time.Time) (string, error) {
 	if len(addrs) == 0 {
 		return "", errors.New("invite: no mesh address to put in the code (is the node listening on one? see --mesh-listen)")
 	}
@@ -124,6 +135,12 @@ func New(k *identity.Key, addrs []string, expires time.Time) (string, error) {
 		}
 		writeTLV(&b, tlvAddr, a.Bytes())
 	}
+	if endpoint != "" {
+		if err := CheckEndpoint(endpoint); err != nil {
+			return "", err
+		}
+		writeTLV(&b, tlvEndpoint, []byte(endpoint))
+	}
 	var e [4]byte
 	binary.BigEndian.PutUint32(e[:], uint32(exp))
 	writeTLV(&b, tlvExpires, e[:])
@@ -133,6 +150,22 @@ func New(k *identity.Key, addrs []string, expires time.Time) (string, error) {
 		return "", fmt.Errorf("invite: %w", err)
 	}
 	return code, nil
+}
+
+// CheckEndpoint accepts what a code may carry as its DIDComm endpoint: an
+// absolute http or https URL with a host, at most 255 bytes.
+func CheckEndpoint(endpoint string) error {
+	if len(endpoint) > 255 {
+		return fmt.Errorf("invite: endpoint is %d bytes, at most 255", len(endpoint))
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return fmt.Errorf("invite: endpoint %q: %w", endpoint, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("invite: endpoint %q: want http(s)://HOST:PORT/didcomm", endpoint)
+	}
+	return nil
 }
 
 // Link is the link form of a code: the code behind the fleetmesh: scheme.
@@ -231,8 +264,8 @@ func decode(raw []byte, now time.Time) (*Invite, error) {
 			}
 			inv.PublicKey = ed25519.PublicKey(bytes.Clone(v))
 		case tlvAddr:
-			if exp != 0 {
-				return nil, fmt.Errorf("invite: address after the expiry: %w", ErrMalformed)
+			if exp != 0 || inv.Endpoint != "" {
+				return nil, fmt.Errorf("invite: address after the endpoint or the expiry: %w", ErrMalformed)
 			}
 			if len(inv.Addrs) == MaxAddrs {
 				return nil, fmt.Errorf("invite: more than %d addresses: %w", MaxAddrs, ErrMalformed)
@@ -245,6 +278,14 @@ func decode(raw []byte, now time.Time) (*Invite, error) {
 				return nil, fmt.Errorf("invite: address %s ends in /p2p/ (the key names the peer): %w", a, ErrMalformed)
 			}
 			inv.Addrs = append(inv.Addrs, a)
+		case tlvEndpoint:
+			if exp != 0 || inv.Endpoint != "" || len(inv.Addrs) == 0 {
+				return nil, fmt.Errorf("invite: the endpoint must come once, after the addresses and before the expiry: %w", ErrMalformed)
+			}
+			if !utf8.Valid(v) || CheckEndpoint(string(v)) != nil {
+				return nil, fmt.Errorf("invite: endpoint %q is not an http(s) URL: %w", v, ErrMalformed)
+			}
+			inv.Endpoint = string(v)
 		case tlvExpires:
 			if n != 4 || exp != 0 {
 				return nil, fmt.Errorf("invite: expiry must be 4 bytes, once: %w", ErrMalformed)

@@ -63,7 +63,7 @@ func TestRoundTrip(t *testing.T) {
 	now := time.Now()
 	exp := time.Now().Add(time.Hour)
 	withP2P := testAddrs[0] + "/p2p/" + k.PeerID().String()
-	code, err := New(k, append([]string{withP2P}, testAddrs...), exp)
+	code, err := New(k, append([]string{withP2P}, testAddrs...), "", exp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +88,14 @@ func TestRoundTrip(t *testing.T) {
 			}
 		}
 	}
+	withEndpoint, err := New(k, testAddrs, "http://127.0.0.1:7447/didcomm", exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := Parse(withEndpoint, now)
+	if err != nil || inv.Endpoint != "http://127.0.0.1:7447/didcomm" || len(inv.Addrs) != len(testAddrs) {
+		t.Fatalf("Parse of a code with an endpoint: %+v, %v", inv, err)
+	}
 	if IsCode("wss://relay.example.org") {
 		t.Error("a relay URL taken for a code")
 	}
@@ -96,7 +104,7 @@ func TestRoundTrip(t *testing.T) {
 func TestParseRefuses(t *testing.T) {
 	k, other := testKey(t, 1), testKey(t, 2)
 	now := time.Now()
-	code, err := New(k, testAddrs, now.Add(time.Hour))
+	code, err := New(k, testAddrs, "", now.Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,6 +155,9 @@ func TestParseRefuses(t *testing.T) {
 		{"bad multiaddr", encode(t, resign(k, append(append(bytes.Clone(raw[:addrAt]), tlvAddr, 2, 0xff, 0xff), raw[addrAt:]...))), now, ErrMalformed},
 		{"too long", strings.Repeat("q", MaxCodeBytes+1), now, ErrMalformed},
 		{"a relay URL", "wss://relay.example.org", now, ErrMalformed},
+		{"endpoint before the addresses", encode(t, resign(k, append(append(bytes.Clone(raw[:addrAt]), tlvEndpoint, 18), append([]byte("http://127.0.0.1:1"), raw[addrAt:]...)...))), now, ErrMalformed},
+		{"endpoint not http", encode(t, resign(k, append(append(bytes.Clone(raw[:len(raw)-66-6]), tlvEndpoint, 16), append([]byte("ws://127.0.0.1:1"), raw[len(raw)-66-6:]...)...))), now, ErrMalformed},
+		{"endpoint twice", encode(t, resign(k, append(append(bytes.Clone(raw[:len(raw)-66-6]), tlvEndpoint, 18), append([]byte("http://127.0.0.1:1"), append([]byte{tlvEndpoint, 18}, append([]byte("http://127.0.0.1:1"), raw[len(raw)-66-6:]...)...)...)...))), now, ErrMalformed},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -175,44 +186,53 @@ func TestNewRefuses(t *testing.T) {
 		many[i] = fmt.Sprintf("/ip4/10.0.0.1/tcp/%d", 4000+i)
 	}
 	cases := []struct {
-		name  string
-		addrs []string
-		exp   time.Time
+		name     string
+		addrs    []string
+		endpoint string
+		exp      time.Time
 	}{
-		{"no address", nil, exp},
-		{"not a multiaddr", []string{"198.51.100.7:4001"}, exp},
-		{"another peer's address", []string{testAddrs[0] + "/p2p/" + other.PeerID().String()}, exp},
-		{"only a peer id", []string{"/p2p/" + k.PeerID().String()}, exp},
-		{"too many", many, exp},
-		{"expiry too far", testAddrs, time.Now().Add(MaxLifetime + time.Hour)},
+		{"no address", nil, "", exp},
+		{"not a multiaddr", []string{"198.51.100.7:4001"}, "", exp},
+		{"another peer's address", []string{testAddrs[0] + "/p2p/" + other.PeerID().String()}, "", exp},
+		{"only a peer id", []string{"/p2p/" + k.PeerID().String()}, "", exp},
+		{"too many", many, "", exp},
+		{"expiry too far", testAddrs, "", time.Now().Add(MaxLifetime + time.Hour)},
+		{"endpoint not http", testAddrs, "ws://127.0.0.1:7447", exp},
+		{"endpoint without host", testAddrs, "http:///didcomm", exp},
+		{"endpoint too long", testAddrs, "https://node.example.org/" + strings.Repeat("d", 240), exp},
 	}
 	for _, c := range cases {
-		if code, err := New(k, c.addrs, c.exp); err == nil {
+		if code, err := New(k, c.addrs, c.endpoint, c.exp); err == nil {
 			t.Errorf("%s: New = %s, want an error", c.name, code)
 		}
 	}
 }
 
 // TestCodeIsShort holds the code to what a person can paste or scan: a
-// node with two addresses fits in a few hundred characters.
+// node with two addresses and an endpoint fits in a few hundred characters.
 func TestCodeIsShort(t *testing.T) {
-	code, err := New(testKey(t, 1), testAddrs[:2], time.Now().Add(time.Hour))
+	code, err := New(testKey(t, 1), testAddrs[:2], "https://node.example.org/didcomm", time.Now().Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(code) > 300 {
-		t.Fatalf("code of two addresses is %d characters: %s", len(code), code)
+	if len(code) > 360 {
+		t.Fatalf("code of two addresses and an endpoint is %d characters: %s", len(code), code)
 	}
 }
 
 func FuzzParse(f *testing.F) {
 	k := testKey(f, 1)
 	now := time.Now()
-	code, err := New(k, testAddrs, now.Add(time.Hour))
+	code, err := New(k, testAddrs, "", now.Add(time.Hour))
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Add(code)
+	withEndpoint, err := New(k, testAddrs, "http://127.0.0.1:7447/didcomm", now.Add(time.Hour))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(withEndpoint)
 	f.Add(Link(strings.ToUpper(code)))
 	f.Add(HRP + "1qqqqqq")
 	f.Add("")
@@ -224,6 +244,9 @@ func FuzzParse(f *testing.F) {
 		// Whatever verifies has addresses, each with the key's PeerID.
 		if len(inv.Addrs) == 0 || len(inv.Bootstrap()) != len(inv.Addrs) {
 			t.Fatalf("accepted %q with addresses %v", s, inv.Addrs)
+		}
+		if inv.Endpoint != "" && CheckEndpoint(inv.Endpoint) != nil {
+			t.Fatalf("accepted %q with endpoint %q", s, inv.Endpoint)
 		}
 	})
 }

@@ -1,10 +1,12 @@
 package leaf
 
 import (
+	"bytes"
 	"testing"
 	"time"
 
 	"fleetmesh.org/fleetmesh/identity"
+	"fleetmesh.org/fleetmesh/invite"
 )
 
 // fuzzLeaf is a leaf in a fresh directory, paired with an invitation
@@ -57,11 +59,21 @@ func FuzzSendMessage(f *testing.F) {
 	})
 }
 
-// FuzzPair: invitation strings (URL or JSON) never panic.
+// FuzzPair: invitation strings (join code, URL or JSON) never panic.
 func FuzzPair(f *testing.F) {
 	f.Add(`https://example.org/didcomm?_oob=eyJpZCI6IjEiLCJ0eXBlIjoiaHR0cHM6Ly9kaWRjb21tLm9yZy9vdXQtb2YtYmFuZC8yLjAvaW52aXRhdGlvbiJ9`)
 	f.Add(`{"id":"1","type":"https://didcomm.org/out-of-band/2.0/invitation","from":"did:key:z6MkiTBz1ymuepAQ4HEHYSF1H8quG5GLVVQR3djdX3mDooWp","body":{"accept":["didcomm/v2"],"services":[{"id":"x","type":"DIDCommMessaging","serviceEndpoint":{"uri":"http://127.0.0.1:1/didcomm"}}]}}`)
 	f.Add(`not a url`)
+	k, err := identity.KeyFromSeed(bytes.Repeat([]byte{3}, 32))
+	if err != nil {
+		f.Fatal(err)
+	}
+	code, err := invite.New(k, []string{"/ip4/192.0.2.7/tcp/4001"}, "http://192.0.2.7:7447/didcomm", time.Now().Add(time.Hour))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(code)
+	f.Add(invite.Link(code))
 	l := fuzzLeaf(f)
 	f.Fuzz(func(t *testing.T, s string) {
 		_ = l.Pair(s)

@@ -11,6 +11,7 @@ import (
 	"fleetmesh.org/fleetmesh/didcomm"
 	"fleetmesh.org/fleetmesh/didcomm/oob"
 	"fleetmesh.org/fleetmesh/identity"
+	"fleetmesh.org/fleetmesh/invite"
 	"fleetmesh.org/fleetmesh/nostr"
 )
 
@@ -104,29 +105,16 @@ func (l *Leaf) SetServe(allowed bool) {
 	l.mu.Unlock()
 }
 
-// Pair records a home node from its out-of-band invitation (the URL
-// `fleetmesh didcomm invite` prints, or the invitation JSON). Mediation
+// Pair records a home node from its invitation: the join code
+// `fleetmesh invite` prints (or its fleetmesh: link), or the out-of-band
+// URL `fleetmesh didcomm invite` prints, or that invitation's JSON. Mediation
 // is requested in the next wake. Pairing again with the same node only
 // updates its endpoint.
 func (l *Leaf) Pair(invitation string) (err error) {
 	defer protect(&err)
-	inv, body, err := oob.Parse(invitation)
+	did, endpoint, err := parseInvitation(invitation)
 	if err != nil {
-		return fmt.Errorf("leaf: pair: %w", err)
-	}
-	if _, err := identity.PublicKeyFromDID(inv.From); err != nil {
-		return fmt.Errorf("leaf: pair: invitation from %q: %w", inv.From, err)
-	}
-	endpoint := ""
-	for _, s := range body.Services {
-		u := s.ServiceEndpoint.URI
-		if strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") {
-			endpoint = u
-			break
-		}
-	}
-	if endpoint == "" {
-		return fmt.Errorf("leaf: pair: the invitation from %s has no http(s) DIDComm endpoint in its services (make it with `fleetmesh didcomm invite --endpoint http://HOST:PORT/didcomm`)", inv.From)
+		return err
 	}
 	relay, err := relayURL(endpoint)
 	if err != nil {
@@ -134,14 +122,45 @@ func (l *Leaf) Pair(invitation string) (err error) {
 	}
 	return l.db.updateState(func(s *state) error {
 		for i := range s.Homes {
-			if s.Homes[i].DID == inv.From {
+			if s.Homes[i].DID == did {
 				s.Homes[i].Endpoint, s.Homes[i].Relay = endpoint, relay
 				return nil
 			}
 		}
-		s.Homes = append(s.Homes, homeState{DID: inv.From, Endpoint: endpoint, Relay: relay})
+		s.Homes = append(s.Homes, homeState{DID: did, Endpoint: endpoint, Relay: relay})
 		return nil
 	})
+}
+
+// parseInvitation reads either invitation a node prints: the join code of
+// `fleetmesh invite` (fmjoin1…, or its fleetmesh: link), signed by the
+// node and carrying its DIDComm endpoint, or the DIDComm out-of-band URL
+// of `fleetmesh didcomm invite`. It returns the node's DID and endpoint.
+func parseInvitation(invitation string) (did, endpoint string, err error) {
+	if invite.IsCode(invitation) {
+		inv, err := invite.Parse(invitation, time.Now())
+		if err != nil {
+			return "", "", fmt.Errorf("leaf: pair: %w", err)
+		}
+		if inv.Endpoint == "" {
+			return "", "", fmt.Errorf("leaf: pair: the join code of %s carries no DIDComm endpoint (its node listened on no address another machine can dial): make one with `fleetmesh invite --endpoint http://HOST:PORT/didcomm`", inv.DID())
+		}
+		return inv.DID(), inv.Endpoint, nil
+	}
+	inv, body, err := oob.Parse(invitation)
+	if err != nil {
+		return "", "", fmt.Errorf("leaf: pair: %w (pair with the join code `fleetmesh invite` prints, or a `fleetmesh didcomm invite` URL)", err)
+	}
+	if _, err := identity.PublicKeyFromDID(inv.From); err != nil {
+		return "", "", fmt.Errorf("leaf: pair: invitation from %q: %w", inv.From, err)
+	}
+	for _, s := range body.Services {
+		u := s.ServiceEndpoint.URI
+		if strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") {
+			return inv.From, u, nil
+		}
+	}
+	return "", "", fmt.Errorf("leaf: pair: the invitation from %s has no http(s) DIDComm endpoint in its services (pair with the join code `fleetmesh invite` prints instead)", inv.From)
 }
 
 // relayURL is the NIP-01 WebSocket of the node whose DIDComm endpoint is

@@ -308,17 +308,24 @@ func didcommInvite(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	fs := flag.NewFlagSet("didcomm invite", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	home := fs.String("home", defaultHome(), "node home directory (holds node.key)")
-	endpoint := fs.String("endpoint", "", "where this node accepts DIDComm (http://HOST:PORT/didcomm)")
+	endpoint := fs.String("endpoint", "", "where this node accepts DIDComm, `URL` http(s)://HOST:PORT/didcomm (default: the running node's relay address, as fleetmesh invite finds it)")
 	qr := fs.Bool("qr", false, "also print the invitation URL as a QR code")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *endpoint == "" {
-		return fmt.Errorf("%w: --endpoint URL is required", errUsage)
-	}
 	k, err := loadKey(*home)
 	if err != nil {
 		return err
+	}
+	if *endpoint == "" {
+		own, err := ownAddrs(ctx, *home, k)
+		if err != nil {
+			return err
+		}
+		if own.endpoint == "" {
+			return fmt.Errorf("%w: no DIDComm endpoint to put in the invitation: the node in %s listens on no address another machine can dial; start it, or give --endpoint http://HOST:PORT/didcomm", errUsage, *home)
+		}
+		*endpoint = own.endpoint
 	}
 	inv, err := oob.New(k.DID(), oob.GoalMediate, "DIDComm with this fleetmesh node; it mediates for leaves", *endpoint)
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -19,16 +21,19 @@ import (
 )
 
 func init() {
-	register("invite", "print a signed join code (and link and QR) for this node's mesh addresses: `run --join CODE` joins through it", runInvite)
+	register("invite", "print a signed join code (and link and QR) for this node: `run --join CODE` joins through it, `leaf --pair CODE` pairs with it", runInvite)
 }
 
 // inviteOutput is what `invite --json` prints.
 type inviteOutput struct {
-	Code    string    `json:"code"`
-	Link    string    `json:"link"`
-	DID     string    `json:"did"`
-	Addrs   []string  `json:"addrs"`
-	Expires time.Time `json:"expires"`
+	Code  string   `json:"code"`
+	Link  string   `json:"link"`
+	DID   string   `json:"did"`
+	Addrs []string `json:"addrs"`
+	// Endpoint is the DIDComm endpoint a leaf pairs through, "" if the
+	// code carries none.
+	Endpoint string    `json:"endpoint,omitempty"`
+	Expires  time.Time `json:"expires"`
 	// Source says where the addresses came from: "running" (the node's
 	// status), "config" ([mesh] listen) or "flags" (--addr).
 	Source string `json:"source"`
@@ -43,8 +48,14 @@ func runInvite(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 	noQR := fs.Bool("no-qr", false, "do not draw the QR code")
 	var addrs stringList
 	fs.Var(&addrs, "addr", "put this mesh `MULTIADDR` in the code instead of the node's own (repeatable; e.g. a public address behind port forwarding)")
+	endpoint := fs.String("endpoint", "", "put this DIDComm `URL` in the code for leaves instead of the node's own relay (e.g. https://node.example.org/didcomm behind a proxy)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *endpoint != "" {
+		if err := invite.CheckEndpoint(*endpoint); err != nil {
+			return fmt.Errorf("%w: --endpoint: %v", errUsage, err)
+		}
 	}
 	if *ttl <= 0 || *ttl > invite.MaxLifetime {
 		return fmt.Errorf("%w: --ttl %s: want more than 0 and at most %s", errUsage, *ttl, invite.MaxLifetime)
@@ -53,16 +64,25 @@ func runInvite(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 	if err != nil {
 		return err
 	}
-	out := inviteOutput{DID: key.DID(), Addrs: addrs, Source: "flags"}
-	if len(out.Addrs) == 0 {
-		out.Addrs, out.Source, err = inviteAddrs(ctx, *dir, key)
-		if err != nil {
+	out := inviteOutput{DID: key.DID(), Addrs: addrs, Endpoint: *endpoint, Source: "flags"}
+	if len(out.Addrs) == 0 || out.Endpoint == "" {
+		own, err := ownAddrs(ctx, *dir, key)
+		if err != nil && len(out.Addrs) == 0 {
 			return err
+		}
+		if len(out.Addrs) == 0 {
+			if err := own.meshErr(*dir); err != nil {
+				return err
+			}
+			out.Addrs, out.Source = own.mesh, own.source
+		}
+		if out.Endpoint == "" {
+			out.Endpoint = own.endpoint
 		}
 	}
 	out.Addrs = invite.Select(out.Addrs)
 	out.Expires = time.Now().Add(*ttl).Truncate(time.Second)
-	if out.Code, err = invite.New(key, out.Addrs, out.Expires); err != nil {
+	if out.Code, err = invite.New(key, out.Addrs, out.Endpoint, out.Expires); err != nil {
 		return err
 	}
 	out.Link = invite.Link(out.Code)
@@ -72,6 +92,9 @@ func runInvite(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 	fmt.Fprintf(stdout, "code    %s\nlink    %s\nexpires %s\n", out.Code, out.Link, out.Expires.UTC().Format(time.RFC3339))
 	for _, a := range out.Addrs {
 		fmt.Fprintf(stdout, "mesh    %s\n", a)
+	}
+	if out.Endpoint != "" {
+		fmt.Fprintf(stdout, "didcomm %s\n", out.Endpoint)
 	}
 	if *noQR {
 		return nil
@@ -83,32 +106,81 @@ func runInvite(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 		return err
 	}
 	fmt.Fprintf(stdout, "\n%s\nJoin with: fleetmesh run --join %s\n", qr, out.Code)
+	if out.Endpoint != "" {
+		fmt.Fprintf(stdout, "Pair a leaf with: fleetmesh leaf --pair %s\n", out.Code)
+	}
 	return nil
 }
 
-// inviteAddrs are the running node's mesh addresses, as `status` reads
-// them, or else those [mesh] listen names, each with the node's /p2p/.
-func inviteAddrs(ctx context.Context, dir string, key *identity.Key) ([]string, string, error) {
+// nodeAddrs are where a node can be reached, as `invite` and `didcomm
+// invite` put them in an invitation.
+type nodeAddrs struct {
+	mesh     []string // mesh multiaddrs, each with the node's /p2p/
+	endpoint string   // DIDComm endpoint, "" if none can be told
+	source   string   // "running" (the node's status) or "config"
+}
+
+// meshErr says why there is no mesh address, if there is none.
+func (a nodeAddrs) meshErr(dir string) error {
+	switch {
+	case len(a.mesh) > 0:
+		return nil
+	case a.source == "running":
+		return fmt.Errorf("the node running in %s listens on no mesh address: restart it with --mesh-listen (or [mesh] listen), or give --addr", dir)
+	default:
+		return fmt.Errorf("no node runs in %s and [mesh] listen names no address with a fixed port: start the node, or give --addr", dir)
+	}
+}
+
+// ownAddrs reads the running node's mesh addresses and relay URL, as
+// `status` reads them, or else the [mesh] listen names (each with the
+// node's /p2p/) and the [relay] url or listen address.
+func ownAddrs(ctx context.Context, dir string, key *identity.Key) (nodeAddrs, error) {
 	sctx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
 	if st, err := node.ReadStatus(sctx, home(dir)); err == nil {
-		if len(st.MeshAddrs) == 0 {
-			return nil, "", fmt.Errorf("the node running in %s listens on no mesh address: restart it with --mesh-listen (or [mesh] listen), or give --addr", dir)
-		}
-		return st.MeshAddrs, "running", nil
+		return nodeAddrs{mesh: st.MeshAddrs, endpoint: didcommEndpoint(st.RelayURL), source: "running"}, nil
 	}
 	cfg, err := config.Load(home(dir).ConfigPath())
 	if err != nil {
-		return nil, "", err
+		return nodeAddrs{}, err
 	}
 	addrs, err := listenAddrs(cfg.Mesh.Listen, key)
 	if err != nil {
-		return nil, "", err
+		return nodeAddrs{}, err
 	}
-	if len(addrs) == 0 {
-		return nil, "", fmt.Errorf("no node runs in %s and [mesh] listen names no address with a fixed port: start the node, or give --addr", dir)
+	relay := cfg.Relay.URL
+	if relay == "" {
+		relay = "ws://" + cfg.Relay.Listen
 	}
-	return addrs, "config", nil
+	return nodeAddrs{mesh: addrs, endpoint: didcommEndpoint(relay), source: "config"}, nil
+}
+
+// didcommEndpoint is the DIDComm endpoint of the node whose relay is at
+// relayURL (a node serves both on one port, at /didcomm), or "" if
+// relayURL names no host another machine could dial (an unspecified
+// address or port 0).
+func didcommEndpoint(relayURL string) string {
+	u, err := url.Parse(relayURL)
+	if err != nil {
+		return ""
+	}
+	switch u.Scheme {
+	case "ws":
+		u.Scheme = "http"
+	case "wss":
+		u.Scheme = "https"
+	default:
+		return ""
+	}
+	if ip := net.ParseIP(u.Hostname()); u.Hostname() == "" || (ip != nil && ip.IsUnspecified()) || u.Port() == "0" {
+		return ""
+	}
+	u.Path, u.RawQuery, u.Fragment = "/didcomm", "", ""
+	if invite.CheckEndpoint(u.String()) != nil {
+		return ""
+	}
+	return u.String()
 }
 
 // listenAddrs turns listen multiaddrs into dialable ones: an unspecified

@@ -35,7 +35,7 @@ func TestJoinPeers(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := "/ip4/198.51.100.7/tcp/4001/p2p/" + k.PeerID().String()
-	good, err := invite.New(k, []string{addr}, time.Now().Add(time.Hour))
+	good, err := invite.New(k, []string{addr}, "", time.Now().Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}

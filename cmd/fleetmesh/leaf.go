@@ -22,7 +22,7 @@ func runLeaf(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	fs.SetOutput(stderr)
 	dir := homeFlag(fs)
 	var pairs, subs stringList
-	fs.Var(&pairs, "pair", "a home node's invitation URL (`fleetmesh didcomm invite`); repeatable")
+	fs.Var(&pairs, "pair", "a home node's join `CODE` as fleetmesh invite prints it (or a didcomm invite URL); repeatable")
 	fs.Var(&subs, "subscribe", "a NIP-01 filter (JSON) whose events the leaf keeps; repeatable")
 	once := fs.Bool("once", false, "do one wake, print its summary and exit")
 	interval := fs.Duration("wake-interval", 15*time.Minute, "time between wakes")
