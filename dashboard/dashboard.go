@@ -211,7 +211,15 @@ type lineView struct {
 	Count  int
 	Last   string
 	Max    string // the line's largest value, in full, for scripts that read the page
+	// LastExact is Last in full, for scripts that read the page.
+	LastExact string
+	// Off says why a bound is not drawn (far above the other lines).
+	Off string
 }
+
+// boundScale is how far above the other lines a Bound series may be and
+// still be drawn (and set the scale).
+const boundScale = 4
 
 // palette: distinguishable on white, in order.
 var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"}
@@ -228,11 +236,28 @@ func renderPanel(pn Panel, ls []line, exported bool, from, to time.Time) panelVi
 		names = append(names, s.Metric)
 	}
 	pv.Metrics = strings.Join(names, ", ")
-	ymax := 0.0
+	// The scale is the other lines'; a bound joins it only when it is
+	// near them (within boundScale), or it would flatten them.
+	ymax, used := 0.0, 0.0
 	for _, l := range ls {
+		if l.Bound {
+			continue
+		}
+		used = math.Max(used, l.Last)
 		for _, p := range l.Points {
 			ymax = math.Max(ymax, p[1])
 		}
+	}
+	off := make([]bool, len(ls))
+	for i, l := range ls {
+		if !l.Bound {
+			continue
+		}
+		if ymax > 0 && l.Max > boundScale*ymax || ymax == 0 && l.Max > 0 {
+			off[i] = true
+			continue
+		}
+		ymax = math.Max(ymax, l.Max)
 	}
 	if ymax == 0 {
 		ymax = 1
@@ -252,7 +277,11 @@ func renderPanel(pn Panel, ls []line, exported bool, from, to time.Time) panelVi
 			y := plotH - p[1]/ymax*plotH
 			fmt.Fprintf(&b, "%.1f,%.1f ", x, y)
 		}
-		pv.Lines = append(pv.Lines, lineView{Name: l.Name, Color: palette[i%len(palette)], Points: strings.TrimSpace(b.String()), Count: len(l.Points), Last: human(l.Last), Max: strconv.FormatFloat(l.Max, 'f', -1, 64)})
+		lv := lineView{Name: l.Name, Color: palette[i%len(palette)], Points: strings.TrimSpace(b.String()), Count: len(l.Points), Last: human(l.Last), LastExact: strconv.FormatFloat(l.Last, 'f', -1, 64), Max: strconv.FormatFloat(l.Max, 'f', -1, 64)}
+		if off[i] {
+			lv.Points, lv.Off = "", fmt.Sprintf("%.2g %% used; too far above to draw", 100*used/l.Last)
+		}
+		pv.Lines = append(pv.Lines, lv)
 	}
 	return pv
 }
@@ -298,13 +327,13 @@ a{color:#1f77b4} .err{color:#b00}
 {{if .Exported}}<svg width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}" role="img" aria-label="{{.Title}}">
 <rect x="0" y="0" width="{{.PlotW}}" height="140" fill="#fcfcfc" stroke="#eee"/>
 <line x1="0" y1="70" x2="{{.PlotW}}" y2="70" stroke="#f0f0f0"/>
-{{range .Lines}}<polyline fill="none" stroke="{{.Color}}" stroke-width="1.5" points="{{.Points}}" data-points="{{.Count}}" data-max="{{.Max}}"><title>{{.Name}}</title></polyline>
+{{range .Lines}}{{if not .Off}}<polyline fill="none" stroke="{{.Color}}" stroke-width="1.5" points="{{.Points}}" data-last="{{.LastExact}}" data-points="{{.Count}}" data-max="{{.Max}}"><title>{{.Name}}</title></polyline>{{end}}
 {{end}}<text x="{{.PlotW}}" dx="4" y="10" font-size="11" fill="#666">{{.YMax}}</text>
 <text x="{{.PlotW}}" dx="4" y="140" font-size="11" fill="#666">0</text>
 <text x="0" y="154" font-size="11" fill="#666">{{.From}}</text>
 <text x="{{.PlotW}}" y="154" font-size="11" fill="#666" text-anchor="end">now</text>
 </svg>
-<div class="legend">{{range .Lines}}<span><b style="color:{{.Color}}">━</b> {{.Name}}: {{.Last}}</span>{{end}}{{if .Zeros}}<span class="none">lines at 0 throughout are not drawn</span>{{end}}</div>
+<div class="legend">{{range .Lines}}<span><b style="color:{{.Color}}">━</b> {{.Name}}: {{.Last}}{{if .Off}} ({{.Off}}){{end}}</span>{{end}}{{if .Zeros}}<span class="none">lines at 0 throughout are not drawn</span>{{end}}</div>
 {{else}}<p class="none">no data yet: this node has not exported {{.Metrics}}</p>{{end}}
 </div>
 {{end}}</div>

@@ -211,3 +211,52 @@ func TestAccess(t *testing.T) {
 		t.Fatalf("a token in the query does not set an HttpOnly cookie: %v", c)
 	}
 }
+
+// TestStorageReadableAtSmallUse plots 18.5 MB used against a 10.7 GB
+// bound: the used line takes the plot's height instead of lying flat on
+// its floor, and the bound is not drawn but given in the legend with the
+// share used; a bound near the use is drawn and sets the scale.
+func TestStorageReadableAtSmallUse(t *testing.T) {
+	cases := []struct {
+		name      string
+		used, max float64
+		boundDraw bool
+		legend    string
+	}{
+		{"small use", 18.5e6, 10.7e9, false, "bound: 10.7G (0.17 % used; too far above to draw)"},
+		{"near the bound", 9e9, 10.7e9, true, "bound: 10.7G</span>"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			used := prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetmesh_store_bytes", Help: "x"})
+			bound := prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetmesh_store_max_bytes", Help: "x"})
+			reg.MustRegister(used, bound)
+			d := New(reg, Options{})
+			bound.Set(tc.max)
+			t0 := time.Now().Add(-time.Minute)
+			for i := range 3 {
+				used.Set(tc.used * float64(i+1) / 3)
+				d.Sample(t0.Add(time.Duration(i) * 10 * time.Second))
+			}
+			body := get(t, d, "127.0.0.1:5000", "/dashboard", nil).Body.String()
+			panel := body[strings.Index(body, `data-panel="Storage"`):]
+			panel = panel[:strings.Index(panel, "</div>\n</div>")]
+			if got := strings.Contains(panel, "<title>bound</title>"); got != tc.boundDraw {
+				t.Fatalf("bound drawn = %v, want %v:\n%s", got, tc.boundDraw, panel)
+			}
+			if !strings.Contains(panel, tc.legend) {
+				t.Fatalf("legend lacks %q:\n%s", tc.legend, panel)
+			}
+			// The used line's last point: at the top of the plot when the
+			// bound is off the scale.
+			m := regexp.MustCompile(`points="[^"]* [\d.]+,([\d.]+)"[^>]*><title>used</title>`).FindStringSubmatch(panel)
+			if m == nil {
+				t.Fatalf("no used line:\n%s", panel)
+			}
+			if top := m[1] == "0.0"; top == tc.boundDraw {
+				t.Fatalf("used line ends at y=%s (bound drawn %v)", m[1], tc.boundDraw)
+			}
+		})
+	}
+}

@@ -33,7 +33,7 @@ func DefaultPanels() []Panel {
 		}},
 		{Title: "Storage", Unit: "bytes", Series: []Series{
 			{Metric: "fleetmesh_store_bytes", Name: "used"},
-			{Metric: "fleetmesh_store_max_bytes", Name: "bound"},
+			{Metric: "fleetmesh_store_max_bytes", Name: "bound", Bound: true},
 		}},
 		{Title: "Durable shards", Unit: "shards", Series: []Series{
 			{Metric: "fleetmesh_mesh_durable_shards", Name: "held"},

@@ -26,6 +26,12 @@ type Series struct {
 	// Name labels the line; by default the metric name (or the label
 	// value, when split).
 	Name string
+	// Bound marks a limit the other lines are measured against (storage
+	// used against storage_max_bytes). It does not set the plot's scale:
+	// far above the other lines it is not drawn, and the legend gives its
+	// value and how much of it the other lines use, so that a small use
+	// stays readable instead of flattened against the limit.
+	Bound bool
 }
 
 // Panel is one plot.
@@ -201,6 +207,7 @@ func value(m *dto.Metric) float64 {
 // already taken.
 type line struct {
 	Name   string
+	Bound  bool         // from a Bound series
 	Points [][2]float64 // unix seconds, value
 	Last   float64
 	Max    float64
@@ -230,7 +237,7 @@ func lines(pts []point, pi int, pn Panel) (out []line, exported bool, zeros int)
 		sort.Strings(names)
 		for _, l := range names {
 			key := prefix + l
-			ln := line{Name: s.Name}
+			ln := line{Name: s.Name, Bound: s.Bound}
 			if ln.Name == "" {
 				ln.Name = s.Metric
 			}

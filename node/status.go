@@ -159,9 +159,17 @@ type StatusGateway struct {
 func (n *Node) SetGatewayStatus(fn func() StatusGateway) { n.gatewayStatus = fn }
 
 // StatusStorage is the event store's use of the disk.
+//
+// Bytes is "storage used" everywhere the node reports it (status,
+// fleetmesh_store_bytes, the dashboard): the space the store's files take
+// on disk, in allocated blocks, as storage_max_bytes counts it. FileBytes
+// is the other figure, the sum of the files' lengths, which is smaller
+// while files are sparse or preallocated.
 type StatusStorage struct {
-	Dir   string `json:"dir"`
-	Bytes int64  `json:"bytes"`
+	Dir       string `json:"dir"`
+	Bytes     int64  `json:"bytes"`
+	MaxBytes  int64  `json:"max_bytes"`
+	FileBytes int64  `json:"file_bytes"`
 }
 
 // StatusError is one logged warning or error.
@@ -276,7 +284,7 @@ func (n *Node) status() Status {
 	}
 	st.Shards.BelowReplication, st.Shards.Replication = shardsBelowR(m.Placement())
 	dir := n.opts.Home.Path(n.opts.Config.Store.Dir)
-	st.Storage = StatusStorage{Dir: dir, Bytes: dirBytes(dir)}
+	st.Storage = StatusStorage{Dir: dir, Bytes: int64(n.store.DiskBytes()), MaxBytes: int64(n.store.MaxBytes()), FileBytes: dirBytes(dir)}
 	st.Sync = StatusSyncOf(mp.sync.Progress())
 	if n.gatewayStatus != nil {
 		gs := n.gatewayStatus()

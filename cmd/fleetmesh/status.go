@@ -90,7 +90,7 @@ func printStatus(w io.Writer, st node.Status) {
 	sh := st.Shards
 	fmt.Fprintf(w, "shards        %d subscribed, %d held for durability; %d of all below R=%d over %d storage nodes\n",
 		sh.Subscribed, len(sh.Durable), sh.BelowReplication, sh.Replication, sh.StorageNodes)
-	fmt.Fprintf(w, "storage       %d bytes in %s\n", st.Storage.Bytes, st.Storage.Dir)
+	fmt.Fprintf(w, "storage       %s\n", storageLine(st.Storage))
 	fmt.Fprintf(w, "sync          %s\n", catchUpLine(st.Sync))
 	if gw := st.Gateway; gw != nil {
 		fmt.Fprintf(w, "gateway       backend %s\n", gw.Backend)
@@ -128,4 +128,34 @@ func catchUpLine(sy node.StatusSync) string {
 	default:
 		return "nothing to move yet"
 	}
+}
+
+// storageLine says storage used as the bound counts it (the figure
+// /metrics and the dashboard show too), of the bound, and the files'
+// lengths as a second, differently named figure.
+func storageLine(s node.StatusStorage) string {
+	used := fmt.Sprintf("%s used", bytesText(s.Bytes))
+	if s.MaxBytes > 0 {
+		used += fmt.Sprintf(" of %s (%.1f %%)", bytesText(s.MaxBytes), 100*float64(s.Bytes)/float64(s.MaxBytes))
+	} else {
+		used += ", no bound (storage_max_bytes = 0)"
+	}
+	return fmt.Sprintf("%s in %s; the files' lengths add up to %s", used, s.Dir, bytesText(s.FileBytes))
+}
+
+// bytesText is n in bytes with its decimal-prefixed size when large.
+func bytesText(n int64) string {
+	const unit = 1000
+	if n < unit {
+		return fmt.Sprintf("%d bytes", n)
+	}
+	v, prefix := float64(n), ""
+	for _, p := range []string{"kB", "MB", "GB", "TB", "PB"} {
+		v /= unit
+		prefix = p
+		if v < unit {
+			break
+		}
+	}
+	return fmt.Sprintf("%d bytes (%.1f %s)", n, v, prefix)
 }
