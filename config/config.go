@@ -389,6 +389,23 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("log.format %q: must be text or json", c.Log.Format)
 	}
+	return checkSigns(*c)
+}
+
+// checkSigns is the one rule every number in config.toml follows: sizes,
+// counts, rates, shares and bounds are 0 or more, 0 taking the default or
+// turning the thing off as the key's comment says. No key here has a
+// meaning below zero. The keys come from the schema (walkKeys), so a new
+// key is covered when it is declared; the checks above run first and say
+// more about the keys they know.
+func checkSigns(c Config) error {
+	var keys []Key
+	walkKeys(reflect.ValueOf(c), "", &keys)
+	for _, k := range keys {
+		if k.Kind() == NumberValue && strings.HasPrefix(k.Default, "-") {
+			return fmt.Errorf("%s = %s: must be 0 or more (no number in config.toml has a meaning below zero; see its comment for what 0 means)", k.Full(), k.Default)
+		}
+	}
 	return nil
 }
 

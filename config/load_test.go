@@ -207,3 +207,36 @@ func TestStoreBufferRange(t *testing.T) {
 		}
 	}
 }
+
+// TestNegativeNumbersNameTheKey gives every numeric key of the schema a
+// negative value: each is refused, and the error names the key. The keys
+// come from the schema, so a new key is covered when it is declared.
+func TestNegativeNumbersNameTheKey(t *testing.T) {
+	n := 0
+	for _, k := range Keys() {
+		if k.Kind() != NumberValue && k.Kind() != UnsignedValue {
+			continue
+		}
+		n++
+		t.Run(k.Full(), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), FileName)
+			if err := os.WriteFile(path, []byte(fileWith(k.Full(), "-5")), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(path)
+			if err == nil || !strings.Contains(err.Error(), k.Name) {
+				t.Fatalf("%s = -5: err %v, want a refusal naming the key", k.Full(), err)
+			}
+		})
+	}
+	if n < 40 {
+		t.Fatalf("found %d numeric keys: the schema walk lost keys", n)
+	}
+	path := filepath.Join(t.TempDir(), FileName)
+	if err := os.WriteFile(path, []byte(fileWith("relay.max_limit", "-5")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "relay.max_limit = -5: must be 0 or more") {
+		t.Fatalf("max_limit = -5: %v", err)
+	}
+}
