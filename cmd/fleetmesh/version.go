@@ -27,15 +27,29 @@ type buildVersion struct {
 	Version  string `json:"version"`
 	Commit   string `json:"commit,omitempty"`
 	Modified bool   `json:"modified,omitempty"`
+	// NoCommit says why the build names no commit, when it names none.
+	NoCommit string `json:"no_commit,omitempty"`
 	Go       string `json:"go"`
 	Platform string `json:"platform"`
 	// Signatures is the Nostr signature backend compiled in.
 	Signatures string `json:"signatures"`
 }
 
+// noVCS is what a build with neither a release stamp nor VCS data says
+// of its commit.
+const noVCS = "this build carries no VCS data (built with -buildvcs=false or outside a git checkout, and not by scripts/release.sh, which stamps the version and commit)"
+
 func currentVersion() buildVersion {
-	v := buildVersion{Version: version, Commit: commit, Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH, Signatures: nostr.Backend}
-	if bi, ok := debug.ReadBuildInfo(); ok {
+	bi, _ := debug.ReadBuildInfo()
+	return versionOf(version, commit, bi)
+}
+
+// versionOf is the version of a build stamped with stampVersion and
+// stampCommit (-ldflags -X; empty when not stamped) whose build info is bi
+// (nil if none): the stamp first, then the module version and VCS data.
+func versionOf(stampVersion, stampCommit string, bi *debug.BuildInfo) buildVersion {
+	v := buildVersion{Version: stampVersion, Commit: stampCommit, Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH, Signatures: nostr.Backend}
+	if bi != nil {
 		if v.Version == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 			v.Version = bi.Main.Version
 		}
@@ -53,11 +67,19 @@ func currentVersion() buildVersion {
 	if v.Version == "" {
 		v.Version = "devel"
 	}
+	if v.Commit == "" {
+		v.NoCommit = noVCS
+	}
 	return v
 }
 
 func (v buildVersion) String() string {
-	s := "fleetmesh " + v.Version
+	return "fleetmesh " + v.short() + " " + v.Go + " " + v.Platform + " signatures=" + v.Signatures
+}
+
+// short is the version and commit, as the status and dashboard give them.
+func (v buildVersion) short() string {
+	s := v.Version
 	if v.Commit != "" {
 		c := v.Commit
 		if len(c) > 12 {
@@ -68,8 +90,10 @@ func (v buildVersion) String() string {
 			s += ", modified"
 		}
 		s += ")"
+	} else {
+		s += " (no VCS data)"
 	}
-	return s + " " + v.Go + " " + v.Platform + " signatures=" + v.Signatures
+	return s
 }
 
 func runVersion(_ context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
@@ -83,6 +107,12 @@ func runVersion(_ context.Context, args []string, _ io.Reader, stdout, stderr io
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(v)
 	}
-	_, err := fmt.Fprintln(stdout, v)
-	return err
+	if _, err := fmt.Fprintln(stdout, v); err != nil {
+		return err
+	}
+	if v.NoCommit != "" {
+		_, err := fmt.Fprintln(stdout, v.NoCommit)
+		return err
+	}
+	return nil
 }
