@@ -30,6 +30,9 @@ type Options struct {
 	Panels []Panel
 	// Title heads the page (the node's DID, say).
 	Title string
+	// Headline, if set, is called at each page load for the facts at the
+	// top of the page.
+	Headline func() Headline
 }
 
 // Dashboard samples a node's metrics and serves them as plots.
@@ -162,6 +165,9 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		from = pts[0].at
 	}
 	page := pageData{Title: d.opts.Title, Window: window, Refresh: int(d.opts.SampleInterval.Duration / time.Second), Samples: n, Error: lastErr}
+	if d.opts.Headline != nil {
+		page.Headline = d.opts.Headline().facts()
+	}
 	if page.Refresh < 1 {
 		page.Refresh = 1
 	}
@@ -180,18 +186,20 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 type pageData struct {
-	Title   string
-	Window  string
-	Refresh int
-	Samples int
-	Error   string
-	Panels  []panelView
+	Title    string
+	Window   string
+	Refresh  int
+	Samples  int
+	Error    string
+	Headline []fact
+	Panels   []panelView
 }
 
 type panelView struct {
 	Title    string
 	Unit     string
 	Exported bool
+	Empty    string
 	Metrics  string
 	Lines    []lineView
 	// Zeros counts the split lines not drawn for being 0 throughout; the
@@ -229,7 +237,7 @@ var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#
 const plotW, plotH, axisW, axisH = 520, 140, 44, 16
 
 func renderPanel(pn Panel, ls []line, exported bool, from, to time.Time) panelView {
-	pv := panelView{Title: pn.Title, Unit: pn.Unit, Exported: exported, Width: plotW + axisW, Height: plotH + axisH, PlotW: plotW,
+	pv := panelView{Title: pn.Title, Unit: pn.Unit, Empty: pn.Empty, Exported: exported, Width: plotW + axisW, Height: plotH + axisH, PlotW: plotW,
 		From: from.Format("15:04:05")}
 	var names []string
 	for _, s := range pn.Series {
@@ -315,12 +323,20 @@ h1{font-size:1.2em;margin:0 0 .3em} .sub{color:#666;margin-bottom:1em}
 .panel h2{font-size:1em;margin:0 0 .4em} .legend span{margin-right:1em;white-space:nowrap}
 .none{color:#999;font-style:italic}
 a{color:#1f77b4} .err{color:#b00}
+.headline{background:#fff;border:1px solid #ddd;border-radius:6px;border-collapse:separate;padding:.4em .8em;margin-bottom:1em}
+.headline th{text-align:left;padding:.15em 1em .15em 0;font-weight:600} .headline td{padding:.15em 1em .15em 0}
+.headline .state{color:#555} .headline tr.ok .state::before{content:"● ";color:#2ca02c}
+.headline tr.info .state::before{content:"● ";color:#999} .headline tr.warn .state::before{content:"● ";color:#ff7f0e}
+.headline tr.bad .state::before{content:"● ";color:#d62728} .headline tr.bad .state{color:#b00}
 </style></head><body>
 <h1>fleetmesh node {{.Title}}</h1>
 <div class="sub">last {{.Window}} ·
 {{if eq .Window "hour"}}<b>hour</b> · <a href="?window=day">day</a>{{else}}<a href="?window=hour">hour</a> · <b>day</b>{{end}}
 · {{.Samples}} samples · refreshes every {{.Refresh}} s
 {{if .Error}}<div class="err">metrics: {{.Error}}</div>{{end}}</div>
+{{if .Headline}}<table class="headline">
+{{range .Headline}}<tr data-fact="{{.Name}}" class="{{.Tone}}"><th>{{.Name}}</th><td class="value">{{.Value}}</td><td class="state">{{.State}}</td></tr>
+{{end}}</table>{{end}}
 <div class="grid">
 {{range .Panels}}<div class="panel" data-panel="{{.Title}}">
 <h2>{{.Title}} <small>({{.Unit}}{{if .Exported}}, max {{.YMax}}{{end}})</small></h2>
@@ -334,7 +350,7 @@ a{color:#1f77b4} .err{color:#b00}
 <text x="{{.PlotW}}" y="154" font-size="11" fill="#666" text-anchor="end">now</text>
 </svg>
 <div class="legend">{{range .Lines}}<span><b style="color:{{.Color}}">━</b> {{.Name}}: {{.Last}}{{if .Off}} ({{.Off}}){{end}}</span>{{end}}{{if .Zeros}}<span class="none">lines at 0 throughout are not drawn</span>{{end}}</div>
-{{else}}<p class="none">no data yet: this node has not exported {{.Metrics}}</p>{{end}}
+{{else}}<p class="none" title="{{.Metrics}}">{{if .Empty}}{{.Empty}}{{else}}Nothing to plot yet: a line appears here once this node first counts it.{{end}}</p>{{end}}
 </div>
 {{end}}</div>
 </body></html>

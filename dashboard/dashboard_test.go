@@ -57,8 +57,8 @@ func TestPlotsRatesAndGauges(t *testing.T) {
 	if !strings.Contains(body, `data-points="5"`) || !strings.Contains(body, "connections: 7") {
 		t.Fatalf("no 5-point connections line ending at 7:\n%s", body)
 	}
-	if !strings.Contains(body, "no data yet: this node has not exported fleetmesh_mesh_peers") {
-		t.Fatal("a panel with no metric does not say so")
+	if !strings.Contains(body, `<p class="none" title="fleetmesh_mesh_peers">No mesh peer yet: a line per kind of peer appears once this node connects to another (start it with --join CODE).</p>`) {
+		t.Fatal("a panel with no metric does not say what will appear and when")
 	}
 	if !strings.Contains(get(t, d, "127.0.0.1:5000", "/dashboard?window=day", nil).Body.String(), "<b>day</b>") {
 		t.Fatal("no day window")

@@ -1,6 +1,8 @@
 // Package dashboard is a node's operator page: plots of its own metrics
 // over the last hour and the last day, served at /dashboard on the relay's
-// HTTP port (docs/operators.md).
+// HTTP port (docs/operators.md), under a headline of the node's state
+// (version, class, reachability, iroh, peers, storage, last errors), each
+// fact with its state in plain words (headline.go).
 //
 // It samples the node's Prometheus registry in process (every 10 s by
 // default) into two bounded rings, one per window, and renders each panel

@@ -39,6 +39,9 @@ type Panel struct {
 	Title  string
 	Unit   string
 	Series []Series
+	// Empty says, in an operator's words, what the panel will show and
+	// when, while the node has exported none of its metrics.
+	Empty string
 }
 
 // MaxSplits bounds the lines one split series draws, so that a label with

@@ -103,7 +103,9 @@ func missingPlots(lines []panelLine) []string {
 // mesh peer and client traffic in Debian's chromium (driven by
 // playwright-core): the page loads, and the plots of events, clients,
 // storage, mesh peers (split by class and transport), sync traffic and
-// durable shards are drawn with data; a screenshot is saved.
+// durable shards are drawn with data, and the headline above them shows
+// the node's version, class and peer count with their states in words; a
+// screenshot is saved.
 func TestDashboardInChromium(t *testing.T) {
 	needNode(t)
 	chromium := "/usr/bin/chromium"
@@ -173,8 +175,14 @@ func TestDashboardInChromium(t *testing.T) {
 		t.Fatalf("shot.mjs: %v\n%s\n%s", err, out, stderr)
 	}
 	var got struct {
-		Status int    `json:"status"`
-		Title  string `json:"title"`
+		Status   int    `json:"status"`
+		Title    string `json:"title"`
+		Headline map[string]struct {
+			Value string `json:"value"`
+			State string `json:"state"`
+			Tone  string `json:"tone"`
+			Shown bool   `json:"shown"`
+		} `json:"headline"`
 		Panels []struct {
 			Title    string `json:"title"`
 			Exported bool   `json:"exported"`
@@ -192,6 +200,32 @@ func TestDashboardInChromium(t *testing.T) {
 	t.Logf("dashboard screenshot: %s", shot)
 	if got.Status != http.StatusOK || got.Title != "fleetmesh node" {
 		t.Fatalf("page: status %d title %q", got.Status, got.Title)
+	}
+	// The headline: the node's version, class and peer count, each with
+	// its state in words, as the browser shows them.
+	vout, _, err := cli(t, "version", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ver struct {
+		Version string `json:"version"`
+	}
+	if err := json.Unmarshal([]byte(vout), &ver); err != nil {
+		t.Fatalf("version --json printed %q: %v", vout, err)
+	}
+	for name, f := range got.Headline {
+		if !f.Shown || f.State == "" {
+			t.Errorf("headline %s: %+v, want it shown with a state in words", name, f)
+		}
+	}
+	if v := got.Headline["Version"].Value; ver.Version == "" || !strings.HasPrefix(v, ver.Version) {
+		t.Errorf("headline version %q, want the build's %q", v, ver.Version)
+	}
+	if c := got.Headline["Class"].Value; !strings.HasPrefix(c, "home") && !strings.HasPrefix(c, "anchor") {
+		t.Errorf("headline class %q, want the node's class", c)
+	}
+	if m := regexp.MustCompile(`^(\d+) connected`).FindStringSubmatch(got.Headline["Peers"].Value); m == nil || m[1] == "0" {
+		t.Errorf("headline peers %q, want the one mesh peer counted", got.Headline["Peers"].Value)
 	}
 	// What the browser drew: lines with width on the page.
 	var drawn []panelLine

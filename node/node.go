@@ -124,6 +124,9 @@ type Options struct {
 	// Ready, if set, is called once the relay is listening, with the
 	// ws:// URL of the address it listens on.
 	Ready func(relayURL string)
+	// Version is the build's version as `fleetmesh version` says it, for
+	// the status and the dashboard.
+	Version string
 }
 
 // Node is a running node.
@@ -279,7 +282,8 @@ func Open(opts Options) (*Node, error) {
 	}
 	var dash *dashboard.Dashboard
 	if cfg.Dashboard.Enabled {
-		dash = dashboard.New(reg, dashboard.Options{Config: cfg.Dashboard, Title: opts.Key.DID()})
+		dash = dashboard.New(reg, dashboard.Options{Config: cfg.Dashboard, Title: opts.Key.DID(),
+			Headline: func() dashboard.Headline { return n.headline() }})
 		mux.Handle("/dashboard", dash)
 	}
 	if opts.Pprof {

@@ -45,8 +45,10 @@ type runInfo struct {
 
 // Status is what `fleetmesh status` shows of a running node (StatusPath).
 type Status struct {
-	DID    string `json:"did"`
-	PeerID string `json:"peer_id"`
+	// Version is the build's version (Options.Version).
+	Version string `json:"version"`
+	DID     string `json:"did"`
+	PeerID  string `json:"peer_id"`
 	// Class is the class the node declares now; ClassConfig the one
 	// configured (auto lets the NAT status decide).
 	Class        string   `json:"class"`
@@ -177,8 +179,12 @@ type StatusError struct {
 	Time    time.Time `json:"time"`
 	Level   string    `json:"level"`
 	Message string    `json:"message"`
-	// Attrs are the record's attributes as text.
+	// Attrs are the record's attributes as text (of the latest record,
+	// when Count > 1).
 	Attrs map[string]string `json:"attrs,omitempty"`
+	// Count is how many records of this level and message were logged
+	// since the first of them the status still keeps; Time is the latest.
+	Count int `json:"count"`
 }
 
 // errorRing is a slog.Handler that passes every record on to next and
@@ -208,7 +214,7 @@ func (h *errorRing) Enabled(ctx context.Context, l slog.Level) bool {
 
 func (h *errorRing) Handle(ctx context.Context, r slog.Record) error {
 	if r.Level >= slog.LevelWarn {
-		e := StatusError{Time: r.Time, Level: r.Level.String(), Message: r.Message, Attrs: map[string]string{}}
+		e := StatusError{Time: r.Time, Level: r.Level.String(), Message: r.Message, Attrs: map[string]string{}, Count: 1}
 		add := func(a slog.Attr) bool {
 			e.Attrs[a.Key] = a.Value.String()
 			return true
@@ -218,6 +224,12 @@ func (h *errorRing) Handle(ctx context.Context, r slog.Record) error {
 		}
 		r.Attrs(add)
 		h.ring.mu.Lock()
+		// A repeat replaces its earlier entry, counted, so that one
+		// failing dial does not push every other error out.
+		if i := slices.IndexFunc(h.ring.errs, func(o StatusError) bool { return o.Level == e.Level && o.Message == e.Message }); i >= 0 {
+			e.Count += h.ring.errs[i].Count
+			h.ring.errs = slices.Delete(h.ring.errs, i, i+1)
+		}
 		h.ring.errs = append(h.ring.errs, e)
 		if len(h.ring.errs) > h.ring.max {
 			h.ring.errs = slices.Delete(h.ring.errs, 0, len(h.ring.errs)-h.ring.max)
@@ -250,6 +262,7 @@ func (n *Node) status() Status {
 	m := mp.m
 	nat := m.NATStatus()
 	st := Status{
+		Version:      n.opts.Version,
 		DID:          n.opts.Key.DID(),
 		PeerID:       n.opts.Key.PeerID().String(),
 		Class:        string(mp.self.class(nat)),

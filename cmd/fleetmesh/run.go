@@ -79,6 +79,7 @@ func (nf *nodeFlags) openNode(ctx context.Context, stdout, stderr io.Writer) (*n
 	cfg.Relay.Software = currentVersion().Version
 	var n *node.Node
 	opts := node.Options{
+		Version:   currentVersion().short(),
 		Home:      h,
 		Config:    cfg,
 		Key:       key,

@@ -1,5 +1,6 @@
 // Loads a node's operator dashboard in Debian's chromium (playwright-core,
-// no browser download), reports what each panel draws as one JSON line, and
+// no browser download), reports its headline and what each panel draws as one
+// JSON line, and
 // saves a screenshot.
 //   node shot.mjs URL SCREENSHOT.png
 //
@@ -19,6 +20,11 @@ const browser = await chromium.launch({
 
 const read = () => ({
   title: document.title,
+  headline: Object.fromEntries([...document.querySelectorAll('.headline tr')].map((r) => [
+    r.getAttribute('data-fact'),
+    { value: r.querySelector('.value')?.textContent || '', state: r.querySelector('.state')?.textContent || '',
+      tone: r.className, shown: r.getBoundingClientRect().height > 0 },
+  ])),
   panels: [...document.querySelectorAll('.panel')].map((el) => ({
     title: el.getAttribute('data-panel'),
     exported: !!el.querySelector('svg'),
@@ -33,6 +39,14 @@ const read = () => ({
 
 try {
   const page = await browser.newPage({ viewport: { width: 1300, height: 900 } });
+  // The screenshot is taken of a page that holds still: the page as the
+  // node served it, less its meta refresh, which on a loaded machine
+  // reloads it faster than chromium renders a full-page screenshot.
+  await page.route(url, async (route) => {
+    const r = await route.fetch();
+    const body = (await r.text()).replace(/<meta http-equiv="refresh"[^>]*>/, '');
+    await route.fulfill({ response: r, body });
+  });
   const resp = await page.goto(url, { waitUntil: 'load', timeout: 120000 });
   let got;
   let lastErr;
@@ -48,8 +62,8 @@ try {
   }
   if (!got) throw lastErr || new Error('the page never showed its panels');
   await page.waitForLoadState('load', { timeout: 120000 });
-  await page.screenshot({ path: shot, fullPage: true });
-  console.log(JSON.stringify({ status: resp.status(), title: got.title, panels: got.panels }));
+  await page.screenshot({ path: shot, fullPage: true, timeout: 120000 });
+  console.log(JSON.stringify({ status: resp.status(), title: got.title, headline: got.headline, panels: got.panels }));
 } finally {
   await browser.close();
 }
