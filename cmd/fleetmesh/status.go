@@ -65,6 +65,7 @@ func printIroh(w io.Writer, st node.StatusIroh) {
 }
 
 func printStatus(w io.Writer, st node.Status) {
+	fmt.Fprintf(w, "version       %s\n", st.Version)
 	fmt.Fprintf(w, "did           %s\n", st.DID)
 	fmt.Fprintf(w, "peer_id       %s\n", st.PeerID)
 	fmt.Fprintf(w, "class         %s (configured %s)\n", st.Class, st.ClassConfig)
@@ -88,8 +89,8 @@ func printStatus(w io.Writer, st node.Status) {
 	fmt.Fprintf(w, "; %d in the address book\n", st.AddressBookPeers)
 	printIroh(w, st.Iroh)
 	sh := st.Shards
-	fmt.Fprintf(w, "shards        %d subscribed, %d held for durability; %d of all below R=%d over %d storage nodes\n",
-		sh.Subscribed, len(sh.Durable), sh.BelowReplication, sh.Replication, sh.StorageNodes)
+	fmt.Fprintf(w, "shards        %d subscribed, %d held for durability; %s\n",
+		sh.Subscribed, len(sh.Durable), replicationWords(sh))
 	fmt.Fprintf(w, "storage       %s\n", storageLine(st.Storage))
 	fmt.Fprintf(w, "sync          %s\n", catchUpLine(st.Sync))
 	if gw := st.Gateway; gw != nil {
@@ -105,15 +106,50 @@ func printStatus(w io.Writer, st node.Status) {
 		fmt.Fprintln(w, "errors        none")
 		return
 	}
-	fmt.Fprintf(w, "errors        the last %d, oldest first:\n", len(st.Errors))
+	fmt.Fprintf(w, "errors        the last %d kinds, oldest first, one line each (fleetmesh status --json has them in full):\n", len(st.Errors))
 	for _, e := range st.Errors {
-		var attrs []string
-		for k, v := range e.Attrs {
-			attrs = append(attrs, k+"="+v)
-		}
-		sort.Strings(attrs)
-		fmt.Fprintf(w, "  %s %-5s %s %s\n", e.Time.UTC().Format(time.RFC3339), e.Level, e.Message, strings.Join(attrs, " "))
+		fmt.Fprintln(w, errorLine(e))
 	}
+}
+
+// replicationWords says how many shards lack R copies and whether that is
+// expected: with fewer storage nodes than R, no shard can have R copies.
+func replicationWords(sh node.StatusShards) string {
+	below := fmt.Sprintf("%d of all below R=%d over %d storage nodes", sh.BelowReplication, sh.Replication, sh.StorageNodes)
+	switch {
+	case sh.BelowReplication == 0:
+		return fmt.Sprintf("every shard has R=%d copies over %d storage nodes", sh.Replication, sh.StorageNodes)
+	case sh.StorageNodes < sh.Replication:
+		return below + " (expected: the mesh has fewer storage nodes than R, so no shard can have R copies until more join)"
+	default:
+		return below + " (being repaired; if it stays, storage nodes were lost: check peers and errors)"
+	}
+}
+
+// maxErrorLine bounds one error's line in the text status.
+const maxErrorLine = 200
+
+// errorLine is one logged error on one line: its time, level, message,
+// count and attributes, newlines folded and the whole cut to
+// maxErrorLine characters.
+func errorLine(e node.StatusError) string {
+	var attrs []string
+	for k, v := range e.Attrs {
+		attrs = append(attrs, k+"="+v)
+	}
+	sort.Strings(attrs)
+	l := fmt.Sprintf("  %s %-5s %s", e.Time.UTC().Format(time.RFC3339), e.Level, e.Message)
+	if e.Count > 1 {
+		l += fmt.Sprintf(" (×%d)", e.Count)
+	}
+	if len(attrs) > 0 {
+		l += " " + strings.Join(attrs, " ")
+	}
+	l = strings.Join(strings.Fields(l), " ")
+	if r := []rune(l); len(r) > maxErrorLine {
+		l = string(r[:maxErrorLine-1]) + "…"
+	}
+	return "  " + l
 }
 
 // catchUpLine says how far a catch-up is, or how the last one went.
