@@ -270,3 +270,7 @@ func (mp *meshPart) close() error {
 	mp.sync.Close()
 	return mp.m.Close()
 }
+
+// MDNS is when the node runs mDNS discovery: from [mesh] mdns and, for
+// auto, its class.
+func (n *Node) MDNS() mesh.MDNSMode { return mdnsMode(n.opts.Config) }

@@ -96,6 +96,7 @@ func (nf *nodeFlags) openNode(ctx context.Context, stdout, stderr io.Writer) (*n
 			if info, ok := n.Iroh(); ok {
 				fmt.Fprintf(stdout, "iroh %s %s\n", info.ID, strings.Join(info.Addrs, " "))
 			}
+			fmt.Fprintln(stdout, networkLine(cfg, n.MDNS()))
 		},
 	}
 	n, err = node.Open(opts)
