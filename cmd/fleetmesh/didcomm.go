@@ -47,7 +47,7 @@ func didcommPack(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	fs.SetOutput(stderr)
 	home := fs.String("home", defaultHome(), "node home directory (holds node.key)")
 	var to didcommDIDs
-	fs.Var(&to, "to", "recipient DID (repeatable; added to the message's `to`)")
+	fs.Var(&to, "to", "recipient `DID` (repeatable; added to the message's to)")
 	mode := fs.String("mode", "authcrypt", "authcrypt, anoncrypt, signed or plaintext")
 	enc := fs.String("enc", didcomm.EncA256CBCHS512, "anoncrypt content encryption: A256CBC-HS512, A256GCM or XC20P")
 	sign := fs.Bool("sign", false, "also sign inside the encryption (non-repudiation)")

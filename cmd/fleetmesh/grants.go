@@ -20,6 +20,9 @@ func init() {
 func runGrants(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprintln(stderr, "usage: fleetmesh grants list|offer|revoke --home DIR [flags]")
+		for _, v := range []string{"list", "offer", "revoke"} {
+			fmt.Fprintf(stderr, "  %-10s %s\n", v, grantsVerbs[v])
+		}
 		if len(args) == 0 {
 			return fmt.Errorf("%w: say list, offer or revoke", errUsage)
 		}

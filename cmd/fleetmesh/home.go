@@ -38,6 +38,7 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 // parse parses flags and turns a flag error into errUsage.
 func parse(fs *flag.FlagSet, args []string) error {
+	setUsage(fs)
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return err

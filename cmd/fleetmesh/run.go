@@ -39,7 +39,7 @@ func addNodeFlags(fs *flag.FlagSet) *nodeFlags {
 	}
 	fs.Var(&nf.meshListen, "mesh-listen", "mesh listen `MULTIADDR` (repeatable)")
 	fs.Var(&nf.bootstrap, "bootstrap", "bootstrap peer `MULTIADDR` (repeatable; none is built in)")
-	fs.Var(&nf.join, "join", "join the mesh through a join code from `fleetmesh invite` (fmjoin1…) or a Nostr relay "+
+	fs.Var(&nf.join, "join", "join the mesh through a join `CODE` from fleetmesh invite (fmjoin1…) or a Nostr relay "+
 		"where nodes announce themselves (wss://…, ws:// on loopback); repeatable, for this run only")
 	return nf
 }
