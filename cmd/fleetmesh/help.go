@@ -64,8 +64,20 @@ func helpSummary(name string) string {
 }
 
 // setUsage makes fs's -h print the command's description, its example
-// and its flags.
+// and its flags. A command that wrote its own usage text keeps it, and
+// gets the one-line description and the example after it.
 func setUsage(fs *flag.FlagSet) {
+	if own := fs.Usage; own != nil {
+		fs.Usage = func() {
+			own()
+			w := fs.Output()
+			fmt.Fprintf(w, "\nIn short: %s.\n", helpSummary(fs.Name()))
+			if ex := helpExamples[fs.Name()]; ex != "" {
+				fmt.Fprintf(w, "\nExample:\n  %s\n", ex)
+			}
+		}
+		return
+	}
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprintf(w, "usage: fleetmesh %s [flags]\n\n", fs.Name())
