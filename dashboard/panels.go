@@ -47,6 +47,10 @@ func DefaultPanels() []Panel {
 		{Title: "Grants", Unit: "refusals/s", Series: []Series{
 			{Metric: "fleetmesh_accounting_grant_refusals_total", Rate: true, By: "service,reason"},
 		}},
+		{Title: "iroh", Unit: "up, connections", Series: []Series{
+			{Metric: "fleetmesh_iroh_up", Name: "up (1 = serving)"},
+			{Metric: "fleetmesh_iroh_connections", By: "path", Name: "connections"},
+		}},
 		{Title: "Refusals", Unit: "refusals/s", Series: []Series{
 			{Metric: "fleetmesh_relay_rejections_total", Rate: true, By: "reason"},
 			{Metric: "fleetmesh_boundary_refusals_total", Rate: true, By: "rule", Name: "boundary"},
