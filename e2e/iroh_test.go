@@ -1,12 +1,17 @@
 package e2e
 
 import (
+	"context"
+	encbin "encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -245,5 +250,129 @@ func copyDir(t *testing.T, src, dst string) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestIrohFromReleaseArchive: the release archive of linux/amd64
+// (scripts/release-archive.sh, which scripts/release.sh runs, around the
+// binary under test) unpacked in a temporary directory, with no source
+// tree beside it and no [iroh] helper_dir, runs iroh with no further
+// step: the node prints its `iroh` line, and an unmodified @number0/iroh
+// endpoint dials it over /fleetmesh/sync/1.0.0 and gets an event back.
+func TestIrohFromReleaseArchive(t *testing.T) {
+	needNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	archive := filepath.Join(t.TempDir(), "fleetmesh-test-linux-amd64.tar.gz")
+	mk := exec.CommandContext(ctx, "bash", filepath.Join(moduleRoot, "scripts", "release-archive.sh"), binary, "linux/amd64", archive)
+	if out, err := mk.CombinedOutput(); err != nil {
+		t.Fatalf("release-archive.sh: %v\n%s", err, out)
+	}
+	unpacked := t.TempDir()
+	if out, err := exec.CommandContext(ctx, "tar", "-xzf", archive, "-C", unpacked).CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v\n%s", err, out)
+	}
+	dir := filepath.Join(unpacked, "fleetmesh-test-linux-amd64")
+	var files []string
+	filepath.WalkDir(unpacked, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && !strings.Contains(p, "node_modules") {
+			rel, _ := filepath.Rel(unpacked, p)
+			files = append(files, rel)
+		}
+		return nil
+	})
+	slices.Sort(files)
+	want := []string{
+		"fleetmesh-test-linux-amd64/fleetmesh",
+		"fleetmesh-test-linux-amd64/iroh/helper/helper.mjs",
+		"fleetmesh-test-linux-amd64/iroh/helper/package-lock.json",
+		"fleetmesh-test-linux-amd64/iroh/helper/package.json",
+	}
+	if !slices.Equal(files, want) {
+		t.Fatalf("the archive holds %v (node_modules aside), want %v", files, want)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "iroh", "helper", "node_modules", "@number0", "iroh-linux-x64-gnu", "iroh.linux-x64-gnu.node")); err != nil {
+		t.Fatalf("the archive has no linux-x64 binding: %v", err)
+	}
+
+	home := newHome(t, "[iroh]\nbind = [\"127.0.0.1:0\"]\n")
+	cmd := exec.Command(filepath.Join(dir, "fleetmesh"), "run", "--home", home, "--listen", "127.0.0.1:0")
+	cmd.Dir = t.TempDir() // nothing of the source tree in reach
+	n, err := startNodeCmd(t, home, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	deadline := time.Now().Add(startTimeout)
+	for line == "" {
+		for _, l := range strings.Split(n.stdout.String(), "\n") {
+			if strings.HasPrefix(l, "iroh ") {
+				line = l
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no iroh line from the unpacked archive's node\n%s", n.output())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	f := strings.Fields(line)
+	if len(f) < 3 || !strings.HasPrefix(f[2], "127.0.0.1:") {
+		t.Fatalf("iroh line %q, want `iroh ENDPOINT_ID 127.0.0.1:PORT`", line)
+	}
+
+	c, err := dial(ctx, n.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	u, err := newUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := u.sign(1, randomContent("archive"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := publishOne(c, ev); err != nil || !ok.Accepted {
+		t.Fatalf("publish: %+v %v", ok, err)
+	}
+	// The sync protocol's lookup: one varint-framed REQ by id; the node
+	// answers EVENT and EOSE frames and finishes the stream.
+	req, _ := json.Marshal([]any{"REQ", "lookup", map[string]any{"ids": []string{ev.ID}}})
+	frame := encbin.AppendUvarint(nil, uint64(len(req)))
+	frame = append(frame, req...)
+	peer := exec.CommandContext(ctx, "node", filepath.Join(moduleRoot, "iroh", "helper", "interop", "peer.mjs"),
+		"dial", f[1], f[2], "/fleetmesh/sync/1.0.0", hex.EncodeToString(frame))
+	peer.Env = append(os.Environ(), "FLEETMESH_PEER_HEX=1")
+	peer.Stderr = os.Stderr
+	out, err := peer.Output()
+	if err != nil {
+		t.Fatalf("js peer: %v: %s\n%s", err, out, n.output())
+	}
+	var res struct{ Remote, Got string }
+	if err := json.Unmarshal(out, &res); err != nil || res.Remote != f[1] {
+		t.Fatalf("js peer printed %q (%v), want a connection to %s", out, err, f[1])
+	}
+	raw, _ := hex.DecodeString(res.Got)
+	var types []string
+	for len(raw) > 0 {
+		size, w := encbin.Uvarint(raw)
+		if w <= 0 || uint64(len(raw)-w) < size {
+			t.Fatalf("bad frame in %x", raw)
+		}
+		var msg []json.RawMessage
+		if err := json.Unmarshal(raw[w:w+int(size)], &msg); err != nil || len(msg) == 0 {
+			t.Fatalf("frame %q: %v", raw[w:w+int(size)], err)
+		}
+		var typ string
+		json.Unmarshal(msg[0], &typ)
+		types = append(types, typ)
+		if typ == "EVENT" && !strings.Contains(string(msg[2]), ev.ID) {
+			t.Fatalf("EVENT %s, want %s", msg[2], ev.ID)
+		}
+		raw = raw[w+int(size):]
+	}
+	if strings.Join(types, ",") != "EVENT,EOSE" {
+		t.Fatalf("the node answered %v, want EVENT then EOSE", types)
 	}
 }
