@@ -167,6 +167,7 @@ func TestIrohBindingMissing(t *testing.T) {
 	for {
 		page := httpGet(t, n.httpURL()+"/dashboard")
 		_, panel, ok := strings.Cut(page, `data-panel="iroh"`)
+		panel, _, _ = strings.Cut(panel, "data-panel=")
 		if ok && strings.Contains(panel, "up (1 = serving): 0") && strings.Contains(panel, `data-points="3"`) {
 			break
 		}
