@@ -23,7 +23,7 @@ type IrohConfig struct {
 	// Peers are iroh endpoints to sync with: ENDPOINT_ID@HOST:PORT, with
 	// more addresses after commas.
 	Peers []string `toml:"peers" comment:"iroh endpoints to sync with: ENDPOINT_ID@HOST:PORT[,HOST:PORT...]"`
-	// HelperDir holds helper.mjs and its `npm ci`-installed modules; empty
+	// HelperDir holds helper.mjs and its modules (`npm install --no-save`); empty
 	// is iroh/helper beside the fleetmesh executable.
 	HelperDir string `toml:"helper_dir" comment:"directory of helper.mjs and its npm modules; '' is iroh/helper beside the executable"`
 	// Node is the Node.js executable that runs the helper.

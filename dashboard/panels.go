@@ -47,6 +47,10 @@ func DefaultPanels() []Panel {
 		{Title: "Grants", Empty: "No grant refusals: a line appears if a peer asks for more than its grant allows.", Unit: "refusals/s", Series: []Series{
 			{Metric: "fleetmesh_accounting_grant_refusals_total", Rate: true, By: "service,reason"},
 		}},
+		{Title: "iroh", Empty: "No iroh figures yet: the line shows 1 once the iroh helper serves, 0 while it is off (fleetmesh status says why).", Unit: "up, connections", Series: []Series{
+			{Metric: "fleetmesh_iroh_up", Name: "up (1 = serving)"},
+			{Metric: "fleetmesh_iroh_connections", By: "path", Name: "connections"},
+		}},
 		{Title: "Refusals", Empty: "Nothing refused yet: lines appear when the relay or the boundary policy refuses an event, by reason.", Unit: "refusals/s", Series: []Series{
 			{Metric: "fleetmesh_relay_rejections_total", Rate: true, By: "reason"},
 			{Metric: "fleetmesh_boundary_refusals_total", Rate: true, By: "rule", Name: "boundary"},

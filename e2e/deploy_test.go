@@ -245,3 +245,70 @@ func selfSignedCert(t *testing.T) (certPEM, keyPEM []byte) {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
 }
+
+// TestContainerLayoutRunsIroh lays out the image's files as the
+// Dockerfile does, in a temporary root (no container engine runs here):
+// the helper from scripts/iroh-helper.sh, as its helper stage runs it,
+// beside the binary in /opt/fleetmesh, and /usr/local/bin/fleetmesh a
+// link to it. The node started through the link, with no [iroh]
+// helper_dir, finds the helper beside its real path and serves iroh.
+func TestContainerLayoutRunsIroh(t *testing.T) {
+	needNode(t)
+	df, err := os.ReadFile(filepath.Join(moduleRoot, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{
+		`bash scripts/iroh-helper.sh /out/iroh/helper "${TARGETOS}/${TARGETARCH}"`,
+		"COPY --from=build /out/fleetmesh /opt/fleetmesh/fleetmesh\n",
+		"COPY --from=helper /out/iroh /opt/fleetmesh/iroh\n",
+		"RUN ln -s /opt/fleetmesh/fleetmesh /usr/local/bin/fleetmesh\n",
+		"apt-get install -y --no-install-recommends nodejs",
+	} {
+		if !strings.Contains(string(df), line) {
+			t.Fatalf("the Dockerfile no longer has %q: update this test with it", line)
+		}
+	}
+	root := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "bash", filepath.Join(moduleRoot, "scripts", "iroh-helper.sh"),
+		filepath.Join(root, "out", "iroh", "helper"), "linux/amd64").CombinedOutput(); err != nil {
+		t.Fatalf("iroh-helper.sh: %v\n%s", err, out)
+	}
+	opt := filepath.Join(root, "opt", "fleetmesh")
+	copyFile(t, binary, filepath.Join(opt, "fleetmesh"))
+	if err := os.Chmod(filepath.Join(opt, "fleetmesh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(root, "out", "iroh"), filepath.Join(opt, "iroh")); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(root, "usr", "local", "bin", "fleetmesh")
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(opt, "fleetmesh"), link); err != nil {
+		t.Fatal(err)
+	}
+	home := newHome(t, "[iroh]\nbind = [\"127.0.0.1:0\"]\n")
+	cmd := exec.Command(link, "run", "--home", home, "--listen", "127.0.0.1:0")
+	cmd.Dir = t.TempDir()
+	n, err := startNodeCmd(t, home, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(startTimeout)
+	for !strings.Contains(n.stdout.String(), "\niroh ") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no iroh line from the node in the image's layout\n%s", n.output())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if body := httpGet(t, n.httpURL()+"/metrics"); !strings.Contains(body, "\nfleetmesh_iroh_up 1\n") {
+		t.Fatalf("/metrics has no fleetmesh_iroh_up 1:\n%s", body)
+	}
+	if st := irohStatus(t, home); st.State != "up" {
+		t.Fatalf("fleetmesh status --json: iroh %+v, want up", st)
+	}
+}

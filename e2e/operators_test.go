@@ -21,16 +21,29 @@ import (
 // way deploy/fleetmesh.service would. A home node behind NAT, given only
 // the anchor's public mesh address, then publishes an event, and the
 // anchor serves it to a client on its loopback relay, where the page puts
-// the relay behind its TLS proxy.
+// the relay behind its TLS proxy. The script is given the linux/amd64
+// release archive (scripts/release-archive.sh around the binary under
+// test), so the anchor runs iroh too, its helper beside the executable in
+// /opt/fleetmesh.
 func TestAnchorPage(t *testing.T) {
-	needBinary(t)
+	needNode(t)
+	archive := filepath.Join(t.TempDir(), "fleetmesh-test-linux-amd64.tar.gz")
+	if out, err := exec.Command("bash", filepath.Join(moduleRoot, "scripts", "release-archive.sh"), binary, "linux/amd64", archive).CombinedOutput(); err != nil {
+		t.Fatalf("release-archive.sh: %v\n%s", err, out)
+	}
 	lab, vps, homeNS, _, _ := newNATLab(t)
 	script := filepath.Join(moduleRoot, "scripts", "anchor-vps.sh")
 	cmd := exec.Command("ip", "netns", "exec", vps, "unshare", "--mount", "--propagation", "private",
-		"env", "FLEETMESH_LAB=1", "bash", script, binary, "wss://relay.example.org")
+		"env", "FLEETMESH_LAB=1", "bash", script, archive, "wss://relay.example.org")
 	n, err := startNodeCmd(t, "/var/lib/fleetmesh", cmd)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(startTimeout); !strings.Contains(n.stdout.String(), "\niroh "); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the anchor installed from the archive printed no iroh line\n%s", n.output())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	// The relay line comes first; the peer_id and mesh lines may follow it.
 	var peerID string

@@ -13,20 +13,28 @@
 // iroh's path selection, hole punching and relay client, none of which
 // may be copied from iroh. So the node runs the official binding instead:
 // it starts and supervises a small Node.js script (iroh/helper/helper.mjs,
-// with its own package.json and lock file, installed with `npm ci`) that
+// with its own package.json and lock file, installed with `npm install
+// --no-save`, which takes every version from the lock) that
 // holds an @number0/iroh Endpoint, and speaks to it over a Unix socket in
 // the node home. Interop with real iroh endpoints is then iroh's own
 // code, not a look-alike.
 //
 // The trade-offs, which spec/iroh.md details:
 //
-//   - What an operator installs: Node.js 18 or later and `npm ci` in the
-//     helper directory ([iroh] helper_dir). Without them the node runs on
-//     libp2p alone and says why iroh is off (Check, ErrUnavailable).
+//   - What an operator installs: Node.js 20.3 or later and the helper
+//     directory with its modules ([iroh] helper_dir; the release archives
+//     and the container image carry it beside the executable). The
+//     binding has native builds for linux-x64 and darwin-arm64 only.
+//     Check runs the helper's own `--check`, which loads the binding;
+//     without it the node runs on libp2p alone and says why iroh is off
+//     (ErrUnavailable).
 //   - Crashes: the helper is supervised. When it exits or its control
 //     channel breaks (kill -9 included), dials in flight fail with ErrDown,
 //     its connections are gone, and it is started again with backoff
-//     (250 ms doubling to 10 s). It has no state of its own, so the new
+//     (250 ms doubling to 10 s). A helper that cannot start at all (it
+//     exits before it serves, maxStartFailures times in a row) is given up
+//     on with one ERROR naming its cause (Failed) until the node restarts.
+//     It has no state of its own, so the new
 //     helper is the same endpoint; peers reconnect on their next dial.
 //     Streams do not survive a restart; the protocols above (sync, lookups,
 //     DIDComm) are request/response sessions that the node retries, and

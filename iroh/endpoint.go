@@ -1,9 +1,11 @@
 package iroh
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,7 +14,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,7 +30,8 @@ type Handler func(s *Stream)
 type Config struct {
 	// Key is the node's identity; its public key is the EndpointId.
 	Key *identity.Key
-	// HelperDir holds helper.mjs and its installed node_modules (npm ci).
+	// HelperDir holds helper.mjs and its installed node_modules (`npm
+	// install --no-save` from its lock file).
 	HelperDir string
 	// Node is the Node.js executable (a name on PATH or a path).
 	Node string
@@ -137,6 +142,15 @@ const (
 	healthyAfter = 30 * time.Second
 	// startTimeout bounds a helper's start: connect, bind, ready.
 	startTimeout = 30 * time.Second
+	// maxStartFailures is how many starts in a row may end before the
+	// helper serves: then the supervisor stops trying (Failed) until the
+	// node restarts. A helper that served and crashed is always restarted.
+	maxStartFailures = 5
+	// checkTimeout bounds `node helper.mjs --check` (Check).
+	checkTimeout = 30 * time.Second
+	// stderrTail bounds what is kept of a helper's standard error, for the
+	// cause of its exit.
+	stderrTail = 4096
 	// headerTimeout bounds the first line of a socket connection.
 	headerTimeout = 10 * time.Second
 )
@@ -171,6 +185,9 @@ type Endpoint struct {
 	pending  map[uint64]chan dialResult
 	conns    map[uint64]ConnInfo
 	restarts uint64
+	// failed is why the supervisor stopped starting the helper, nil while
+	// it has not.
+	failed   error
 	streams  map[string]uint64 // by "in"/"out"
 	dialErrs uint64
 	// open counts the stream sockets open, both ways; inByPeer and
@@ -203,18 +220,87 @@ type dialResult struct {
 }
 
 // Check reports why the endpoint cannot run with cfg, wrapping
-// ErrUnavailable, or nil.
+// ErrUnavailable, or nil. Beyond the files, it runs `node helper.mjs
+// --check` in the helper directory, which loads the native binding as the
+// helper would: a Node.js older than the binding needs, a platform the
+// binding has no build for, or a binding that is missing or does not load
+// are named with their fix.
 func Check(cfg Config) error {
-	if _, err := exec.LookPath(cfg.Node); err != nil {
-		return fmt.Errorf("%w: Node.js %q not found (install Node.js 18 or later, or set [iroh] node): %v", ErrUnavailable, cfg.Node, err)
+	if !Bound(runtime.GOOS, runtime.GOARCH) {
+		return fmt.Errorf("%w: @number0/iroh has no native binding for %s/%s (the npm registry serves %s only): this node runs on libp2p and reaches iroh nodes through an anchor that speaks both (spec/iroh.md, \"Platforms without a binding\"); [iroh] enabled = false says so without this line",
+			ErrUnavailable, runtime.GOOS, runtime.GOARCH, strings.Join(boundPlatforms, " and "))
+	}
+	node := cfg.Node
+	if node == "" {
+		node = "node"
+	}
+	if _, err := exec.LookPath(node); err != nil {
+		return fmt.Errorf("%w: Node.js %q not found (install Node.js %s or later, or set [iroh] node): %v", ErrUnavailable, node, MinNode, err)
 	}
 	if _, err := os.Stat(filepath.Join(cfg.HelperDir, "helper.mjs")); err != nil {
-		return fmt.Errorf("%w: no helper.mjs in %s (set [iroh] helper_dir to the iroh/helper directory of the fleetmesh source)", ErrUnavailable, cfg.HelperDir)
+		return fmt.Errorf("%w: no helper.mjs in %s (set [iroh] helper_dir to an iroh/helper directory: a release archive's, the container's, or the fleetmesh source's after `npm install --no-save` there)", ErrUnavailable, cfg.HelperDir)
 	}
-	if _, err := os.Stat(filepath.Join(cfg.HelperDir, "node_modules", "@number0", "iroh", "package.json")); err != nil {
-		return fmt.Errorf("%w: @number0/iroh is not installed in %s (run `npm ci` there)", ErrUnavailable, cfg.HelperDir)
+	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "helper.mjs", "--check")
+	cmd.Dir = cfg.HelperDir
+	var stderr tail
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var res struct {
+		OK  bool   `json:"ok"`
+		Why string `json:"why"`
+	}
+	if jerr := json.Unmarshal(bytes.TrimSpace(out), &res); jerr != nil {
+		cause := stderr.last()
+		if cause == "" {
+			cause = fmt.Sprint(err)
+		}
+		return fmt.Errorf("%w: `%s helper.mjs --check` in %s failed: %s", ErrUnavailable, node, cfg.HelperDir, cause)
+	}
+	if !res.OK {
+		return fmt.Errorf("%w: %s", ErrUnavailable, res.Why)
 	}
 	return nil
+}
+
+// boundPlatforms are the GOOS/GOARCH pairs @number0/iroh 1.1.0 has a
+// native binding for on the npm registry (its package.json names more,
+// which the registry does not serve).
+var boundPlatforms = []string{"linux/amd64", "darwin/arm64"}
+
+// Bound reports whether the helper's binding exists for goos/goarch.
+func Bound(goos, goarch string) bool {
+	return slices.Contains(boundPlatforms, goos+"/"+goarch)
+}
+
+// MinNode is the oldest Node.js the helper's binding runs on (the engines
+// field of @number0/iroh 1.1.0).
+const MinNode = "20.3"
+
+// tail keeps the last stderrTail bytes written to it: a helper's standard
+// error, whose last line is the cause of its exit.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > stderrTail {
+		t.buf = t.buf[len(t.buf)-stderrTail:]
+	}
+	return len(p), nil
+}
+
+// last is the last non-empty line written.
+func (t *tail) last() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lines := strings.Split(strings.TrimSpace(string(t.buf)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }
 
 // Start checks cfg, makes the helper socket and starts supervising the
@@ -279,6 +365,15 @@ func (e *Endpoint) Info() (Info, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.info, e.serving
+}
+
+// Failed is why the supervisor stopped starting the helper
+// (maxStartFailures starts in a row ended before it served), wrapping
+// ErrUnavailable; nil while it has not given up.
+func (e *Endpoint) Failed() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.failed
 }
 
 // Conns lists the open iroh connections.
@@ -569,17 +664,30 @@ func (e *Endpoint) releaseOut() {
 }
 
 // supervise runs the helper, and runs it again with backoff whenever it
-// exits or its control channel breaks, until Close.
+// exits or its control channel breaks, until Close; or until
+// maxStartFailures starts in a row ended before the helper served: then it
+// logs one ERROR with the cause and stops (Failed).
 func (e *Endpoint) supervise() {
 	backoff := minBackoff
+	failures := 0
 	for e.ctx.Err() == nil {
 		started := time.Now()
-		err := e.runOnce()
+		served, err := e.runOnce()
 		if e.ctx.Err() != nil {
 			return
 		}
 		if time.Since(started) > healthyAfter {
 			backoff = minBackoff
+		}
+		if served {
+			failures = 0
+		} else if failures++; failures >= maxStartFailures {
+			e.mu.Lock()
+			e.failed = fmt.Errorf("%w: the helper did not start %d times in a row: %v", ErrUnavailable, failures, err)
+			e.mu.Unlock()
+			e.log.Error("iroh off: the helper cannot start; the node runs on libp2p alone and tries again only when it restarts",
+				"attempts", failures, "why", err.Error())
+			return
 		}
 		e.mu.Lock()
 		e.restarts++
@@ -595,7 +703,8 @@ func (e *Endpoint) supervise() {
 }
 
 // runOnce starts one helper process and serves through it until it ends.
-func (e *Endpoint) runOnce() error {
+// served says whether the helper got as far as serving (ready).
+func (e *Endpoint) runOnce() (served bool, err error) {
 	var tok [16]byte
 	_, _ = rand.Read(tok[:])
 	token := hex.EncodeToString(tok[:])
@@ -605,16 +714,28 @@ func (e *Endpoint) runOnce() error {
 	cmd := exec.Command(e.cfg.Node, "helper.mjs")
 	cmd.Dir = e.cfg.HelperDir
 	cmd.Env = append(os.Environ(), "FLEETMESH_IROH_SOCK="+e.path, "FLEETMESH_IROH_TOKEN="+token)
-	cmd.Stdout = os.Stderr
-	cmd.Stderr = os.Stderr
+	// The helper writes only why it exits; that line is the cause the
+	// errors below carry, so it is logged with them, not as it comes.
+	var stderr tail
+	cmd.Stdout = &stderr
+	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start helper: %w", err)
+		return false, fmt.Errorf("start helper: %w", err)
 	}
 	// exited is closed once the process is reaped; waitErr is then set.
 	exited := make(chan struct{})
 	var waitErr error
 	go func() { waitErr = cmd.Wait(); close(exited) }()
+	exitErr := func(what string) error {
+		if why := stderr.last(); why != "" {
+			return fmt.Errorf("%s: %v: %s", what, waitErr, why)
+		}
+		return fmt.Errorf("%s: %v", what, waitErr)
+	}
 	defer func() {
+		e.mu.Lock()
+		served = e.serving
+		e.mu.Unlock()
 		e.down()
 		_ = cmd.Process.Kill()
 		<-exited
@@ -626,11 +747,11 @@ func (e *Endpoint) runOnce() error {
 	select {
 	case ctl = <-e.ctlCh:
 	case <-exited:
-		return fmt.Errorf("helper exited before connecting: %v", waitErr)
+		return false, exitErr("helper exited before connecting")
 	case <-timer.C:
-		return errors.New("helper did not connect in time")
+		return false, errors.New("helper did not connect in time")
 	case <-e.ctx.Done():
-		return nil
+		return false, nil
 	}
 	defer ctl.Close()
 	alpns := make([]string, 0, len(e.cfg.Handlers))
@@ -656,11 +777,11 @@ func (e *Endpoint) runOnce() error {
 	l := e.cfg.Limits
 	lim := &wireLimits{Streams: l.Streams, StreamsPerPeer: l.StreamsPerPeer, StreamsPerProtocol: l.StreamsPerProtocol, Conns: l.Conns, ConnsPerPeer: l.ConnsPerPeer}
 	if err := writeMsg(ctl, msg{T: "config", Key: hex.EncodeToString(seed), ALPNs: alpns, Relays: relays, Bind: bind, Limits: lim}); err != nil {
-		return fmt.Errorf("configure helper: %w", err)
+		return false, fmt.Errorf("configure helper: %w", err)
 	}
 	for _, b := range bans {
 		if err := writeMsg(ctl, b); err != nil {
-			return fmt.Errorf("configure helper: %w", err)
+			return false, fmt.Errorf("configure helper: %w", err)
 		}
 	}
 	lines := make(chan msg)
@@ -690,17 +811,24 @@ func (e *Endpoint) runOnce() error {
 			case <-exited:
 			case <-time.After(2 * time.Second):
 			}
-			return nil
+			return false, nil
 		case <-exited:
-			return fmt.Errorf("helper exited: %v", waitErr)
+			return false, exitErr("helper exited")
 		case err := <-readErr:
-			return fmt.Errorf("control channel: %w", err)
+			// The helper closes its end as it exits: its own cause, if
+			// it is gone by then, says more than the broken channel.
+			select {
+			case <-exited:
+				return false, exitErr("helper exited")
+			case <-time.After(time.Second):
+			}
+			return false, fmt.Errorf("control channel: %w", err)
 		case <-timer.C:
 			e.mu.Lock()
 			serving := e.serving
 			e.mu.Unlock()
 			if !serving {
-				return errors.New("helper did not bind in time")
+				return false, errors.New("helper did not bind in time")
 			}
 		case m := <-lines:
 			e.handleControl(ctl, m)

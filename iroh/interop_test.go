@@ -28,7 +28,7 @@ func helperDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	if err := Check(Config{Node: "node", HelperDir: dir}); err != nil {
-		t.Fatalf("%v (scripts/test.sh runs `npm ci` in iroh/helper)", err)
+		t.Fatalf("%v (scripts/test.sh runs `npm install --no-save` in iroh/helper)", err)
 	}
 	return dir
 }

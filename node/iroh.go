@@ -367,7 +367,9 @@ func (ip *irohPart) waitIroh() {
 	}
 }
 
-// irohCollector exports the iroh endpoint's state to /metrics.
+// irohCollector exports the iroh endpoint's state to /metrics. With iroh
+// off (ip nil) it exports fleetmesh_iroh_up 0 alone, so that an alert on
+// it works on every node; `fleetmesh status` says why.
 type irohCollector struct {
 	ip                                                 *irohPart
 	up, conns, restarts, streams, dials, open, refused *prometheus.Desc
@@ -376,7 +378,7 @@ type irohCollector struct {
 func newIrohCollector(ip *irohPart) *irohCollector {
 	return &irohCollector{
 		ip:       ip,
-		up:       prometheus.NewDesc("fleetmesh_iroh_up", "1 while the iroh helper serves.", nil, nil),
+		up:       prometheus.NewDesc("fleetmesh_iroh_up", "1 while the iroh helper serves; 0 while iroh is off, starting or given up on (fleetmesh status says why).", nil, nil),
 		conns:    prometheus.NewDesc("fleetmesh_iroh_connections", "Open iroh connections by selected path (direct, relay, none).", []string{"path"}, nil),
 		restarts: prometheus.NewDesc("fleetmesh_iroh_helper_restarts_total", "Times the iroh helper stopped and was started again.", nil, nil),
 		streams:  prometheus.NewDesc("fleetmesh_iroh_streams_total", "iroh streams by direction.", []string{"direction"}, nil),
@@ -397,6 +399,10 @@ func (c *irohCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *irohCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.ip == nil {
+		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0)
+		return
+	}
 	ep := c.ip.ep
 	up := 0.0
 	if _, ok := ep.Info(); ok {

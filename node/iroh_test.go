@@ -49,7 +49,7 @@ func startIrohNodeWith(t *testing.T, edit func(*config.Config)) *irohNode {
 	t.Helper()
 	helper, _ := filepath.Abs("../iroh/helper")
 	if err := iroh.Check(iroh.Config{Node: "node", HelperDir: helper}); err != nil {
-		t.Fatalf("%v (scripts/test.sh runs `npm ci` in iroh/helper)", err)
+		t.Fatalf("%v (scripts/test.sh runs `npm install --no-save` in iroh/helper)", err)
 	}
 	h := Home{Dir: t.TempDir()}
 	key, _, err := Init(h, "")

@@ -260,9 +260,7 @@ func Open(opts Options) (*Node, error) {
 	dc.TrustProxies(rcfg.TrustedProxies)
 	acct.meterRelay(rl, dc)
 	ip, irohOff := openIroh(opts, mp, dc, rl.FileBudget().Iroh)
-	if ip != nil {
-		reg.MustRegister(newIrohCollector(ip))
-	}
+	reg.MustRegister(newIrohCollector(ip))
 	mp.registerMetrics(reg)
 	reg.MustRegister(newMeshCollector(mp.m), newMeshObserver(mp))
 

@@ -90,7 +90,8 @@ type StatusPeerKind struct {
 // StatusIroh is the node's iroh endpoint (spec/iroh.md).
 type StatusIroh struct {
 	// State is "up" (the helper serves), "starting" (it is being started
-	// or restarted) or "off".
+	// or restarted) or "off" (not started, or its helper could not start
+	// and the supervisor gave up: Why says which).
 	State string `json:"state"`
 	// Why says why iroh is off; empty otherwise.
 	Why string `json:"why,omitempty"`
@@ -316,6 +317,9 @@ func (n *Node) irohStatus() StatusIroh {
 	ep := n.iroh.ep
 	info, up := ep.Info()
 	st.State, st.Why = "starting", ""
+	if err := ep.Failed(); err != nil {
+		st.State, st.Why = "off", err.Error()
+	}
 	if up {
 		st.State = "up"
 		st.Addrs = append(st.Addrs, info.Addrs...)

@@ -2,10 +2,14 @@
 # anchor-vps.sh: docs/operators.md's "An anchor on a VPS", as commands, so
 # the page is tested (e2e/operators_test.go) and an operator can run it.
 #
-#   sudo bash scripts/anchor-vps.sh ./fleetmesh wss://relay.example.org
+#   sudo bash scripts/anchor-vps.sh fleetmesh-VERSION-linux-amd64.tar.gz wss://relay.example.org
+#   sudo bash scripts/anchor-vps.sh ./fleetmesh wss://relay.example.org   # a bare binary: no iroh
 #
-# On a real machine it creates the `fleetmesh` system user, installs the
-# binary in /usr/local/bin, makes the home /var/lib/fleetmesh, sets the
+# On a real machine it creates the `fleetmesh` system user, installs
+# fleetmesh (scripts/install.sh: a release archive with its iroh helper
+# into /opt/fleetmesh, Debian's nodejs where the platform has an iroh
+# binding, /usr/local/bin/fleetmesh linked to it), makes the home
+# /var/lib/fleetmesh, sets the
 # page's config keys and starts deploy/fleetmesh.service. It is meant to
 # be run once; a second run stops at useradd.
 #
@@ -15,7 +19,7 @@
 # namespace, and instead of systemd (which a network namespace does not
 # have) it runs the unit's ExecStart as the unit's User in the foreground.
 set -euo pipefail
-bin=${1:?usage: anchor-vps.sh FLEETMESH_BINARY [RELAY_URL]}
+bin=${1:?usage: anchor-vps.sh FLEETMESH_ARCHIVE_OR_BINARY [RELAY_URL]}
 url=${2:-wss://relay.example.org}
 here=$(cd "$(dirname "$0")/.." && pwd)
 bin=$(realpath "$bin")
@@ -25,9 +29,11 @@ if [[ ${FLEETMESH_LAB:-} == 1 ]]; then
 	. "$here/scripts/lab.sh"
 fi
 
-# --- the page: user, binary, home -------------------------------------
+# --- the page: user, binary and iroh, home -------------------------------
+# shellcheck source=scripts/install.sh
+. "$here/scripts/install.sh"
 useradd --system --home-dir /var/lib/fleetmesh fleetmesh
-install -m 0755 "$bin" /usr/local/bin/
+install_fleetmesh "$bin"
 FLEETMESH_HOME=/var/lib/fleetmesh fleetmesh init --class anchor
 chown -R fleetmesh: /var/lib/fleetmesh
 

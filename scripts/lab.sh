@@ -1,7 +1,7 @@
 # lab.sh: sourced by the operator page scripts (anchor-vps.sh, pi-home.sh)
 # when FLEETMESH_LAB=1, which is how the tests (e2e/operators_test.go) run
 # them. It needs a private mount namespace (`unshare -m`): it puts /etc,
-# /usr/local/bin and /var/lib on tmpfs copies, so the user, the binary and
+# /usr/local/bin, /opt and /var/lib on tmpfs copies, so the user, the binary and
 # the home a page makes vanish with the namespace. lab_exec_unit then runs
 # a systemd unit's ExecStart as its User, with its Environment and that of
 # its drop-ins, in the foreground (a network namespace has no systemd).
@@ -15,6 +15,7 @@ mount -t tmpfs tmpfs /mnt
 cp -a /etc /mnt/etc
 mount --bind /mnt/etc /etc
 mount -t tmpfs tmpfs /usr/local/bin
+mount -t tmpfs tmpfs /opt
 mount -t tmpfs tmpfs /var/lib
 
 # lab_exec_unit UNIT [DROPIN...]: exec the unit's ExecStart as its User,

@@ -6,8 +6,11 @@
 #   scripts/release.sh -t linux/arm64        # on any machine; linux/arm/7 for a 32-bit OS
 #   sudo bash scripts/pi-home.sh dist/fleetmesh-VERSION-linux-arm64 [BOOTSTRAP]
 #
-# It creates the `fleetmesh` system user, installs the binary as
-# /usr/local/bin/fleetmesh, makes the home /var/lib/fleetmesh (class auto:
+# It creates the `fleetmesh` system user, installs the binary
+# (scripts/install.sh: /opt/fleetmesh/fleetmesh, linked from
+# /usr/local/bin/fleetmesh; a release archive with its iroh helper and
+# Debian's nodejs on a platform with an iroh binding, which a Raspberry
+# Pi is not: there it says so, and the node runs on libp2p), makes the home /var/lib/fleetmesh (class auto:
 # home while behind NAT), sets the page's config keys (a smaller store
 # cache, a store bound for an SD card, and BOOTSTRAP, a mesh line, when
 # given), and starts deploy/fleetmesh.service with the memory limits of
@@ -18,7 +21,7 @@
 # private mount namespace, with the unit's command in the foreground
 # (scripts/lab.sh).
 set -euo pipefail
-bin=${1:?usage: pi-home.sh FLEETMESH_BINARY [BOOTSTRAP]}
+bin=${1:?usage: pi-home.sh FLEETMESH_BINARY_OR_ARCHIVE [BOOTSTRAP]}
 bootstrap=${2:-}
 here=$(cd "$(dirname "$0")/.." && pwd)
 bin=$(realpath "$bin")
@@ -28,9 +31,11 @@ if [[ ${FLEETMESH_LAB:-} == 1 ]]; then
 	. "$here/scripts/lab.sh"
 fi
 
-# --- the page: user, binary, home -------------------------------------
+# --- the page: user, binary (and iroh where it runs), home ---------------
+# shellcheck source=scripts/install.sh
+. "$here/scripts/install.sh"
 useradd --system --home-dir /var/lib/fleetmesh fleetmesh
-install -m 0755 "$bin" /usr/local/bin/fleetmesh
+install_fleetmesh "$bin"
 FLEETMESH_HOME=/var/lib/fleetmesh fleetmesh init
 
 # --- the page: the keys it sets in config.toml --------------------------

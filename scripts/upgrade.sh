@@ -17,7 +17,10 @@
 set -euo pipefail
 new=$(realpath "${1:?usage: upgrade.sh NEW_BINARY [HOME]}")
 home=${2:-/var/lib/fleetmesh}
-installed=${FLEETMESH_BIN:-/usr/local/bin/fleetmesh}
+# The file the link points to (scripts/install.sh links
+# /usr/local/bin/fleetmesh to /opt/fleetmesh/fleetmesh): replaced there, so
+# the link and the iroh helper beside it stay as they are.
+installed=$(realpath "${FLEETMESH_BIN:-/usr/local/bin/fleetmesh}")
 backups=${FLEETMESH_BACKUPS:-/var/backups/fleetmesh}
 lab=${FLEETMESH_LAB:-}
 

@@ -19,9 +19,62 @@
 // connection is closed and a stream reset, and the node is told
 // ("refused", gathered per endpoint and reason) so that it scores the
 // endpoint down; an endpoint the node bans ("ban") is refused outright.
+//
+// `node helper.mjs --check` loads the binding and exits: it prints one JSON
+// line, {"ok":true,"node","platform"} or {"ok":false,"why"}, and exits 3 when
+// the binding cannot run here. The node runs it before it starts the helper
+// (iroh.Check), so a missing or foreign binding is reported once, with its
+// cause, instead of as a helper that dies at every start.
 import net from 'node:net'
 import readline from 'node:readline'
-import { Endpoint, EndpointAddr, EndpointId, RelayMode } from '@number0/iroh'
+
+// The platforms @number0/iroh 1.1.0 has a native binding for on the npm
+// registry (its package.json names more, which the registry does not
+// serve), and the oldest Node.js its engines field accepts.
+const boundPlatforms = ['linux-x64', 'darwin-arm64']
+const minNode = [20, 3]
+
+// loadIroh imports the binding, or throws an Error whose message is the
+// cause and the fix.
+async function loadIroh () {
+  const [major, minor] = process.versions.node.split('.').map(Number)
+  if (major < minNode[0] || (major === minNode[0] && minor < minNode[1])) {
+    throw new Error(`Node.js ${process.versions.node} is too old: @number0/iroh needs Node.js ${minNode.join('.')} or later`)
+  }
+  const platform = process.platform + '-' + process.arch
+  try {
+    return await import('@number0/iroh')
+  } catch (e) {
+    if (e.code === 'ERR_MODULE_NOT_FOUND' && String(e.message).includes("'@number0/iroh'")) {
+      throw new Error(`@number0/iroh is not installed in ${process.cwd()} (run \`npm install --no-save\` there)`)
+    }
+    if (!boundPlatforms.includes(platform)) {
+      throw new Error(`@number0/iroh has no native binding for ${platform} (the npm registry serves ${boundPlatforms.join(' and ')} only)`)
+    }
+    // The binding's loader chains what it tried; the head is the
+    // platform package's error.
+    const cause = e.cause || e
+    const first = String(cause.message || cause).split('\n')[0]
+    throw new Error(`the native binding of @number0/iroh does not load on ${platform}: ${first} (run \`npm install --no-save\` in ${process.cwd()})`)
+  }
+}
+
+let iroh
+try {
+  iroh = await loadIroh()
+} catch (e) {
+  if (process.argv[2] === '--check') {
+    console.log(JSON.stringify({ ok: false, why: e.message }))
+  } else {
+    console.error('fleetmesh iroh helper: ' + e.message)
+  }
+  process.exit(3)
+}
+if (process.argv[2] === '--check') {
+  console.log(JSON.stringify({ ok: true, node: process.versions.node, platform: process.platform + '-' + process.arch }))
+  process.exit(0)
+}
+const { Endpoint, EndpointAddr, EndpointId, RelayMode } = iroh
 
 const sockPath = process.env.FLEETMESH_IROH_SOCK
 const token = process.env.FLEETMESH_IROH_TOKEN
@@ -121,9 +174,24 @@ send({ t: 'control', token })
 
 function send (msg) { control.write(JSON.stringify(msg) + '\n') }
 
+// fatal writes why the helper exits, as one line (the node takes the last
+// line of its standard error as the cause), and exits.
 function fatal (why) {
   console.error('fleetmesh iroh helper: ' + why)
   process.exit(1)
+}
+
+// oneLine is an error of the binding as one line: its message and causes,
+// without the backtrace and the Rust source locations the binding appends.
+function oneLine (e) {
+  const parts = []
+  for (const l of String(e.message || e).split('\n')) {
+    const t = l.trim()
+    if (t.startsWith('Stack backtrace:')) break
+    if (t === '' || t === 'Caused by:') continue
+    parts.push(t.replace(/\s*\([^()]*\.rs:\d+:\d+\)/g, '').replace(/^\d+:\s*/, ''))
+  }
+  return parts.join(': ')
 }
 
 const lines = readline.createInterface({ input: control, crlfDelay: Infinity })
@@ -131,7 +199,7 @@ lines.on('line', (line) => {
   if (line.length > maxLineBytes) return fatal('control line too long')
   let msg
   try { msg = JSON.parse(line) } catch (e) { return fatal('control line is not JSON: ' + e.message) }
-  if (msg.t === 'config') return configure(msg).catch((e) => fatal('bind: ' + e.message))
+  if (msg.t === 'config') return configure(msg).catch((e) => fatal('bind: ' + oneLine(e)))
   if (msg.t === 'dial') return dial(msg)
   if (msg.t === 'relays') return setRelays(msg.relays || []).catch((e) => send({ t: 'error', err: 'relays: ' + e.message }))
   if (msg.t === 'ban') return ban(msg.id, msg.until)

@@ -14,7 +14,7 @@ import (
 )
 
 // peerScript is the unmodified @number0/iroh endpoint of the iroh
-// package's interop tests; `npm ci` in iroh/helper installs the binding.
+// package's interop tests; `npm install --no-save` in iroh/helper installs the binding.
 func peerScript(t *testing.T) string {
 	t.Helper()
 	p, err := filepath.Abs(filepath.Join("..", "helper", "interop", "peer.mjs"))
@@ -22,7 +22,7 @@ func peerScript(t *testing.T) string {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join("..", "helper", "node_modules", "@number0", "iroh")); err != nil {
-		t.Fatalf("@number0/iroh is not installed: run `npm ci` in iroh/helper (%v)", err)
+		t.Fatalf("@number0/iroh is not installed: run `npm install --no-save` in iroh/helper (%v)", err)
 	}
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Fatalf("Node.js is needed for the interop test: %v", err)
