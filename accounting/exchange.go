@@ -147,7 +147,7 @@ func (s *Service) propose(ctx context.Context, pair, peer string, p pending) err
 	}); err != nil {
 		return err
 	}
-	body := exchange.Propose(h, p.Start, p.Secs, p.Mine, p.Rounds+1)
+	body := exchange.Propose(h, p.Start, p.Secs, p.Mine, p.Rounds+1, s.bounds())
 	if p.Rounds > 0 {
 		body.Evidence = p.Evidence // the window is disputed: show the evidence
 	}
@@ -169,7 +169,27 @@ func (s *Service) propose(ctx context.Context, pair, peer string, p pending) err
 	}
 	switch reply.Type {
 	case exchange.TypeSign:
-		return s.countersign(ctx, pair, peer, reply, h)
+		err := s.countersign(ctx, pair, peer, reply, h)
+		var d *exchange.Disagreement
+		if !errors.As(err, &d) {
+			return err
+		}
+		// b signed figures outside a's bounds: a dispute round, never a
+		// countersignature.
+		s.m.disputes.WithLabelValues("opened").Inc()
+		p.Rounds = body.Round
+		if d.Window == p.Start {
+			p.Theirs = &d.Theirs
+		}
+		s.log.Info("accounting: dispute", "peer", peer, "window", p.Start, "round", body.Round, "reason", "signed figures refused: "+d.Reason)
+		s.sendDispute(ctx, peer, p, d.Reason)
+		return s.db.b.Update(func(tx *bolt.Tx) error {
+			k := key(peer, uint64(p.Start))
+			if tx.Bucket(bPending).Get(k) == nil {
+				return nil
+			}
+			return putJSON(tx, bPending, k, p)
+		})
 	case exchange.TypeDisputeOpen:
 		var d exchange.DisputeBody
 		if err := json.Unmarshal(reply.Body, &d); err != nil {
@@ -191,10 +211,30 @@ func (s *Service) propose(ctx context.Context, pair, peer string, p pending) err
 	return fmt.Errorf("unexpected answer %s", reply.Type)
 }
 
-// countersign checks b's signed receipt against a's own figures and chain,
-// stores it (fsynced) and only then sends a's signature.
+// bounds are this node's bounds on a peer's figures.
+func (s *Service) bounds() exchange.Bounds {
+	return exchange.Bounds{Tolerance: s.cfg.Tolerance, Slack: s.cfg.Slack}
+}
+
+// sendDispute tells peer, best effort, that a refused the figures it
+// signed for p's window: dispute/1.0/open with a's own figures.
+func (s *Service) sendDispute(ctx context.Context, peer string, p pending, why string) {
+	m, err := didcomm.NewMessage(exchange.TypeDisputeOpen, exchange.DisputeBody{WindowStart: p.Start, Counts: p.Mine, Round: p.Rounds, Reason: why, Evidence: p.Evidence})
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := s.agent.Request(ctx, peer, m); err != nil && !isNoAnswer(err) {
+		s.log.Debug("accounting: sending a dispute", "peer", peer, "err", err)
+	}
+}
+
+// countersign checks b's signed receipt against a's own figures, both
+// sides of it, and chain (exchange.CheckSigned), stores it (fsynced) and
+// only then sends a's signature.
 func (s *Service) countersign(ctx context.Context, pair, peer string, reply *didcomm.Message, h *receipt.Receipt) error {
-	r, err := exchange.CheckSigned(reply.Body, s.did, peer, h, s.meter.Length(), func(window int64) (mine receipt.Side, ok bool) {
+	r, err := exchange.CheckSigned(reply.Body, s.did, peer, h, s.meter.Length(), s.bounds(), func(window int64) (mine receipt.Side, ok bool) {
 		s.db.b.View(func(tx *bolt.Tx) error {
 			if v := tx.Bucket(bPending).Get(key(peer, uint64(window))); v != nil {
 				var p pending
@@ -420,7 +460,7 @@ func (s *Service) handlePropose(msg *didcomm.Message) (*didcomm.Message, error) 
 		if h != nil && body.WindowStart <= h.WindowStart {
 			return problem(exchange.CodeChain, "window %d is not after the pair's last receipt (window %d)", body.WindowStart, h.WindowStart)
 		}
-		if why := exchange.Agree(body.Counts, mine, s.cfg.Tolerance, s.cfg.Slack); why != "" {
+		if why := exchange.CheckProposal(body, mine, s.bounds()); why != "" {
 			p.Theirs, p.Rounds = &body.Counts, body.Round
 			p.theirs(body.Evidence)
 			if err := putJSON(tx, bPending, k, p); err != nil {

@@ -387,7 +387,7 @@ func (w *wake) proposeWindow(c *mediator.Client, pair, home string, aw acctWindo
 	if err != nil {
 		return false, err
 	}
-	body := exchange.Propose(h, aw.Start, aw.Secs, aw.Mine, aw.Rounds+1)
+	body := exchange.Propose(h, aw.Start, aw.Secs, aw.Mine, aw.Rounds+1, exchange.DefaultBounds)
 	reply, err := c.Request(w.ctx, exchange.TypePropose, body)
 	var p *didcomm.Problem
 	if errors.As(err, &p) && (p.Code == exchange.CodeNotReady || p.Code == didcomm.CodeUnsupportedType) {
@@ -401,9 +401,25 @@ func (w *wake) proposeWindow(c *mediator.Client, pair, home string, aw acctWindo
 	}
 	switch reply.Type {
 	case exchange.TypeSign:
-		r, err := exchange.CheckSigned(reply.Body, w.l.DID(), home, h, aw.Secs, func(window int64) (receipt.Side, bool) {
+		r, err := exchange.CheckSigned(reply.Body, w.l.DID(), home, h, aw.Secs, exchange.DefaultBounds, func(window int64) (receipt.Side, bool) {
 			return w.l.db.mineFor(home, pair, w.l.DID(), window)
 		})
+		var d *exchange.Disagreement
+		if errors.As(err, &d) {
+			// The home signed figures outside the leaf's bounds: a
+			// dispute round, never a countersignature.
+			aw.Rounds = body.Round
+			if d.Window == aw.Start {
+				aw.Theirs = &d.Theirs
+			}
+			if err := w.l.db.saveWindow(home, aw); err != nil {
+				return false, err
+			}
+			if aw.Rounds < disputeRounds {
+				return false, nil
+			}
+			return true, w.l.markDisputed(home, aw)
+		}
 		if err != nil {
 			return false, err
 		}
