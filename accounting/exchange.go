@@ -283,9 +283,13 @@ func (s *Service) storeOwn(tx *bolt.Tx, r *receipt.Receipt, peer string) error {
 	if err := tx.Bucket(bHeads).Put([]byte(pair), u64(r.Seq)); err != nil {
 		return err
 	}
+	if err := indexOwn(tx, r); err != nil {
+		return err
+	}
 	tx.Bucket(bPending).Delete(key(peer, uint64(r.WindowStart)))
 	tx.Bucket(bSigned).Delete(key(pair, r.Seq))
 	tx.Bucket(bDisputed).Delete(key(pair, uint64(r.WindowStart)))
+	tx.Bucket(bByWindow).Delete(windowKey(r.WindowStart, 'd', pair))
 	tx.Bucket(bToReport).Put(u64(uint64(r.WindowStart)), nil)
 	if s.proposer(peer) == s.did {
 		return tx.Bucket(bUnacked).Put([]byte(pair), u64(r.Seq))
@@ -364,6 +368,9 @@ func (s *Service) putDisputed(tx *bolt.Tx, pair, peer string, p pending) error {
 		return err
 	}
 	if err := tx.Bucket(bDisputed).Put(key(pair, uint64(p.Start)), raw); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bByWindow).Put(windowKey(p.Start, 'd', pair), nil); err != nil {
 		return err
 	}
 	rec := Dispute{Pair: pair, Peer: peer, WindowStart: p.Start, Rounds: p.Rounds, Evidence: p.Evidence, TheirEvidence: p.TheirEvidence, Findings: p.Findings}
