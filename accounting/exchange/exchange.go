@@ -1,10 +1,13 @@
 // Package exchange is the wire side of a window's receipt exchange
 // (spec/receipts.md "The window close", spec/disputes.md): the receipt/1.0
-// and dispute/1.0 message types and bodies, and the checks each side makes
-// before it signs. It holds no state and opens no connection, so both a
-// node's accounting (package accounting) and a leaf (package leaf, which
-// has no libp2p host and must stay small enough to bind with gomobile)
-// run the same protocol from it.
+// and dispute/1.0 message types and bodies, the checks each side makes
+// before it signs (Agree, CheckProposal, CheckSigned), and the proposer's
+// side of one window's exchange with its dispute rounds (Proposer). It
+// holds no state and opens no connection (the caller hands in how to
+// send and store), so both a node's accounting (package accounting) and
+// a leaf (package leaf, which has no libp2p host and must stay small
+// enough to bind with gomobile) run the one exchange from it, and a fix
+// lands once.
 //
 // The exchange has two roles. The proposer sends its figures and its head
 // of the pair's chain; the responder compares them with its own, signs

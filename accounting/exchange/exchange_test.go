@@ -1,10 +1,12 @@
 package exchange
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"testing"
 
+	"fleetmesh.org/fleetmesh/didcomm"
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/receipt"
 )
@@ -238,4 +240,48 @@ func TestCheckProposal(t *testing.T) {
 			t.Errorf("%s: signed what the proposer refuses", c.name)
 		}
 	}
+}
+
+// FuzzProposerAnswer feeds arbitrary answers to a proposal (a sign or a
+// dispute open with any body) to the proposer's side: it never panics,
+// stores only a receipt that both sides signed over the proposer's own
+// figures, and reports every other answer as an error or a dispute.
+func FuzzProposerAnswer(f *testing.F) {
+	p, r := keys(f)
+	mine := receipt.Side{Received: receipt.Counts{MediationMessages: 3}}
+	f.Add(false, signed(f, p, r, mine, receipt.Side{Gave: receipt.Counts{MediationMessages: 3}}))
+	f.Add(false, signed(f, p, r, mine, receipt.Side{Gave: receipt.Counts{MediationMessages: 300}}))
+	f.Add(true, []byte(`{"window_start":3600,"counts":{"gave":{"events":1}},"round":1,"reason":"x","findings":["a","b"]}`))
+	f.Add(true, []byte(`{"findings":null}`))
+	f.Fuzz(func(t *testing.T, dispute bool, body []byte) {
+		typ := TypeSign
+		if dispute {
+			typ = TypeDisputeOpen
+		}
+		var stored *receipt.Receipt
+		pr := &Proposer{Key: p, Responder: r.DID(), Bounds: DefaultBounds,
+			Send: func(context.Context, string, any) (*didcomm.Message, error) {
+				return &didcomm.Message{Type: typ, Body: body}, nil
+			},
+			Mine:  func(int64) (receipt.Side, bool) { return mine, true },
+			Store: func(rc *receipt.Receipt) error { stored = rc; return nil }}
+		out, err := pr.Propose(context.Background(), nil, Window{Start: 3600, Secs: 3600, Mine: mine})
+		switch {
+		case err != nil:
+			if stored != nil {
+				t.Fatal("stored a receipt and failed")
+			}
+		case out.Receipt != nil:
+			if stored != out.Receipt || out.Receipt.Verify() != nil || out.Receipt.Side(p.DID()) != mine {
+				t.Fatalf("stored %+v", out.Receipt)
+			}
+			if Agree(mine, out.Receipt.Side(r.DID()), DefaultBounds) != "" {
+				t.Fatal("stored a receipt whose other side disagrees")
+			}
+		case out.Dispute == nil:
+			t.Fatal("neither a receipt, a dispute nor an error")
+		case len(out.Dispute.Findings) > MaxFindings:
+			t.Fatalf("%d findings kept", len(out.Dispute.Findings))
+		}
+	})
 }
