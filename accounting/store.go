@@ -291,8 +291,3 @@ func (d *db) receiptsOf(did string) ([]*receipt.Receipt, error) {
 	})
 	return out, err
 }
-
-func pairHas(pair, did string) bool {
-	a, b, _ := bytes.Cut([]byte(pair), []byte(" "))
-	return string(a) == did || string(b) == did
-}
