@@ -3,9 +3,11 @@ package accounting
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -182,4 +184,29 @@ func manyReceipts(t testing.TB, n *testNode, w int64, count int) [][]byte {
 		t.Fatal(err)
 	}
 	return raws
+}
+
+// A report page held that does not parse is never left out: Reports
+// fails naming it and ServeReports lists it with its error, beside the
+// good pages.
+func TestReportsNeverDropAPage(t *testing.T) {
+	x := newNodes(t, 1, testConfig(), nil)[0]
+	w := t0.Unix()
+	manyReceipts(t, x, w, receipt.MaxReportItems+1)
+	if err := x.s.publish(w); err != nil {
+		t.Fatal(err)
+	}
+	x.s.db.b.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bReports).Put(reportKey(x.key.DID(), w+10, 0), []byte("not a report"))
+	})
+	if _, err := x.s.Reports(x.key.DID()); err == nil || !strings.Contains(err.Error(), fmt.Sprint(w+10)) {
+		t.Fatalf("Reports with a bad page: %v", err)
+	}
+	listed := getPages[ReportJSON](t, x.s.ServeReports, x.key.DID())
+	if len(listed) != 3 || listed[0].Error != "" || listed[1].Error != "" || listed[2].Error == "" {
+		t.Fatalf("listed %+v", listed)
+	}
+	if listed[0].Pages != 2 || listed[1].Page != 1 {
+		t.Fatalf("pages listed as %d/%d, %d/%d", listed[0].Page, listed[0].Pages, listed[1].Page, listed[1].Pages)
+	}
 }
