@@ -2,6 +2,7 @@ package accounting
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 	ma "github.com/multiformats/go-multiaddr"
 	dto "github.com/prometheus/client_model/go"
+	bolt "go.etcd.io/bbolt"
 
 	"fleetmesh.org/fleetmesh/accounting/exchange"
 	"fleetmesh.org/fleetmesh/config/setting"
@@ -471,5 +473,75 @@ func TestQueueGrant(t *testing.T) {
 	x.s.m.grantRefusals.WithLabelValues("mediation_messages", "over_quota").Write(&m)
 	if m.GetCounter().GetValue() != 1 {
 		t.Fatal("the refusal was not counted")
+	}
+}
+
+// A responder that signs its own figures inflated (what it gave, or what
+// it received) gets no countersignature: the proposer, checking both
+// sides against its own meter, counts a dispute round with the signed
+// figures, stores no receipt, and reports the window disputed at the end.
+func TestProposerRefusesInflatedSignature(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		inflate func(*receipt.Side)
+	}{
+		{"gave", func(s *receipt.Side) { s.Gave.Events += 1000; s.Gave.Bytes += 300_000 }},
+		{"received", func(s *receipt.Side) { s.Received.Bytes *= 10 }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := testConfig()
+			nodes := newNodes(t, 2, cfg, nil)
+			a, b := nodes[0], nodes[1]
+			if a.key.DID() > b.key.DID() {
+				a, b = b, a
+			}
+			// b answers a proposal with its own figures, inflated, signed.
+			b.ag.Register(exchange.PIURIReceipt, func(ctx context.Context, u *didcomm.Unpacked) (*didcomm.Message, error) {
+				if u.Message.Type != exchange.TypePropose {
+					return b.s.handleReceipt(ctx, u)
+				}
+				var body exchange.ProposeBody
+				if err := json.Unmarshal(u.Message.Body, &body); err != nil {
+					return nil, err
+				}
+				var mine receipt.Side
+				b.s.db.b.View(func(tx *bolt.Tx) error {
+					var p pending
+					if v := tx.Bucket(bPending).Get(key(a.key.DID(), uint64(body.WindowStart))); v != nil && json.Unmarshal(v, &p) == nil {
+						mine = p.Mine
+					}
+					return nil
+				})
+				c.inflate(&mine)
+				r := exchange.Build(a.key.DID(), b.key.DID(), body, mine)
+				if err := r.Sign(b.key); err != nil {
+					return nil, err
+				}
+				raw, _ := r.Encode()
+				out, err := didcomm.NewMessage(exchange.TypeSign, exchange.ReceiptBody{Receipt: raw})
+				out.Thid = u.Message.ID
+				return out, err
+			})
+			traffic(a, b, 10, 300)
+			traffic(b, a, 5, 100)
+			closeWindow(nodes, t0.Add(window+time.Millisecond))
+			if rs, _ := a.s.Receipts(a.key.DID()); len(rs) != 0 {
+				t.Fatalf("a countersigned %d receipts with inflated figures", len(rs))
+			}
+			a.s.db.b.View(func(tx *bolt.Tx) error {
+				ps, _ := pendingFor(tx, b.key.DID())
+				if len(ps) != 1 || ps[0].Rounds < 1 || ps[0].Theirs == nil || *ps[0].Theirs == ps[0].Mine {
+					t.Errorf("a's pending window after the refused signature: %+v", ps)
+				}
+				return nil
+			})
+			a.s.Round(context.Background(), t0.Add(window+cfg.DisputePeriod.Duration+2*time.Second))
+			if p, d := counted(t, a, b.key.DID()); p != 0 || d != 1 {
+				t.Fatalf("after the dispute period: %d pending, %d disputed", p, d)
+			}
+			if rs, _ := a.s.Receipts(a.key.DID()); len(rs) != 0 {
+				t.Fatal("a countersigned at the end of the dispute")
+			}
+		})
 	}
 }

@@ -17,9 +17,10 @@
 // With a leaf (SetLeaves: the DIDs the node mediates for) the leaf
 // proposes every window's receipt when it wakes, whichever way the DIDs
 // sort, and the node only answers, keeping the leaf's windows for the
-// longer leaf dispute period (spec/leaf.md "Receipts"). The messages and
-// the checks either side makes before it signs are in package
-// accounting/exchange, which the leaf uses too.
+// longer leaf dispute period (spec/leaf.md "Receipts"). The messages, the
+// checks either side makes before it signs and the proposer's side of
+// the exchange (exchange.Proposer) are in package accounting/exchange,
+// which the leaf uses too.
 //
 // The protocols are DIDComm v2 messages under
 // https://fleetmesh.org/protocols/ (receipt/1.0, dispute/1.0, report/1.0,

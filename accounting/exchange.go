@@ -137,7 +137,10 @@ func (s *Service) request(ctx context.Context, peer string, window int64) {
 	}
 }
 
-// propose runs a's side of one window's exchange.
+// propose runs a's side of one window's exchange, the proposer's side a
+// leaf runs too (exchange.Proposer): propose, check both sides of b's
+// signed receipt against a's own figures, store it and countersign; or
+// record the dispute round.
 func (s *Service) propose(ctx context.Context, pair, peer string, p pending) error {
 	var h *receipt.Receipt
 	if err := s.db.b.View(func(tx *bolt.Tx) error {
@@ -147,17 +150,7 @@ func (s *Service) propose(ctx context.Context, pair, peer string, p pending) err
 	}); err != nil {
 		return err
 	}
-	body := exchange.Propose(h, p.Start, p.Secs, p.Mine, p.Rounds+1)
-	if p.Rounds > 0 {
-		body.Evidence = p.Evidence // the window is disputed: show the evidence
-	}
-	m, err := didcomm.NewMessage(exchange.TypePropose, body)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	reply, err := s.agent.Request(ctx, peer, m)
+	out, err := s.proposerWith(pair, peer).Propose(ctx, h, exchange.Window{Start: p.Start, Secs: p.Secs, Mine: p.Mine, Rounds: p.Rounds, Evidence: p.Evidence})
 	if err != nil {
 		var pr *didcomm.Problem
 		if errors.As(err, &pr) && pr.Code == didcomm.CodeUnsupportedType {
@@ -167,65 +160,72 @@ func (s *Service) propose(ctx context.Context, pair, peer string, p pending) err
 		}
 		return err
 	}
-	switch reply.Type {
-	case exchange.TypeSign:
-		return s.countersign(ctx, pair, peer, reply, h)
-	case exchange.TypeDisputeOpen:
-		var d exchange.DisputeBody
-		if err := json.Unmarshal(reply.Body, &d); err != nil {
-			return err
-		}
-		s.m.disputes.WithLabelValues("opened").Inc()
-		p.Rounds, p.Theirs = body.Round, &d.Counts
-		p.theirs(d.Evidence)
-		s.log.Info("accounting: dispute", "peer", peer, "window", p.Start, "round", body.Round, "reason", d.Reason,
-			"peer_findings", d.Findings[:min(len(d.Findings), exchange.MaxFindings)], "findings", p.Findings)
-		return s.db.b.Update(func(tx *bolt.Tx) error {
-			k := key(peer, uint64(p.Start))
-			if tx.Bucket(bPending).Get(k) == nil {
-				return nil
-			}
-			return putJSON(tx, bPending, k, p)
-		})
+	if out.Receipt != nil {
+		s.m.receipts.WithLabelValues("signed", "").Inc()
+		return s.sendCountersign(ctx, out.Receipt, peer)
 	}
-	return fmt.Errorf("unexpected answer %s", reply.Type)
+	d := out.Dispute
+	s.m.disputes.WithLabelValues("opened").Inc()
+	p.Rounds = out.Round
+	if d.WindowStart == p.Start {
+		p.Theirs = &d.Counts
+	}
+	p.theirs(d.Evidence)
+	s.log.Info("accounting: dispute", "peer", peer, "window", p.Start, "round", out.Round, "reason", d.Reason,
+		"signature_refused", out.Refused, "peer_findings", d.Findings, "findings", p.Findings)
+	return s.db.b.Update(func(tx *bolt.Tx) error {
+		k := key(peer, uint64(p.Start))
+		if tx.Bucket(bPending).Get(k) == nil {
+			return nil
+		}
+		return putJSON(tx, bPending, k, p)
+	})
 }
 
-// countersign checks b's signed receipt against a's own figures and chain,
-// stores it (fsynced) and only then sends a's signature.
-func (s *Service) countersign(ctx context.Context, pair, peer string, reply *didcomm.Message, h *receipt.Receipt) error {
-	r, err := exchange.CheckSigned(reply.Body, s.did, peer, h, s.meter.Length(), func(window int64) (mine receipt.Side, ok bool) {
-		s.db.b.View(func(tx *bolt.Tx) error {
-			if v := tx.Bucket(bPending).Get(key(peer, uint64(window))); v != nil {
-				var p pending
-				if json.Unmarshal(v, &p) == nil {
-					mine, ok = p.Mine, true
+// bounds are this node's bounds on a peer's figures.
+func (s *Service) bounds() exchange.Bounds {
+	return exchange.Bounds{Tolerance: s.cfg.Tolerance, Slack: s.cfg.Slack}
+}
+
+// send is exchange.Send to peer over the node's agent, each message
+// bounded by its own timeout.
+func (s *Service) send(peer string) exchange.Send {
+	return func(ctx context.Context, typ string, body any) (*didcomm.Message, error) {
+		m, err := didcomm.NewMessage(typ, body)
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		return s.agent.Request(ctx, peer, m)
+	}
+}
+
+// proposerWith is this node's proposer of the pair with peer: its figures
+// are the window's pending ones, or those in its disputed record when a
+// gave up on a window b had signed (b's signature still stands), and a
+// complete receipt is stored (fsynced) before the countersignature goes.
+func (s *Service) proposerWith(pair, peer string) *exchange.Proposer {
+	return &exchange.Proposer{Key: s.key, Responder: peer, Bounds: s.bounds(), Send: s.send(peer),
+		Mine: func(window int64) (mine receipt.Side, ok bool) {
+			s.db.b.View(func(tx *bolt.Tx) error {
+				if v := tx.Bucket(bPending).Get(key(peer, uint64(window))); v != nil {
+					var p pending
+					if json.Unmarshal(v, &p) == nil {
+						mine, ok = p.Mine, true
+					}
+				} else if v := tx.Bucket(bDisputed).Get(key(pair, uint64(window))); v != nil {
+					if d, err := receipt.Decode(v); err == nil {
+						mine, ok = d.Side(s.did), true
+					}
 				}
-			} else if v := tx.Bucket(bDisputed).Get(key(pair, uint64(window))); v != nil {
-				// a gave up on the window while b had signed it: b's
-				// signature still stands, and a's figures are in its record.
-				if d, err := receipt.Decode(v); err == nil {
-					mine, ok = d.Side(s.did), true
-				}
-			}
-			return nil
-		})
-		return mine, ok
-	})
-	if err != nil {
-		return err
-	}
-	if err := r.Sign(s.key); err != nil {
-		return err
-	}
-	if err := r.Verify(); err != nil {
-		return err
-	}
-	if err := s.db.b.Update(func(tx *bolt.Tx) error { return s.storeOwn(tx, r, peer) }); err != nil {
-		return err
-	}
-	s.m.receipts.WithLabelValues("signed", "").Inc()
-	return s.sendCountersign(ctx, r, peer)
+				return nil
+			})
+			return mine, ok
+		},
+		Store: func(r *receipt.Receipt) error {
+			return s.db.b.Update(func(tx *bolt.Tx) error { return s.storeOwn(tx, r, peer) })
+		}}
 }
 
 // storeOwn stores a complete receipt of one of this node's pairs and
@@ -243,9 +243,13 @@ func (s *Service) storeOwn(tx *bolt.Tx, r *receipt.Receipt, peer string) error {
 	if err := tx.Bucket(bHeads).Put([]byte(pair), u64(r.Seq)); err != nil {
 		return err
 	}
+	if err := indexOwn(tx, r); err != nil {
+		return err
+	}
 	tx.Bucket(bPending).Delete(key(peer, uint64(r.WindowStart)))
 	tx.Bucket(bSigned).Delete(key(pair, r.Seq))
 	tx.Bucket(bDisputed).Delete(key(pair, uint64(r.WindowStart)))
+	tx.Bucket(bByWindow).Delete(windowKey(r.WindowStart, 'd', pair))
 	tx.Bucket(bToReport).Put(u64(uint64(r.WindowStart)), nil)
 	if s.proposer(peer) == s.did {
 		return tx.Bucket(bUnacked).Put([]byte(pair), u64(r.Seq))
@@ -253,16 +257,12 @@ func (s *Service) storeOwn(tx *bolt.Tx, r *receipt.Receipt, peer string) error {
 	return nil
 }
 
+// sendCountersign sends a's signature of a stored receipt
+// (exchange.Proposer.Countersign) and, once b acknowledges it, clears the
+// mark.
 func (s *Service) sendCountersign(ctx context.Context, r *receipt.Receipt, peer string) error {
-	raw, _ := r.Encode()
-	m, err := didcomm.NewMessage(exchange.TypeCountersign, exchange.ReceiptBody{Receipt: raw})
-	if err != nil {
+	if err := (&exchange.Proposer{Send: s.send(peer)}).Countersign(ctx, r); err != nil {
 		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	if _, err := s.agent.Request(ctx, peer, m); err != nil {
-		return fmt.Errorf("countersignature of seq %d stored, not yet delivered: %w", r.Seq, err)
 	}
 	return s.db.b.Update(func(tx *bolt.Tx) error {
 		if v := tx.Bucket(bUnacked).Get([]byte(r.PairKey())); v != nil && binary.BigEndian.Uint64(v) == r.Seq {
@@ -324,6 +324,9 @@ func (s *Service) putDisputed(tx *bolt.Tx, pair, peer string, p pending) error {
 		return err
 	}
 	if err := tx.Bucket(bDisputed).Put(key(pair, uint64(p.Start)), raw); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bByWindow).Put(windowKey(p.Start, 'd', pair), nil); err != nil {
 		return err
 	}
 	rec := Dispute{Pair: pair, Peer: peer, WindowStart: p.Start, Rounds: p.Rounds, Evidence: p.Evidence, TheirEvidence: p.TheirEvidence, Findings: p.Findings}
@@ -420,7 +423,7 @@ func (s *Service) handlePropose(msg *didcomm.Message) (*didcomm.Message, error) 
 		if h != nil && body.WindowStart <= h.WindowStart {
 			return problem(exchange.CodeChain, "window %d is not after the pair's last receipt (window %d)", body.WindowStart, h.WindowStart)
 		}
-		if why := exchange.Agree(body.Counts, mine, s.cfg.Tolerance, s.cfg.Slack); why != "" {
+		if why := exchange.CheckProposal(body, mine, s.bounds()); why != "" {
 			p.Theirs, p.Rounds = &body.Counts, body.Round
 			p.theirs(body.Evidence)
 			if err := putJSON(tx, bPending, k, p); err != nil {

@@ -41,7 +41,7 @@ func TestForkInProposalHead(t *testing.T) {
 		receipt.Side{Gave: receipt.Counts{Events: 400}}, receipt.Side{Received: receipt.Counts{Events: 400}})
 	other.Sign(a.key)
 	other.Sign(b.key)
-	body := exchange.Propose(other, t0.Unix()+10, 10, receipt.Side{}, 1)
+	body := exchange.Propose(other, t0.Unix()+10, 10, receipt.Side{}, 1, exchange.DefaultBounds)
 	raw, _ := json.Marshal(body)
 	_, err := b.s.handlePropose(&didcomm.Message{ID: "p", Type: exchange.TypePropose, From: a.key.DID(), Body: raw})
 	if err == nil || !strings.Contains(err.Error(), "fork proof built") {

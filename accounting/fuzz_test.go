@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"fleetmesh.org/fleetmesh/accounting/exchange"
 	"fleetmesh.org/fleetmesh/didcomm"
 	"fleetmesh.org/fleetmesh/grant"
+	"fleetmesh.org/fleetmesh/receipt"
 )
 
 // FuzzMessages feeds arbitrary bodies to every message this package
@@ -55,8 +58,7 @@ func FuzzMessages(f *testing.F) {
 // FuzzCursor: a page cursor from anyone is read or refused, and one read
 // writes back to a cursor that reads the same.
 func FuzzCursor(f *testing.F) {
-	w := int64(3600)
-	for _, c := range []cursor{{}, {Receipt: []byte("a b\x00\x00\x00\x00\x00\x00\x00\x00\x01")}, {Window: &w}} {
+	for _, c := range []cursor{{}, {Receipt: []byte("a b\x00\x00\x00\x00\x00\x00\x00\x00\x01")}, {Report: reportKey("did:key:z6Mk", 3600, 2)}} {
 		f.Add(c.String())
 	}
 	f.Add("not base64!")
@@ -67,8 +69,47 @@ func FuzzCursor(f *testing.F) {
 			return
 		}
 		c2, err := parseCursor(c.String())
-		if err != nil || string(c2.Receipt) != string(c.Receipt) || (c2.Window == nil) != (c.Window == nil) || c.Window != nil && *c.Window != *c2.Window {
+		if err != nil || string(c2.Receipt) != string(c.Receipt) || string(c2.Report) != string(c.Report) {
 			t.Fatalf("%q read as %+v, rewritten as %+v (%v)", s, c, c2, err)
+		}
+	})
+}
+
+// FuzzFetchedPage feeds an arbitrary page answer (receipt.Page, as a peer
+// answers a fetch) to the fetching side: it never panics, and keeps only
+// receipts and report pages of the node asked for that verify.
+func FuzzFetchedPage(f *testing.F) {
+	nodes := newNodes(f, 2, testConfig(), nil)
+	s, other := nodes[0].s, nodes[1]
+	did := other.key.DID()
+	f.Add([]byte(`{"receipts":["oWF2AQ"],"reports":[],"next":""}`))
+	f.Add([]byte(`{"receipts":[],"reports":["oA"],"next":"x"}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var pg receipt.Page
+		if json.Unmarshal(body, &pg) != nil {
+			return
+		}
+		pg.Next = ""
+		fetch := func(context.Context, peer.ID, string, string) (receipt.Page, error) { return pg, nil }
+		s.fetchFrom(context.Background(), fetch, other.h.ID(), did)
+		rs, err := s.Receipts(did)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rs {
+			if err := r.Verify(); err != nil || !r.Has(did) {
+				t.Fatalf("kept a receipt that does not verify or is not %s's: %v", did, err)
+			}
+		}
+		reps, err := s.Reports(did)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rep := range reps {
+			if err := rep.Verify(); err != nil || rep.Node != did {
+				t.Fatalf("kept a report page that does not verify or is not %s's: %v", did, err)
+			}
 		}
 	})
 }

@@ -59,12 +59,12 @@ func TestLeafProposesAndHomeWaits(t *testing.T) {
 
 	// The leaf wakes and proposes window 1.
 	mine := receipt.Side{Received: receipt.Counts{MediationMessages: 4}}
-	body := exchange.Propose(nil, t0.Unix(), int64(window/time.Second), mine, 1)
+	body := exchange.Propose(nil, t0.Unix(), int64(window/time.Second), mine, 1, exchange.DefaultBounds)
 	reply := call(t, home, leaf, exchange.TypePropose, body)
 	if reply.Type != exchange.TypeSign {
 		t.Fatalf("answer %s, want sign", reply.Type)
 	}
-	r, err := exchange.CheckSigned(reply.Body, leaf.key.DID(), home.key.DID(), nil, int64(window/time.Second),
+	r, err := exchange.CheckSigned(reply.Body, leaf.key.DID(), home.key.DID(), nil, int64(window/time.Second), exchange.DefaultBounds,
 		func(int64) (receipt.Side, bool) { return mine, true })
 	if err != nil {
 		t.Fatal(err)

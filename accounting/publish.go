@@ -50,6 +50,9 @@ type PageFetcher func(ctx context.Context, p peer.ID, node, after string) (recei
 // receipts.
 const maxFetchPages = 1000
 
+// fetchPageTimeout bounds the reading of one fetched page.
+const fetchPageTimeout = 30 * time.Second
+
 func isNoAnswer(err error) bool { return errors.Is(err, agent.ErrNoAnswer) }
 
 // publishDue signs the reports of windows whose dispute period is over.
@@ -72,36 +75,57 @@ func (s *Service) publishDue(now time.Time) error {
 	return nil
 }
 
+// publish signs the report of window w, in pages (receipt.SplitReport),
+// from the window index: the node's own co-signed and disputed receipts
+// of w, read by key. Pages of an earlier report of w go.
 func (s *Service) publish(w int64) error {
-	rep := &receipt.Report{V: receipt.Version, Node: s.did, WindowStart: w, WindowSecs: s.meter.Length(), Receipts: [][]byte{}, Disputed: [][]byte{}}
 	return s.db.b.Update(func(tx *bolt.Tx) error {
-		tx.Bucket(bReceipts).ForEach(func(k, v []byte) error {
-			if pairHas(string(k[:bytes.IndexByte(k, 0)]), s.did) {
-				if r, err := receipt.Decode(v); err == nil && r.WindowStart == w {
-					rep.Receipts = append(rep.Receipts, append([]byte(nil), v...))
+		receipts, disputed := [][]byte{}, [][]byte{}
+		c := tx.Bucket(bByWindow).Cursor()
+		pfx := u64(uint64(w))
+		for k, v := c.Seek(pfx); k != nil && bytes.HasPrefix(k, pfx); k, v = c.Next() {
+			pair := string(k[len(pfx)+1:])
+			switch k[len(pfx)] {
+			case 'r':
+				if raw := tx.Bucket(bReceipts).Get(key(pair, binary.BigEndian.Uint64(v))); raw != nil {
+					receipts = append(receipts, bytes.Clone(raw))
+				}
+			case 'd':
+				if raw := tx.Bucket(bDisputed).Get(key(pair, uint64(w))); raw != nil {
+					disputed = append(disputed, bytes.Clone(raw))
 				}
 			}
-			return nil
-		})
-		tx.Bucket(bDisputed).ForEach(func(k, v []byte) error {
-			if binary.BigEndian.Uint64(k[len(k)-8:]) == uint64(w) {
-				rep.Disputed = append(rep.Disputed, append([]byte(nil), v...))
+		}
+		if err := deleteReport(tx, s.did, w); err != nil {
+			return err
+		}
+		for _, rep := range receipt.SplitReport(s.did, w, s.meter.Length(), receipts, disputed) {
+			if err := rep.Sign(s.key); err != nil {
+				return err
 			}
-			return nil
-		})
-		if err := rep.Sign(s.key); err != nil {
-			return err
-		}
-		raw, err := rep.Encode()
-		if err != nil {
-			return err
-		}
-		if err := tx.Bucket(bReports).Put(key(s.did, uint64(w)), raw); err != nil {
-			return err
+			raw, err := rep.Encode()
+			if err != nil {
+				return err
+			}
+			if err := tx.Bucket(bReports).Put(reportKey(s.did, w, rep.Page), raw); err != nil {
+				return err
+			}
 		}
 		s.m.reports.Inc()
 		return tx.Bucket(bToReport).Delete(u64(uint64(w)))
 	})
+}
+
+// deleteReport removes every stored page of node's report of window w.
+func deleteReport(tx *bolt.Tx, node string, w int64) error {
+	c := tx.Bucket(bReports).Cursor()
+	pfx := key(node, uint64(w))
+	for k, _ := c.Seek(pfx); k != nil && bytes.HasPrefix(k, pfx); k, _ = c.Seek(pfx) {
+		if err := c.Delete(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Receipts returns the co-signed receipts this node holds of did, in pair
@@ -117,16 +141,20 @@ func (s *Service) Receipts(did string) ([]*receipt.Receipt, error) {
 	return rs, err
 }
 
-// Reports returns the reports this node holds of did.
+// Reports returns the report pages this node holds of did, in window and
+// page order (receipt.CheckPages tells whether a window's are all there).
+// Each was verified when this node signed or took it in (ingestReport),
+// so it is read back by form only (receipt.ParseReport). A page that does
+// not parse is an error naming it, never left out.
 func (s *Service) Reports(did string) ([]*receipt.Report, error) {
 	var out []*receipt.Report
 	err := s.db.b.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bReports).Cursor()
 		pfx := append([]byte(did), 0)
 		for k, v := c.Seek(pfx); k != nil && bytes.HasPrefix(k, pfx); k, v = c.Next() {
-			r, err := receipt.DecodeReport(v)
+			r, err := receipt.ParseReport(v)
 			if err != nil {
-				return err
+				return fmt.Errorf("accounting: stored report of %s window %d: %w", did, binary.BigEndian.Uint64(k[len(pfx):]), err)
 			}
 			out = append(out, r)
 		}
@@ -177,28 +205,30 @@ func (s *Service) Fetch(ctx context.Context, did string) (int, error) {
 }
 
 func (s *Service) fetchFrom(ctx context.Context, fetch PageFetcher, p peer.ID, did string) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
 	n, after := 0, ""
 	for range maxFetchPages {
-		pg, err := fetch(ctx, p, did, after)
+		// Each page has its own deadline: a chain or a report of many
+		// pages takes as long as its pages, each bounded.
+		pctx, cancel := context.WithTimeout(ctx, fetchPageTimeout)
+		pg, err := fetch(pctx, p, did, after)
+		cancel()
 		if err != nil {
 			return n, fmt.Errorf("fetching %s's receipts from %s: %w", did, p, err)
 		}
+		var rs []*receipt.Receipt
 		for _, raw := range pg.Receipts[:min(len(pg.Receipts), receipt.MaxPageReceipts)] {
 			// Only what was asked for: an answer cannot fill this
 			// node's store with other pairs' receipts.
-			if r, err := receipt.Decode(raw); err != nil || !r.Has(did) {
+			r, err := receipt.Decode(raw)
+			if err != nil || !r.Has(did) {
 				continue
 			}
-			ok, err := s.Ingest(raw)
-			if err != nil {
-				s.log.Info("accounting: fetched receipt refused", "from", p, "err", err)
-				continue
-			}
-			if ok {
-				n++
-			}
+			rs = append(rs, r)
+		}
+		k, errs := s.ingest(rs, false)
+		n += k
+		for _, err := range errs {
+			s.log.Info("accounting: fetched receipt refused", "from", p, "err", err)
 		}
 		for _, raw := range pg.Reports[:min(len(pg.Reports), receipt.MaxPageReports)] {
 			if err := s.ingestReport(raw, did); err != nil {
@@ -213,24 +243,51 @@ func (s *Service) fetchFrom(ctx context.Context, fetch PageFetcher, p peer.ID, d
 	return n, nil
 }
 
-// ingestReport keeps a verified report of did, and checks every co-signed
-// receipt in it against the receipts held (Ingest), so that a report
-// carrying the other side of a fork is caught.
+// ingestReport keeps a report page of did once it verifies, and checks
+// every co-signed receipt in it against the receipts held (ingest), so
+// that a report carrying the other side of a fork is caught.
 func (s *Service) ingestReport(raw []byte, did string) error {
-	rep, err := receipt.DecodeReport(raw)
+	rep, err := receipt.ParseReport(raw)
+	if err != nil {
+		return err
+	}
+	// A receipt held already, byte for byte (fetched just before, as a
+	// fetch does), was verified when it was taken in.
+	err = s.db.b.View(func(tx *bolt.Tx) error {
+		return rep.VerifyExcept(func(rc []byte) bool {
+			r, err := receipt.Decode(rc)
+			return err == nil && bytes.Equal(tx.Bucket(bReceipts).Get(key(r.PairKey(), r.Seq)), rc)
+		})
+	})
 	if err != nil {
 		return err
 	}
 	if rep.Node != did {
 		return fmt.Errorf("a report of %s, not of %s", rep.Node, did)
 	}
+	rs := make([]*receipt.Receipt, 0, len(rep.Receipts))
 	for _, rc := range rep.Receipts {
-		if _, err := s.Ingest(rc); err != nil {
-			s.log.Info("accounting: a receipt in a fetched report", "node", did, "window", rep.WindowStart, "err", err)
+		if r, err := receipt.Decode(rc); err == nil {
+			rs = append(rs, r)
 		}
 	}
+	if _, errs := s.ingest(rs, true); len(errs) > 0 {
+		s.log.Info("accounting: a receipt in a fetched report", "node", did, "window", rep.WindowStart, "err", errs[0], "refused", len(errs))
+	}
 	return s.db.b.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bReports).Put(key(rep.Node, uint64(rep.WindowStart)), raw)
+		// A page of a report with another page count (the node
+		// re-reported the window) replaces every page of the old one.
+		c := tx.Bucket(bReports).Cursor()
+		pfx := key(rep.Node, uint64(rep.WindowStart))
+		for k, v := c.Seek(pfx); k != nil && bytes.HasPrefix(k, pfx); k, v = c.Next() {
+			if old, err := receipt.ParseReport(v); err != nil || old.PageCount() != rep.PageCount() {
+				if err := deleteReport(tx, rep.Node, rep.WindowStart); err != nil {
+					return err
+				}
+				break
+			}
+		}
+		return tx.Bucket(bReports).Put(reportKey(rep.Node, rep.WindowStart, rep.Page), raw)
 	})
 }
 
@@ -240,41 +297,78 @@ func (s *Service) ingestReport(raw []byte, did string) error {
 // is stored and spread.
 func (s *Service) Ingest(raw []byte) (bool, error) {
 	r, err := receipt.Decode(raw)
-	if err == nil {
-		err = r.Verify()
-	}
-	if err == nil && r.Disputed {
-		err = errors.New("a disputed receipt is not part of a chain")
-	}
 	if err != nil {
 		s.m.receipts.WithLabelValues("refused", "invalid").Inc()
 		return false, err
 	}
-	isNew := false
-	var forkWith *receipt.Receipt
-	err = s.db.b.Update(func(tx *bolt.Tx) error {
-		had := tx.Bucket(bReceipts).Get(key(r.PairKey(), r.Seq)) != nil
-		old, err := putReceipt(tx, r)
-		if errors.Is(err, errFork) {
-			forkWith = old
-			return nil
-		}
-		isNew = !had && err == nil
-		return err
-	})
-	if forkWith != nil {
-		s.forkFound(forkWith, r)
-		return false, fmt.Errorf("pair %s seq %d: a different co-signed receipt is stored: fork proof built", r.PairKey(), r.Seq)
+	n, errs := s.ingest([]*receipt.Receipt{r}, false)
+	if len(errs) > 0 {
+		return false, errs[0]
 	}
-	return isNew, err
+	return n == 1, nil
+}
+
+// ingest stores the co-signed receipts rs that verify (verified: they
+// were, as a report's are when it decodes), in one transaction, and
+// returns how many were new and why each other was refused. One that
+// contradicts a stored receipt becomes a fork proof.
+func (s *Service) ingest(rs []*receipt.Receipt, verified bool) (int, []error) {
+	var errs []error
+	ok := rs[:0:0]
+	for _, r := range rs {
+		var err error
+		if !verified {
+			err = r.Verify()
+		}
+		if err == nil && r.Disputed {
+			err = errors.New("a disputed receipt is not part of a chain")
+		}
+		if err != nil {
+			s.m.receipts.WithLabelValues("refused", "invalid").Inc()
+			errs = append(errs, err)
+			continue
+		}
+		ok = append(ok, r)
+	}
+	if len(ok) == 0 {
+		return 0, errs
+	}
+	isNew := 0
+	var forks [][2]*receipt.Receipt
+	err := s.db.b.Update(func(tx *bolt.Tx) error {
+		isNew, forks = 0, nil
+		for _, r := range ok {
+			had := tx.Bucket(bReceipts).Get(key(r.PairKey(), r.Seq)) != nil
+			old, err := putReceipt(tx, r)
+			if errors.Is(err, errFork) {
+				forks = append(forks, [2]*receipt.Receipt{old, r})
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if !had {
+				isNew++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, append(errs, err)
+	}
+	for _, f := range forks {
+		s.forkFound(f[0], f[1])
+		errs = append(errs, fmt.Errorf("pair %s seq %d: a different co-signed receipt is stored: fork proof built", f[1].PairKey(), f[1].Seq))
+	}
+	return isNew, errs
 }
 
 // cursor is a page's position: the key of the last receipt sent (pair \0
-// seq) and the window of the last report sent. It travels as base64url
+// seq) and of the last report page sent (node \0 window page). It travels as base64url
 // JSON, opaque to the asker.
 type cursor struct {
 	Receipt []byte `json:"r,omitempty"`
-	Window  *int64 `json:"w,omitempty"`
+	Report  []byte `json:"p,omitempty"`
 }
 
 func parseCursor(s string) (cursor, error) {
@@ -288,7 +382,7 @@ func parseCursor(s string) (cursor, error) {
 		dec.DisallowUnknownFields()
 		err = dec.Decode(&c)
 	}
-	if err != nil || len(c.Receipt) > 1024 {
+	if err != nil || len(c.Receipt) > 1024 || len(c.Report) > 1024 {
 		return c, fmt.Errorf("invalid cursor %q: give the next cursor of the previous page, or none", s)
 	}
 	return c, nil
@@ -316,43 +410,52 @@ func (s *Service) page(node, after string, receipts, reports bool) (receipt.Page
 	if err != nil {
 		return pg, err
 	}
-	next, more := c, false
+	next, more, size := c, false, 0
+	full := func(n, max, add int) bool { return n == max || n > 0 && size+add > receipt.MaxPageBytes }
 	err = s.db.b.View(func(tx *bolt.Tx) error {
 		if receipts {
-			cur := tx.Bucket(bReceipts).Cursor()
-			k, v := cur.First()
+			// From the index: node \0 pair \0 seq, in pair and seq order.
+			cur := tx.Bucket(bByNode).Cursor()
+			pfx := append([]byte(node), 0)
+			start := pfx
 			if c.Receipt != nil {
-				if k, v = cur.Seek(c.Receipt); k != nil && bytes.Equal(k, c.Receipt) {
-					k, v = cur.Next()
-				}
+				start = append(bytes.Clone(pfx), c.Receipt...)
 			}
-			for ; k != nil; k, v = cur.Next() {
-				if !pairHas(string(k[:bytes.IndexByte(k, 0)]), node) {
-					continue
+			k, _ := cur.Seek(start)
+			if c.Receipt != nil && k != nil && bytes.Equal(k, start) {
+				k, _ = cur.Next()
+			}
+			for ; k != nil && bytes.HasPrefix(k, pfx); k, _ = cur.Next() {
+				v := tx.Bucket(bReceipts).Get(k[len(pfx):])
+				if v == nil {
+					return fmt.Errorf("accounting: the index names a missing receipt %q", k[len(pfx):])
 				}
-				if len(pg.Receipts) == s.pageReceipts {
+				if full(len(pg.Receipts), s.pageReceipts, len(v)) {
 					more = true
 					break
 				}
+				size += len(v)
 				pg.Receipts = append(pg.Receipts, bytes.Clone(v))
-				next.Receipt = bytes.Clone(k)
+				next.Receipt = bytes.Clone(k[len(pfx):])
 			}
 		}
 		if reports {
 			cur := tx.Bucket(bReports).Cursor()
 			pfx := append([]byte(node), 0)
-			start := pfx
-			if c.Window != nil {
-				start = key(node, uint64(*c.Window)+1)
+			k, v := cur.Seek(pfx)
+			if c.Report != nil {
+				if k, v = cur.Seek(c.Report); k != nil && bytes.Equal(k, c.Report) {
+					k, v = cur.Next()
+				}
 			}
-			for k, v := cur.Seek(start); k != nil && bytes.HasPrefix(k, pfx); k, v = cur.Next() {
-				if len(pg.Reports) == s.pageReports {
+			for ; k != nil && bytes.HasPrefix(k, pfx); k, v = cur.Next() {
+				if full(len(pg.Reports), s.pageReports, len(v)) || more {
 					more = true
 					break
 				}
+				size += len(v)
 				pg.Reports = append(pg.Reports, bytes.Clone(v))
-				w := int64(binary.BigEndian.Uint64(k[len(pfx):]))
-				next.Window = &w
+				next.Report = bytes.Clone(k)
 			}
 		}
 		return nil
@@ -445,27 +548,34 @@ func (s *Service) ServeReceipts(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// ReportJSON is one report as /accounting/reports lists it.
+// ReportJSON is one report page as /accounting/reports lists it, from
+// the pages held (verified when taken in; Raw is there for the reader to
+// verify again). A page held that does not parse is listed with Error,
+// never left out.
 type ReportJSON struct {
 	WindowStart int64    `json:"window_start"`
+	Page        uint32   `json:"page"`
+	Pages       uint32   `json:"pages"`
 	Receipts    int      `json:"receipts"`
 	Disputed    []string `json:"disputed"`
 	Raw         []byte   `json:"raw"`
+	Error       string   `json:"error,omitempty"`
 }
 
 // ServeReports serves GET ?node=DID[&fetch=1][&after=CURSOR]: one page (at
-// most receipt.MaxPageReports) of the node's reports held here, in window
-// order, each with its canonical bytes, paged and fetched as
-// ServeReceipts.
+// most receipt.MaxPageReports) of the node's report pages held here, in
+// window and page order, each with its canonical bytes, paged and fetched
+// as ServeReceipts.
 func (s *Service) ServeReports(w http.ResponseWriter, r *http.Request) {
 	s.servePage(w, r, false, func(pg receipt.Page) any {
 		out := []ReportJSON{}
 		for _, raw := range pg.Reports {
-			rep, err := receipt.DecodeReport(raw)
+			rep, err := receipt.ParseReport(raw)
 			if err != nil {
+				out = append(out, ReportJSON{Disputed: []string{}, Raw: raw, Error: err.Error()})
 				continue
 			}
-			it := ReportJSON{WindowStart: rep.WindowStart, Receipts: len(rep.Receipts), Disputed: []string{}, Raw: raw}
+			it := ReportJSON{WindowStart: rep.WindowStart, Page: rep.Page, Pages: rep.PageCount(), Receipts: len(rep.Receipts), Disputed: []string{}, Raw: raw}
 			for _, d := range rep.Disputed {
 				if rc, err := receipt.Decode(d); err == nil {
 					it.Disputed = append(it.Disputed, rc.PairKey())

@@ -28,10 +28,11 @@ type Config struct {
 	// Window is the accounting window, UTC-aligned: whole seconds, at
 	// least 1s ("1h"; seconds in tests).
 	Window setting.Duration `toml:"window" comment:"the accounting window, UTC-aligned, whole seconds"`
-	// Tolerance is how far, as a fraction of the larger figure, the two
-	// sides' counts of one service may differ and still be signed.
+	// Tolerance is how far, as a fraction of this node's own figure, a
+	// peer's count of one service may differ from it and still be signed
+	// (exchange.Agree).
 	Tolerance float64 `toml:"tolerance" comment:"how far, as a fraction, two sides' counts may differ and still be signed"`
-	// Slack is how many units (events, and their bytes at the window's
+	// Slack is how many units (events, and their bytes at this node's
 	// mean event size) the sides may differ by whatever the tolerance:
 	// events in flight at a boundary are counted in one window by the
 	// sender and in the next by the receiver.

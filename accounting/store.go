@@ -26,11 +26,15 @@ var (
 	bSigned   = []byte("signed")   // pair \0 seq → receipt this node signed as b, not yet complete
 	bDisputed = []byte("disputed") // pair \0 window → disputed receipt
 	bToReport = []byte("toreport") // window → ""
-	bReports  = []byte("reports")  // node \0 window → report
+	bReports  = []byte("reports")  // node \0 window page(4) → report page (node \0 window: a one-page report stored before pages)
 	bForks    = []byte("forks")    // proof CID → fork proof
 	bGrants   = []byte("grants")   // id → grant record (JSON)
 	bUnacked  = []byte("unacked")  // pair → seq whose countersignature b has not acknowledged
 	bDisputes = []byte("disputes") // pair \0 window → dispute record (JSON)
+	// Indexes, so that listing and publishing read only what they
+	// return: built from the buckets above when first opened.
+	bByNode   = []byte("receipts-by-node") // node \0 pair \0 seq → "" for every co-signed receipt held
+	bByWindow = []byte("own-by-window")    // window 'r' pair → seq of an own co-signed receipt; window 'd' pair → "" for an own disputed one
 )
 
 type db struct{ b *bolt.DB }
@@ -49,7 +53,7 @@ func openDB(dir string) (*db, error) {
 				return err
 			}
 		}
-		return nil
+		return buildIndexes(tx)
 	})
 	if err != nil {
 		b.Close()
@@ -59,6 +63,71 @@ func openDB(dir string) (*db, error) {
 }
 
 func (d *db) close() error { return d.b.Close() }
+
+// buildIndexes creates the index buckets, filling them from the records
+// when they are new (a database written before them).
+func buildIndexes(tx *bolt.Tx) error {
+	if tx.Bucket(bByNode) != nil && tx.Bucket(bByWindow) != nil {
+		return nil
+	}
+	tx.DeleteBucket(bByNode)
+	tx.DeleteBucket(bByWindow)
+	if _, err := tx.CreateBucket(bByNode); err != nil {
+		return err
+	}
+	if _, err := tx.CreateBucket(bByWindow); err != nil {
+		return err
+	}
+	heads := tx.Bucket(bHeads)
+	err := tx.Bucket(bReceipts).ForEach(func(k, v []byte) error {
+		pair := string(k[:bytes.IndexByte(k, 0)])
+		if err := indexReceipt(tx, pair, binary.BigEndian.Uint64(k[len(pair)+1:])); err != nil {
+			return err
+		}
+		if heads.Get([]byte(pair)) == nil {
+			return nil
+		}
+		r, err := receipt.Decode(v)
+		if err != nil {
+			return err
+		}
+		return indexOwn(tx, r)
+	})
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(bDisputed).ForEach(func(k, _ []byte) error {
+		pair := string(k[:bytes.IndexByte(k, 0)])
+		return tx.Bucket(bByWindow).Put(windowKey(int64(binary.BigEndian.Uint64(k[len(pair)+1:])), 'd', pair), nil)
+	})
+}
+
+// indexReceipt indexes a stored co-signed receipt under both its nodes.
+func indexReceipt(tx *bolt.Tx, pair string, seq uint64) error {
+	a, b := splitPair(pair)
+	for _, n := range []string{a, b} {
+		if err := tx.Bucket(bByNode).Put(append(append([]byte(n), 0), key(pair, seq)...), nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// indexOwn indexes one of the node's own co-signed receipts by window.
+func indexOwn(tx *bolt.Tx, r *receipt.Receipt) error {
+	return tx.Bucket(bByWindow).Put(windowKey(r.WindowStart, 'r', r.PairKey()), u64(r.Seq))
+}
+
+// windowKey is a bByWindow key: window, kind ('r' co-signed, 'd'
+// disputed), pair.
+func windowKey(w int64, kind byte, pair string) []byte {
+	return append(append(u64(uint64(w)), kind), pair...)
+}
+
+// reportKey is a bReports key: node \0 window page.
+func reportKey(node string, w int64, page uint32) []byte {
+	return binary.BigEndian.AppendUint32(key(node, uint64(w)), page)
+}
 
 func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 
@@ -181,7 +250,10 @@ func putReceipt(tx *bolt.Tx, r *receipt.Receipt) (*receipt.Receipt, error) {
 		}
 		return o, errFork
 	}
-	return nil, tx.Bucket(bReceipts).Put(k, raw)
+	if err := tx.Bucket(bReceipts).Put(k, raw); err != nil {
+		return nil, err
+	}
+	return nil, indexReceipt(tx, r.PairKey(), r.Seq)
 }
 
 // receiptFor reports whether the pair holds a co-signed receipt of the
@@ -197,28 +269,25 @@ func receiptFor(tx *bolt.Tx, pair string, window int64) bool {
 	return false
 }
 
-// receiptsOf lists every stored co-signed receipt involving did.
+// receiptsOf lists every stored co-signed receipt involving did, from the
+// index.
 func (d *db) receiptsOf(did string) ([]*receipt.Receipt, error) {
 	var out []*receipt.Receipt
 	err := d.b.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bReceipts).ForEach(func(k, v []byte) error {
-			i := bytes.IndexByte(k, 0)
-			pair := string(k[:i])
-			if !pairHas(pair, did) {
-				return nil
+		c := tx.Bucket(bByNode).Cursor()
+		pfx := append([]byte(did), 0)
+		for k, _ := c.Seek(pfx); k != nil && bytes.HasPrefix(k, pfx); k, _ = c.Next() {
+			v := tx.Bucket(bReceipts).Get(k[len(pfx):])
+			if v == nil {
+				return fmt.Errorf("accounting: the index names a missing receipt %q", k[len(pfx):])
 			}
 			r, err := receipt.Decode(v)
 			if err != nil {
 				return err
 			}
 			out = append(out, r)
-			return nil
-		})
+		}
+		return nil
 	})
 	return out, err
-}
-
-func pairHas(pair, did string) bool {
-	a, b, _ := bytes.Cut([]byte(pair), []byte(" "))
-	return string(a) == did || string(b) == did
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"fleetmesh.org/fleetmesh/didcomm"
-	"fleetmesh.org/fleetmesh/didcomm/mediator"
+	"fleetmesh.org/fleetmesh/didcomm/mediation"
 	"fleetmesh.org/fleetmesh/didcomm/routing"
 	"fleetmesh.org/fleetmesh/didcomm/transport"
 	"fleetmesh.org/fleetmesh/identity"
@@ -76,7 +76,7 @@ type hostileEnv struct {
 	leaf string // a DIDComm recipient the node mediates for
 	// pickup is the leaf's mediator client, whose pickups empty the
 	// queue the honest forwards fill (as a real leaf's wakes do).
-	pickup   *mediator.Client
+	pickup   *mediation.Client
 	node     string // the node's DID
 	sender   *didcomm.Packer
 	seed     int
@@ -460,7 +460,7 @@ func (env *hostileEnv) setupMediation() {
 	}
 	lp, lu := packerOf(leafKey)
 	env.sender, _ = packerOf(senderKey)
-	seen, err := mediator.OpenSeen(t.TempDir(), mediator.DefaultMaxSeen)
+	seen, err := mediation.OpenSeen(t.TempDir(), mediation.DefaultMaxSeen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,12 +475,12 @@ func (env *hostileEnv) setupMediation() {
 		}
 		return out, err
 	}
-	client := &mediator.Client{Packer: lp, Unpacker: lu, Mediator: env.node, Exchange: ex, Seen: seen}
+	client := &mediation.Client{Packer: lp, Unpacker: lu, Mediator: env.node, Exchange: ex, Seen: seen}
 	ctx := context.Background()
 	if _, err := client.RequestMediation(ctx); err != nil {
 		t.Fatalf("mediation: %v", err)
 	}
-	if _, err := client.UpdateRecipients(ctx, mediator.Update{RecipientDID: leafKey.DID(), Action: "add"}); err != nil {
+	if _, err := client.UpdateRecipients(ctx, mediation.Update{RecipientDID: leafKey.DID(), Action: "add"}); err != nil {
 		t.Fatalf("recipient update: %v", err)
 	}
 	env.leaf = leafKey.DID()

@@ -13,7 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"fleetmesh.org/fleetmesh/didcomm/mediator"
+	"fleetmesh.org/fleetmesh/didcomm/mediation"
 	"fleetmesh.org/fleetmesh/netem"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
@@ -249,7 +249,7 @@ func TestPushWake(t *testing.T) {
 	h.queue(t, newSender(t), l.DID(), 1)
 	select {
 	case b := <-got:
-		want, _ := json.Marshal(mediator.PushWakeBody{Type: mediator.TypePushWake})
+		want, _ := json.Marshal(mediation.PushWakeBody{Type: mediation.TypePushWake})
 		if string(b) != string(want) {
 			t.Fatalf("push body %s, want %s and nothing else", b, want)
 		}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"fleetmesh.org/fleetmesh/didcomm"
-	"fleetmesh.org/fleetmesh/didcomm/mediator"
+	"fleetmesh.org/fleetmesh/didcomm/mediation"
 	"fleetmesh.org/fleetmesh/didcomm/problemreport"
 	"fleetmesh.org/fleetmesh/didcomm/routing"
 )
@@ -16,8 +16,8 @@ import (
 // fsynced transaction before messages-received acknowledges it, so a
 // kill -9 at any point loses nothing: an unacknowledged delivery comes
 // again and its ids, already stored, drop it.
-func (w *wake) pickup(c *mediator.Client) error {
-	_, err := c.CollectBatches(w.ctx, int(w.l.cfg.DeliveryBatch), func(batch []mediator.Delivered) error {
+func (w *wake) pickup(c *mediation.Client) error {
+	_, err := c.CollectBatches(w.ctx, int(w.l.cfg.DeliveryBatch), func(batch []mediation.Delivered) error {
 		ms := make([]message, 0, len(batch))
 		for _, d := range batch {
 			ms = append(ms, w.l.openDelivery(c.Mediator, d))
@@ -43,7 +43,7 @@ func (w *wake) pickup(c *mediator.Client) error {
 // openDelivery unpacks one delivered message. One that cannot be opened
 // is kept packed with the reason: it was acknowledged, so dropping it
 // would lose it.
-func (l *Leaf) openDelivery(mediatorDID string, d mediator.Delivered) message {
+func (l *Leaf) openDelivery(mediatorDID string, d mediation.Delivered) message {
 	m := message{DeliveryID: d.ID, Mediator: mediatorDID}
 	u, err := l.unpacker.Unpack(d.Packed)
 	if err != nil {

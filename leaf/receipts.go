@@ -14,7 +14,7 @@ import (
 
 	"fleetmesh.org/fleetmesh/accounting/exchange"
 	"fleetmesh.org/fleetmesh/didcomm"
-	"fleetmesh.org/fleetmesh/didcomm/mediator"
+	"fleetmesh.org/fleetmesh/didcomm/mediation"
 	"fleetmesh.org/fleetmesh/receipt"
 )
 
@@ -344,12 +344,16 @@ func (w *wake) receiptsWith(h *homeState) error {
 	if !w.timeLeft() {
 		return nil
 	}
-	c := &mediator.Client{Packer: w.l.packer, Unpacker: w.l.unpacker, Mediator: h.DID, Exchange: w.exchange(h.Endpoint)}
+	c := &mediation.Client{Packer: w.l.packer, Unpacker: w.l.unpacker, Mediator: h.DID, Exchange: w.exchange(h.Endpoint)}
 	pair := pairKey(w.l.DID(), h.DID)
+	home := h.DID
+	p := &exchange.Proposer{Key: w.l.key, Responder: home, Bounds: exchange.DefaultBounds, Send: c.Request,
+		Mine:  func(window int64) (receipt.Side, bool) { return w.l.db.mineFor(home, pair, w.l.DID(), window) },
+		Store: func(r *receipt.Receipt) error { return w.l.db.storeReceipt(r, home) }}
 	if r, err := w.l.db.unacked(pair); err != nil {
 		return err
 	} else if r != nil {
-		if err := w.sendCountersign(c, r); err != nil {
+		if err := w.sendCountersign(p, r); err != nil {
 			return err
 		}
 	}
@@ -368,7 +372,7 @@ func (w *wake) receiptsWith(h *homeState) error {
 			}
 			continue
 		}
-		next, err := w.proposeWindow(c, pair, h.DID, aw)
+		next, err := w.proposeWindow(p, aw)
 		if err != nil || !next {
 			return err
 		}
@@ -378,19 +382,19 @@ func (w *wake) receiptsWith(h *homeState) error {
 }
 
 // proposeWindow runs the leaf's side of one window's exchange with a
-// home: propose, check the home's signature and the leaf's own figures,
-// store the receipt, countersign. It reports whether the next window may
-// follow in this wake (not when the home is not ready or the window is in
-// dispute: the chain takes windows in order).
-func (w *wake) proposeWindow(c *mediator.Client, pair, home string, aw acctWindow) (bool, error) {
-	h, err := w.l.db.receiptHead(pair)
+// home, the proposer's side every node runs too (exchange.Proposer):
+// propose, check both sides of the home's signed receipt against the
+// leaf's own figures, store the receipt, countersign. It reports whether
+// the next window may follow in this wake (not when the home is not ready
+// or the window is in dispute: the chain takes windows in order).
+func (w *wake) proposeWindow(p *exchange.Proposer, aw acctWindow) (bool, error) {
+	h, err := w.l.db.receiptHead(pairKey(w.l.DID(), p.Responder))
 	if err != nil {
 		return false, err
 	}
-	body := exchange.Propose(h, aw.Start, aw.Secs, aw.Mine, aw.Rounds+1)
-	reply, err := c.Request(w.ctx, exchange.TypePropose, body)
-	var p *didcomm.Problem
-	if errors.As(err, &p) && (p.Code == exchange.CodeNotReady || p.Code == didcomm.CodeUnsupportedType) {
+	out, err := p.Propose(w.ctx, h, exchange.Window{Start: aw.Start, Secs: aw.Secs, Mine: aw.Mine, Rounds: aw.Rounds})
+	var pr *didcomm.Problem
+	if errors.As(err, &pr) && (pr.Code == exchange.CodeNotReady || pr.Code == didcomm.CodeUnsupportedType) {
 		// The home has not saved the window yet, or keeps no accounts
 		// (an older node): not an error of the wake; the window waits
 		// for a later one, at most the dispute period.
@@ -399,51 +403,29 @@ func (w *wake) proposeWindow(c *mediator.Client, pair, home string, aw acctWindo
 	if err != nil {
 		return false, err
 	}
-	switch reply.Type {
-	case exchange.TypeSign:
-		r, err := exchange.CheckSigned(reply.Body, w.l.DID(), home, h, aw.Secs, func(window int64) (receipt.Side, bool) {
-			return w.l.db.mineFor(home, pair, w.l.DID(), window)
-		})
-		if err != nil {
-			return false, err
-		}
-		if err := r.Sign(w.l.key); err != nil {
-			return false, err
-		}
-		if err := r.Verify(); err != nil {
-			return false, err
-		}
-		if err := w.l.db.storeReceipt(r, home); err != nil {
-			return false, err
-		}
+	if out.Receipt != nil {
 		w.add(func(s *Summary) { s.Receipts++ })
-		return true, w.sendCountersign(c, r)
-	case exchange.TypeDisputeOpen:
-		var d exchange.DisputeBody
-		if err := json.Unmarshal(reply.Body, &d); err != nil {
-			return false, err
-		}
-		aw.Rounds, aw.Theirs = body.Round, &d.Counts
-		if err := w.l.db.saveWindow(home, aw); err != nil {
-			return false, err
-		}
-		if aw.Rounds < disputeRounds {
-			return false, nil // proposed again next wake
-		}
-		return true, w.l.markDisputed(home, aw)
+		return true, w.sendCountersign(p, out.Receipt)
 	}
-	return false, fmt.Errorf("unexpected answer %s to a proposal", reply.Type)
+	// In dispute: the home's open, or the leaf refused what it signed.
+	aw.Rounds = out.Round
+	if out.Dispute.WindowStart == aw.Start {
+		aw.Theirs = &out.Dispute.Counts
+	}
+	if err := w.l.db.saveWindow(p.Responder, aw); err != nil {
+		return false, err
+	}
+	if aw.Rounds < disputeRounds {
+		return false, nil // proposed again next wake
+	}
+	return true, w.l.markDisputed(p.Responder, aw)
 }
 
 // sendCountersign sends the leaf's signature of a stored receipt and,
 // once the home acknowledges it, clears it.
-func (w *wake) sendCountersign(c *mediator.Client, r *receipt.Receipt) error {
-	raw, err := r.Encode()
-	if err != nil {
+func (w *wake) sendCountersign(p *exchange.Proposer, r *receipt.Receipt) error {
+	if err := p.Countersign(w.ctx, r); err != nil {
 		return err
-	}
-	if _, err := c.Request(w.ctx, exchange.TypeCountersign, exchange.ReceiptBody{Receipt: raw}); err != nil {
-		return fmt.Errorf("countersignature of seq %d stored, not yet delivered: %w", r.Seq, err)
 	}
 	return w.l.db.acked(r.PairKey(), r.Seq)
 }

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"fleetmesh.org/fleetmesh/didcomm/mediator"
+	"fleetmesh.org/fleetmesh/didcomm/mediation"
 	"fleetmesh.org/fleetmesh/didcomm/transport"
 	"fleetmesh.org/fleetmesh/nostr"
 )
@@ -268,7 +268,7 @@ func (w *wake) run() {
 // It reports whether the queue was drained.
 func (w *wake) homeDIDComm(i int) bool {
 	h := &w.st.Homes[i]
-	c := &mediator.Client{Packer: w.l.packer, Unpacker: w.l.unpacker, Mediator: h.DID, Exchange: w.exchange(h.Endpoint)}
+	c := &mediation.Client{Packer: w.l.packer, Unpacker: w.l.unpacker, Mediator: h.DID, Exchange: w.exchange(h.Endpoint)}
 	drained := false
 	err := w.retryHome(i, func() error {
 		if !h.Mediated {
@@ -298,11 +298,11 @@ func (w *wake) homeDIDComm(i int) bool {
 }
 
 // mediate asks home for mediation and registers the leaf's DID.
-func (w *wake) mediate(c *mediator.Client, h *homeState) error {
+func (w *wake) mediate(c *mediation.Client, h *homeState) error {
 	if _, err := c.RequestMediation(w.ctx); err != nil {
-		return permanentIf(errors.Is(err, mediator.ErrDenied), err)
+		return permanentIf(errors.Is(err, mediation.ErrDenied), err)
 	}
-	res, err := c.UpdateRecipients(w.ctx, mediator.Update{RecipientDID: w.l.DID(), Action: "add"})
+	res, err := c.UpdateRecipients(w.ctx, mediation.Update{RecipientDID: w.l.DID(), Action: "add"})
 	if err != nil {
 		return err
 	}
@@ -326,7 +326,7 @@ func (w *wake) saveHome(did string, fn func(*homeState)) error {
 
 // exchange posts one DIDComm message to endpoint on the wake's
 // connections, within exchangeTimeout.
-func (w *wake) exchange(endpoint string) mediator.Exchange {
+func (w *wake) exchange(endpoint string) mediation.Exchange {
 	return func(ctx context.Context, packed []byte) ([]byte, error) {
 		ectx, cancel := context.WithTimeout(ctx, exchangeTimeout)
 		defer cancel()

@@ -7,6 +7,10 @@ package receipt
 const (
 	MaxPageReceipts = 600
 	MaxPageReports  = 64
+	// MaxPageBytes bounds the records' bytes in one page, so that a page
+	// of full report pages (each up to 64 KiB) still fits one DIDComm
+	// message (1 MiB, base64 in JSON).
+	MaxPageBytes = 512 << 10
 )
 
 // Page is one page of a node's co-signed receipts and reports, as a node

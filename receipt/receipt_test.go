@@ -3,6 +3,7 @@ package receipt
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -265,6 +266,11 @@ func FuzzDecodeReport(f *testing.F) {
 	rep.Sign(ka)
 	b, _ := rep.Encode()
 	f.Add(b)
+	for _, p := range SplitReport(ka.DID(), 3600, 3600, slices.Repeat([][]byte{raw}, MaxReportItems+1), nil) {
+		p.Sign(ka)
+		b, _ := p.Encode()
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if r, err := DecodeReport(data); err == nil {
 			if err := r.Verify(); err != nil {
@@ -272,4 +278,133 @@ func FuzzDecodeReport(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestReportPageFits: a full page of receipts carrying the largest
+// figures a receipt can hold encodes under the record bound, so every
+// page of any report decodes.
+func TestReportPageFits(t *testing.T) {
+	ka, err := identity.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := Counts{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}
+	side := Side{Gave: full, Received: full}
+	var raws [][]byte
+	for range MaxReportItems {
+		kb, err := identity.GenerateKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := Pair(ka.DID(), kb.DID())
+		prev, _ := CIDOf([]byte("prev"))
+		r := New(a, b, 3600, 3600, ^uint64(0), prev, side, side)
+		r.Sign(ka)
+		r.Sign(kb)
+		raw, _ := r.Encode()
+		raws = append(raws, raw)
+	}
+	pages := SplitReport(ka.DID(), 3600, 3600, raws, nil)
+	if len(pages) != 1 {
+		t.Fatalf("%d pages for %d receipts", len(pages), len(raws))
+	}
+	pages[0].Page, pages[0].Pages = ^uint32(0)-1, ^uint32(0) // the largest page fields
+	pages[0].Sign(ka)
+	b, err := pages[0].Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > canon.MaxBytes {
+		t.Fatalf("a full page is %d bytes, over the %d a record may be", len(b), canon.MaxBytes)
+	}
+	if _, err := DecodeReport(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReportPages: a report splits into pages of at most MaxReportItems,
+// each verifies alone, and CheckPages takes exactly one whole report.
+func TestReportPages(t *testing.T) {
+	ka, kb, rs := chain(t, 1)
+	raw, _ := rs[0].Encode()
+	d := New(ka.DID(), kb.DID(), 7200, 3600, 0, cid.Undef, Side{}, Side{})
+	d.Seq, d.Disputed = 0, true
+	d.Sign(ka)
+	draw, _ := d.Encode()
+	receipts := make([][]byte, 2*MaxReportItems+1)
+	for i := range receipts {
+		receipts[i] = raw
+	}
+	for _, c := range []struct {
+		receipts, disputed int
+		pages              int
+	}{{0, 0, 1}, {1, 1, 1}, {MaxReportItems, 0, 1}, {MaxReportItems, 1, 2}, {2*MaxReportItems + 1, 0, 3}} {
+		pages := SplitReport(ka.DID(), 3600, 3600, receipts[:c.receipts], slices.Repeat([][]byte{draw}, c.disputed))
+		if len(pages) != c.pages {
+			t.Fatalf("%d+%d receipts: %d pages, want %d", c.receipts, c.disputed, len(pages), c.pages)
+		}
+		var got []*Report
+		items := 0
+		for _, p := range pages {
+			p.Sign(ka)
+			b, _ := p.Encode()
+			dec, err := DecodeReport(b)
+			if err != nil {
+				t.Fatalf("%d+%d: page %d: %v", c.receipts, c.disputed, p.Page, err)
+			}
+			items += len(dec.Receipts) + len(dec.Disputed)
+			got = append(got, dec)
+		}
+		if items != c.receipts+c.disputed {
+			t.Fatalf("%d+%d: %d receipts in the pages", c.receipts, c.disputed, items)
+		}
+		if err := CheckPages(got); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) > 1 {
+			if err := CheckPages(got[1:]); err == nil {
+				t.Fatal("a report missing its first page was taken as whole")
+			}
+			if err := CheckPages(append(got[:len(got)-1:len(got)-1], got[0])); err == nil {
+				t.Fatal("a report with a page twice was taken as whole")
+			}
+		}
+	}
+	// A page with more than MaxReportItems, or past its count, is refused.
+	over := &Report{V: Version, Node: ka.DID(), WindowStart: 3600, WindowSecs: 3600, Receipts: receipts[:MaxReportItems+1], Disputed: [][]byte{}}
+	over.Sign(ka)
+	if err := over.Verify(); err == nil {
+		t.Fatal("a page over MaxReportItems verified")
+	}
+	past := &Report{V: Version, Node: ka.DID(), WindowStart: 3600, WindowSecs: 3600, Page: 2, Pages: 2, Receipts: [][]byte{}, Disputed: [][]byte{}}
+	past.Sign(ka)
+	if err := past.Verify(); err == nil {
+		t.Fatal("page 2 of 2 verified")
+	}
+}
+
+// VerifyExcept skips the signatures only of receipts the reader holds
+// already: one it does not hold is verified, and one out of place is
+// refused either way.
+func TestReportVerifyExcept(t *testing.T) {
+	ka, _, rs := chain(t, 2)
+	good, _ := rs[0].Encode()
+	bad := *rs[0]
+	bad.SigB = append([]byte(nil), bad.SigB...)
+	bad.SigB[0] ^= 1
+	badRaw, _ := bad.Encode()
+	rep := &Report{V: Version, Node: ka.DID(), WindowStart: rs[0].WindowStart, WindowSecs: 3600, Receipts: [][]byte{good, badRaw}, Disputed: [][]byte{}}
+	rep.Sign(ka)
+	if err := rep.VerifyExcept(func(raw []byte) bool { return bytes.Equal(raw, good) }); err == nil {
+		t.Fatal("a receipt not held, with a bad signature, was not verified")
+	}
+	if err := rep.VerifyExcept(func([]byte) bool { return true }); err != nil {
+		t.Fatalf("held receipts: %v", err)
+	}
+	other, _ := rs[1].Encode() // another window
+	rep.Receipts = [][]byte{other}
+	rep.Sign(ka)
+	if err := rep.VerifyExcept(func([]byte) bool { return true }); err == nil {
+		t.Fatal("a held receipt of another window was taken into the report")
+	}
 }

@@ -1,10 +1,13 @@
 // Package exchange is the wire side of a window's receipt exchange
 // (spec/receipts.md "The window close", spec/disputes.md): the receipt/1.0
-// and dispute/1.0 message types and bodies, and the checks each side makes
-// before it signs. It holds no state and opens no connection, so both a
-// node's accounting (package accounting) and a leaf (package leaf, which
-// has no libp2p host and must stay small enough to bind with gomobile)
-// run the same protocol from it.
+// and dispute/1.0 message types and bodies, the checks each side makes
+// before it signs (Agree, CheckProposal, CheckSigned), and the proposer's
+// side of one window's exchange with its dispute rounds (Proposer). It
+// holds no state and opens no connection (the caller hands in how to
+// send and store), so both a node's accounting (package accounting) and
+// a leaf (package leaf, which has no libp2p host and must stay small
+// enough to bind with gomobile) run the one exchange from it, and a fix
+// lands once.
 //
 // The exchange has two roles. The proposer sends its figures and its head
 // of the pair's chain; the responder compares them with its own, signs
@@ -68,6 +71,10 @@ type ProposeBody struct {
 	// (spec/disputes.md "Evidence"), sent from the second round, once
 	// the responder has disputed the window.
 	Evidence *receipt.Evidence `json:"evidence,omitempty"`
+	// Bounds are the proposer's bounds (CheckSigned): the responder
+	// signs only within the stricter of its own and these
+	// (CheckProposal). Absent, the responder's own.
+	Bounds *Bounds `json:"bounds,omitempty"`
 }
 
 // ReceiptBody carries one receipt (sign, countersign, fork-proof's
@@ -144,9 +151,10 @@ func Next(h *receipt.Receipt) (seq uint64, prev cid.Cid) {
 }
 
 // Propose is the proposal of one window after head h, with the proposer's
-// figures mine, in dispute round round (1 for the first proposal).
-func Propose(h *receipt.Receipt, start, secs int64, mine receipt.Side, round int) ProposeBody {
-	body := ProposeBody{WindowStart: start, WindowSecs: secs, Counts: mine, Round: round}
+// figures mine and bounds, in dispute round round (1 for the first
+// proposal).
+func Propose(h *receipt.Receipt, start, secs int64, mine receipt.Side, round int, bounds Bounds) ProposeBody {
+	body := ProposeBody{WindowStart: start, WindowSecs: secs, Counts: mine, Round: round, Bounds: &bounds}
 	seq, prev := Next(h)
 	body.Seq = seq
 	if prev.Defined() {
@@ -191,14 +199,32 @@ func VerifySigner(r *receipt.Receipt, did string) error {
 	return nil
 }
 
+// Disagreement is the error of a check that found the other side's
+// figures outside the checker's bounds: a dispute of the window, never a
+// signature.
+type Disagreement struct {
+	// Window is the disputed window's start.
+	Window int64
+	// Theirs is the other side's figures as it signed or proposed them.
+	Theirs receipt.Side
+	// Reason says which figure disagrees.
+	Reason string
+}
+
+func (d *Disagreement) Error() string {
+	return fmt.Sprintf("window %d: the other side's figures disagree with this side's meter: %s", d.Window, d.Reason)
+}
+
 // CheckSigned is the proposer's check of the responder's signed receipt
 // (the body of a sign message) before it countersigns: the pair, a chain
 // receipt the proposer has not signed, the responder's signature, the
-// position after the proposer's head h, the window length secs, and the
+// position after the proposer's head h, the window length secs, the
 // proposer's own figures for the receipt's window, exactly as mine
-// returns them (false: it holds none). The window may be an older one than
-// proposed: what a responder signed at a seq it signs again.
-func CheckSigned(raw []byte, proposer, responder string, h *receipt.Receipt, secs int64, mine func(window int64) (receipt.Side, bool)) (*receipt.Receipt, error) {
+// returns them (false: it holds none), and the responder's figures
+// against the proposer's within the proposer's bounds (Agree). The window
+// may be an older one than proposed: what a responder signed at a seq it
+// signs again. Figures outside the bounds return a *Disagreement.
+func CheckSigned(raw []byte, proposer, responder string, h *receipt.Receipt, secs int64, bounds Bounds, mine func(window int64) (receipt.Side, bool)) (*receipt.Receipt, error) {
 	var rb ReceiptBody
 	if err := json.Unmarshal(raw, &rb); err != nil {
 		return nil, err
@@ -223,10 +249,34 @@ func CheckSigned(raw []byte, proposer, responder string, h *receipt.Receipt, sec
 	if r.Seq != wantSeq || !gotPrev.Equals(wantPrev) {
 		return nil, fmt.Errorf("%s signed seq %d after %s, %s's chain is at seq %d", responder, r.Seq, gotPrev, proposer, wantSeq-1)
 	}
-	if m, ok := mine(r.WindowStart); !ok || r.Side(proposer) != m || r.WindowSecs != secs {
+	m, ok := mine(r.WindowStart)
+	if !ok || r.Side(proposer) != m || r.WindowSecs != secs {
 		return nil, fmt.Errorf("%s signed window %d with figures for %s that it does not hold", responder, r.WindowStart, proposer)
 	}
+	if why := Agree(m, r.Side(responder), bounds); why != "" {
+		return nil, &Disagreement{Window: r.WindowStart, Theirs: r.Side(responder), Reason: why}
+	}
 	return r, nil
+}
+
+// CheckProposal is the responder's check of a proposal against its own
+// figures mine before it signs: the proposer's figures within the stricter
+// of the responder's bounds own and those the proposal states, measured
+// both from the responder's figures and from the proposer's, so that an
+// honest responder never signs a receipt the proposer's own check
+// (CheckSigned) refuses. It returns "" or what disagrees.
+func CheckProposal(body ProposeBody, mine receipt.Side, own Bounds) string {
+	b := own
+	if body.Bounds != nil {
+		b = b.Stricter(*body.Bounds)
+	}
+	if why := Agree(mine, body.Counts, b); why != "" {
+		return why
+	}
+	if why := Agree(body.Counts, mine, b); why != "" {
+		return "measured from the proposer's figures: " + why
+	}
+	return ""
 }
 
 // Disputed is the disputed receipt (spec/disputes.md) that the side
@@ -273,33 +323,65 @@ func SamePosition(body ProposeBody, h *receipt.Receipt) bool {
 // counts and the other does not see (spec/receipts.md "Counts").
 const CircuitSlackBytes = 1024
 
-// Agree compares a's and b's figures for one window: what a gave against
-// what b received and the other way round, service by service, within the
-// tolerance (a fraction of the larger figure) or the slack (units: events,
-// their bytes at the window's mean event size, and CircuitSlackBytes of
-// circuit bytes), whichever allows more. It returns "" or what disagrees.
-func Agree(a, b receipt.Side, tol float64, slack uint64) string {
-	cmp := func(what string, x, y receipt.Counts) string {
-		fx, fy := x.Fields(), y.Fields()
-		events := max(x.Events, y.Events)
-		for i := range fx {
-			hi := max(fx[i].Value, fy[i].Value)
-			diff := hi - min(fx[i].Value, fy[i].Value)
-			allowed := slack
-			switch {
-			case fx[i].Name == "bytes" && events > 0:
-				allowed = slack * ((hi + events - 1) / events)
-			case fx[i].Name == "circuit_bytes":
-				allowed = slack * CircuitSlackBytes
+// SlackEventBytes bounds the bytes one unit of slack allows for an event
+// the checker did not count at all in that direction (its count is zero,
+// so it has no mean event size): the largest event a relay accepts by
+// default (max_event_bytes, spec/limits.md). Against a true zero the slack
+// is a few events of at most this size, never any bytes the other side
+// writes.
+const SlackEventBytes = 65536
+
+// Bounds are how far a checker lets the other side's figures differ from
+// its own and still sign: Tolerance, a fraction of the checker's own
+// figure, or Slack units, whichever allows more (Agree).
+type Bounds struct {
+	Tolerance float64 `json:"tolerance"`
+	Slack     uint64  `json:"slack"`
+}
+
+// DefaultBounds are a node's default `[accounting] tolerance` and `slack`,
+// and a leaf's bounds.
+var DefaultBounds = Bounds{Tolerance: 0.02, Slack: 2}
+
+// Stricter is the smaller tolerance and slack of b and o.
+func (b Bounds) Stricter(o Bounds) Bounds {
+	return Bounds{Tolerance: min(b.Tolerance, max(o.Tolerance, 0)), Slack: min(b.Slack, o.Slack)}
+}
+
+// Agree checks the other side's figures theirs against the checker's own,
+// mine, for one window: what the checker gave against what the other
+// received and the other way round, service by service, within the
+// bounds computed from the checker's own figures alone: the tolerance is
+// a fraction of the checker's figure, and a unit of slack is an event,
+// its bytes at the checker's mean event size in that direction (at most
+// SlackEventBytes, and SlackEventBytes when the checker counted no event),
+// or CircuitSlackBytes of circuit bytes. Nothing the other side writes
+// widens the bounds. It returns "" or what disagrees.
+func Agree(mine, theirs receipt.Side, b Bounds) string {
+	cmp := func(what string, own, other receipt.Counts) string {
+		fo, ft := own.Fields(), other.Fields()
+		for i := range fo {
+			x, y := fo[i].Value, ft[i].Value
+			diff := max(x, y) - min(x, y)
+			allowed := b.Slack
+			switch fo[i].Name {
+			case "bytes":
+				per := uint64(SlackEventBytes)
+				if own.Events > 0 {
+					per = min(per, (own.Bytes+own.Events-1)/own.Events)
+				}
+				allowed = b.Slack * per
+			case "circuit_bytes":
+				allowed = b.Slack * CircuitSlackBytes
 			}
-			if float64(diff) > max(math.Floor(tol*float64(hi)), float64(allowed)) {
-				return fmt.Sprintf("%s %s: %d against %d", what, fx[i].Name, fx[i].Value, fy[i].Value)
+			if float64(diff) > max(math.Floor(b.Tolerance*float64(x)), float64(allowed)) {
+				return fmt.Sprintf("%s %s: %d here against %d", what, fo[i].Name, x, y)
 			}
 		}
 		return ""
 	}
-	if d := cmp("a gave / b received", a.Gave, b.Received); d != "" {
+	if d := cmp("this side gave / the other received", mine.Gave, theirs.Received); d != "" {
 		return d
 	}
-	return cmp("b gave / a received", b.Gave, a.Received)
+	return cmp("the other gave / this side received", mine.Received, theirs.Gave)
 }

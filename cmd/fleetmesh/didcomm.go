@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"fleetmesh.org/fleetmesh/didcomm"
-	"fleetmesh.org/fleetmesh/didcomm/mediator"
+	"fleetmesh.org/fleetmesh/didcomm/mediation"
 	"fleetmesh.org/fleetmesh/didcomm/oob"
 	"fleetmesh.org/fleetmesh/didcomm/routing"
 	"fleetmesh.org/fleetmesh/didcomm/transport"
@@ -211,7 +211,7 @@ func didcommFetchDID(ctx context.Context, endpoint string) (string, error) {
 	return inv.From, nil
 }
 
-func didcommHTTPExchange(endpoint string) mediator.Exchange {
+func didcommHTTPExchange(endpoint string) mediation.Exchange {
 	return func(ctx context.Context, packed []byte) ([]byte, error) {
 		out, err := transport.PostHTTP(ctx, http.DefaultClient, endpoint, packed)
 		if errors.Is(err, transport.ErrStatus) && len(out) > 0 {
@@ -221,12 +221,12 @@ func didcommHTTPExchange(endpoint string) mediator.Exchange {
 	}
 }
 
-func didcommMediatorClient(ctx context.Context, p *didcommPeer, endpoint string) (*mediator.Client, error) {
+func didcommMediatorClient(ctx context.Context, p *didcommPeer, endpoint string) (*mediation.Client, error) {
 	did, err := didcommFetchDID(ctx, endpoint)
 	if err != nil {
 		return nil, err
 	}
-	return &mediator.Client{Packer: p.packer, Unpacker: p.unpacker, Mediator: did, Exchange: didcommHTTPExchange(endpoint)}, nil
+	return &mediation.Client{Packer: p.packer, Unpacker: p.unpacker, Mediator: did, Exchange: didcommHTTPExchange(endpoint)}, nil
 }
 
 // peerCommand is what the didcomm subcommands that talk to one peer share:
@@ -362,7 +362,7 @@ func didcommMediate(ctx context.Context, args []string, stdin io.Reader, stdout,
 	if err != nil {
 		return err
 	}
-	res, err := c.UpdateRecipients(ctx, mediator.Update{RecipientDID: p.key.DID(), Action: "add"})
+	res, err := c.UpdateRecipients(ctx, mediation.Update{RecipientDID: p.key.DID(), Action: "add"})
 	if err != nil {
 		return err
 	}
@@ -434,7 +434,7 @@ func didcommPickup(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	if *limit < 1 {
 		return fmt.Errorf("%w: --limit must be positive", errUsage)
 	}
-	seen, err := mediator.OpenSeen(filepath.Join(*cmd.home, "didcomm"), mediator.DefaultMaxSeen)
+	seen, err := mediation.OpenSeen(filepath.Join(*cmd.home, "didcomm"), mediation.DefaultMaxSeen)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,7 @@ import (
 
 	"fleetmesh.org/fleetmesh/didcomm"
 	"fleetmesh.org/fleetmesh/didcomm/internal/nodeinterop"
-	"fleetmesh.org/fleetmesh/didcomm/mediator"
+	"fleetmesh.org/fleetmesh/didcomm/mediation"
 	"fleetmesh.org/fleetmesh/identity"
 )
 
@@ -22,12 +22,12 @@ func TestInteropForwardFromDidcommNode(t *testing.T) {
 	defer svc.Close()
 	ex := func(ctx context.Context, packed []byte) ([]byte, error) { return svc.Handle(ctx, packed) }
 	leaf, sender := newPeer(t), newPeer(t)
-	client := &mediator.Client{Packer: leaf.packer, Unpacker: leaf.unpacker, Mediator: key.DID(), Exchange: ex}
+	client := &mediation.Client{Packer: leaf.packer, Unpacker: leaf.unpacker, Mediator: key.DID(), Exchange: ex}
 	ctx := context.Background()
 	if _, err := client.RequestMediation(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.UpdateRecipients(ctx, mediator.Update{RecipientDID: leaf.key.DID(), Action: "add"}); err != nil {
+	if _, err := client.UpdateRecipients(ctx, mediation.Update{RecipientDID: leaf.key.DID(), Action: "add"}); err != nil {
 		t.Fatal(err)
 	}
 	routingKey, err := identity.KeyAgreementID(key.DID())

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"fleetmesh.org/fleetmesh/didcomm"
-	"fleetmesh.org/fleetmesh/didcomm/mediator"
+	"fleetmesh.org/fleetmesh/didcomm/mediation"
 	"fleetmesh.org/fleetmesh/didcomm/problemreport"
 	"fleetmesh.org/fleetmesh/didcomm/routing"
 )
@@ -36,17 +36,17 @@ func TestForwardFloodOneRecipient(t *testing.T) {
 	defer srv.Close()
 	url := srv.URL + "/didcomm"
 	leaf, sender := newPeer(t), newPeer(t)
-	seen, err := mediator.OpenSeen(t.TempDir(), mediator.DefaultMaxSeen)
+	seen, err := mediation.OpenSeen(t.TempDir(), mediation.DefaultMaxSeen)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer seen.Close()
-	client := &mediator.Client{Packer: leaf.packer, Unpacker: leaf.unpacker, Mediator: key.DID(), Exchange: httpExchange(url), Seen: seen}
+	client := &mediation.Client{Packer: leaf.packer, Unpacker: leaf.unpacker, Mediator: key.DID(), Exchange: httpExchange(url), Seen: seen}
 	ctx := context.Background()
 	if _, err := client.RequestMediation(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.UpdateRecipients(ctx, mediator.Update{RecipientDID: leaf.key.DID(), Action: "add"}); err != nil {
+	if _, err := client.UpdateRecipients(ctx, mediation.Update{RecipientDID: leaf.key.DID(), Action: "add"}); err != nil {
 		t.Fatal(err)
 	}
 	post := func(hc *http.Client, i int) *http.Response {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"fleetmesh.org/fleetmesh/didcomm"
-	"fleetmesh.org/fleetmesh/didcomm/mediator"
+	"fleetmesh.org/fleetmesh/didcomm/mediation"
 	"fleetmesh.org/fleetmesh/didcomm/routing"
 	"fleetmesh.org/fleetmesh/didcomm/transport"
 	"fleetmesh.org/fleetmesh/meter"
@@ -36,12 +36,12 @@ func TestMediationMeteredAndGranted(t *testing.T) {
 	srv := httptest.NewServer(svc)
 	defer srv.Close()
 	leaf, sender := newPeer(t), newPeer(t)
-	client := &mediator.Client{Packer: leaf.packer, Unpacker: leaf.unpacker, Mediator: key.DID(), Exchange: httpExchange(srv.URL)}
+	client := &mediation.Client{Packer: leaf.packer, Unpacker: leaf.unpacker, Mediator: key.DID(), Exchange: httpExchange(srv.URL)}
 	ctx := context.Background()
 	if _, err := client.RequestMediation(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.UpdateRecipients(ctx, mediator.Update{RecipientDID: leaf.key.DID(), Action: "add"}); err != nil {
+	if _, err := client.UpdateRecipients(ctx, mediation.Update{RecipientDID: leaf.key.DID(), Action: "add"}); err != nil {
 		t.Fatal(err)
 	}
 	forward := func(i int, mode didcomm.Mode) ([]byte, error) {

@@ -11,7 +11,7 @@ import (
 
 	"fleetmesh.org/fleetmesh/didcomm"
 	"fleetmesh.org/fleetmesh/didcomm/discoverfeatures"
-	"fleetmesh.org/fleetmesh/didcomm/mediator"
+	"fleetmesh.org/fleetmesh/didcomm/mediation"
 	"fleetmesh.org/fleetmesh/didcomm/problemreport"
 	"fleetmesh.org/fleetmesh/didcomm/routing"
 	"fleetmesh.org/fleetmesh/didcomm/transport"
@@ -46,7 +46,7 @@ func (s *Service) meterMediation(u *didcomm.Unpacked, reply *didcomm.Message, er
 	switch {
 	case u.Message.Type == routing.TypeForward:
 		n = 1
-	case reply != nil && reply.Type == mediator.TypeDelivery:
+	case reply != nil && reply.Type == mediation.TypeDelivery:
 		n = len(reply.Attachments)
 	}
 	if p, perr := identity.PeerIDFromDID(u.Message.From); perr == nil && n > 0 {

@@ -17,6 +17,7 @@ import (
 	"fleetmesh.org/fleetmesh/clientaddr"
 	"fleetmesh.org/fleetmesh/didcomm"
 	"fleetmesh.org/fleetmesh/didcomm/discoverfeatures"
+	"fleetmesh.org/fleetmesh/didcomm/mediation"
 	"fleetmesh.org/fleetmesh/didcomm/mediator"
 	"fleetmesh.org/fleetmesh/didcomm/oob"
 	"fleetmesh.org/fleetmesh/didcomm/problemreport"
@@ -106,10 +107,10 @@ func Features() []discoverfeatures.Disclosure {
 		p(discoverfeatures.PIURI, "requester", "responder"),
 		p(problemreport.PIURI, "notifier", "notified"),
 		p(routing.PIURI, "mediator"),
-		p(mediator.PIURIMediation, "mediator"),
-		p(mediator.PIURIPickup, "mediator"),
+		p(mediation.PIURIMediation, "mediator"),
+		p(mediation.PIURIPickup, "mediator"),
 		p(oob.PIURI, "sender"),
-		p(mediator.PIURIPush, "mediator"),
+		p(mediation.PIURIPush, "mediator"),
 		p("https://didcomm.org/empty/1.0"),
 		{FeatureType: discoverfeatures.FeatureHeader, ID: "return_route"},
 	}

@@ -18,7 +18,7 @@ import (
 
 	"fleetmesh.org/fleetmesh/didcomm"
 	"fleetmesh.org/fleetmesh/didcomm/discoverfeatures"
-	"fleetmesh.org/fleetmesh/didcomm/mediator"
+	"fleetmesh.org/fleetmesh/didcomm/mediation"
 	"fleetmesh.org/fleetmesh/didcomm/oob"
 	"fleetmesh.org/fleetmesh/didcomm/problemreport"
 	"fleetmesh.org/fleetmesh/didcomm/routing"
@@ -59,7 +59,7 @@ func newService(t *testing.T, dir string) (*Service, *identity.Key) {
 	return s, k
 }
 
-func httpExchange(url string) mediator.Exchange {
+func httpExchange(url string) mediation.Exchange {
 	return func(ctx context.Context, packed []byte) ([]byte, error) {
 		out, err := transport.PostHTTP(ctx, http.DefaultClient, url, packed)
 		if errors.Is(err, transport.ErrStatus) && out != nil {
@@ -70,7 +70,7 @@ func httpExchange(url string) mediator.Exchange {
 }
 
 // ask sends m (authcrypt from p) and returns the unpacked answer.
-func (p *peerNode) ask(t *testing.T, ex mediator.Exchange, m *didcomm.Message, mode didcomm.Mode) *didcomm.Unpacked {
+func (p *peerNode) ask(t *testing.T, ex mediation.Exchange, m *didcomm.Message, mode didcomm.Mode) *didcomm.Unpacked {
 	t.Helper()
 	packed, err := p.packer.Pack(m, didcomm.PackOptions{Mode: mode})
 	if err != nil {
@@ -126,12 +126,12 @@ func TestTrustPingAndFeaturesHTTP(t *testing.T) {
 	for _, d := range ds {
 		disclosed[d.ID] = true
 	}
-	for _, want := range []string{trustping.PIURI, discoverfeatures.PIURI, problemreport.PIURI, routing.PIURI, mediator.PIURIMediation, mediator.PIURIPickup, oob.PIURI} {
+	for _, want := range []string{trustping.PIURI, discoverfeatures.PIURI, problemreport.PIURI, routing.PIURI, mediation.PIURIMediation, mediation.PIURIPickup, oob.PIURI} {
 		if !disclosed[want] {
 			t.Errorf("%s not disclosed (got %v)", want, ds)
 		}
 	}
-	if v := discoverfeatures.Negotiate("https://didcomm.org/coordinate-mediation", Features(), ds); v != mediator.PIURIMediation {
+	if v := discoverfeatures.Negotiate("https://didcomm.org/coordinate-mediation", Features(), ds); v != mediation.PIURIMediation {
 		t.Errorf("negotiated %q", v)
 	}
 
@@ -167,14 +167,14 @@ func TestProblemReports(t *testing.T) {
 		}
 	})
 	t.Run("pickup without grant", func(t *testing.T) {
-		m, _ := didcomm.NewMessage(mediator.TypeStatusRequest, nil)
+		m, _ := didcomm.NewMessage(mediation.TypeStatusRequest, nil)
 		m.To = []string{key.DID()}
 		if c := problemCodeOf(t, alice.ask(t, ex, m, didcomm.ModeAuthcrypt)); c != didcomm.CodeUnauthorized {
 			t.Fatalf("code %s", c)
 		}
 	})
 	t.Run("mediation needs a proven sender", func(t *testing.T) {
-		m, _ := didcomm.NewMessage(mediator.TypeMediateRequest, nil)
+		m, _ := didcomm.NewMessage(mediation.TypeMediateRequest, nil)
 		m.To = []string{key.DID()}
 		if c := problemCodeOf(t, alice.ask(t, ex, m, didcomm.ModeAnoncrypt)); c != didcomm.CodeUnauthorized {
 			t.Fatalf("code %s", c)
@@ -278,18 +278,18 @@ func TestMediationSurvivesRestart(t *testing.T) {
 	defer srv.Close()
 	url := srv.URL + "/didcomm"
 	leaf, sender := newPeer(t), newPeer(t)
-	seen, err := mediator.OpenSeen(t.TempDir(), mediator.DefaultMaxSeen)
+	seen, err := mediation.OpenSeen(t.TempDir(), mediation.DefaultMaxSeen)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer seen.Close()
-	client := &mediator.Client{Packer: leaf.packer, Unpacker: leaf.unpacker, Mediator: key.DID(), Exchange: httpExchange(url), Seen: seen}
+	client := &mediation.Client{Packer: leaf.packer, Unpacker: leaf.unpacker, Mediator: key.DID(), Exchange: httpExchange(url), Seen: seen}
 	ctx := context.Background()
 	routingDIDs, err := client.RequestMediation(ctx)
 	if err != nil || len(routingDIDs) != 1 || routingDIDs[0] != key.DID() {
 		t.Fatalf("grant %v %v", routingDIDs, err)
 	}
-	res, err := client.UpdateRecipients(ctx, mediator.Update{RecipientDID: leaf.key.DID(), Action: "add"})
+	res, err := client.UpdateRecipients(ctx, mediation.Update{RecipientDID: leaf.key.DID(), Action: "add"})
 	if err != nil || len(res) != 1 || res[0].Result != "success" {
 		t.Fatalf("update %+v %v", res, err)
 	}
@@ -370,9 +370,9 @@ func TestMediationSurvivesRestart(t *testing.T) {
 		t.Fatalf("queue not empty after pickup: %+v %v", st, err)
 	}
 	// Live delivery is not offered, and says so.
-	m, _ := didcomm.NewMessage(mediator.TypeLiveDeliveryChange, map[string]bool{"live_delivery": true})
+	m, _ := didcomm.NewMessage(mediation.TypeLiveDeliveryChange, map[string]bool{"live_delivery": true})
 	m.To = []string{key.DID()}
-	if c := problemCodeOf(t, leaf.ask(t, httpExchange(url), m, didcomm.ModeAuthcrypt)); c != mediator.CodeLiveModeNotSupported {
+	if c := problemCodeOf(t, leaf.ask(t, httpExchange(url), m, didcomm.ModeAuthcrypt)); c != mediation.CodeLiveModeNotSupported {
 		t.Fatalf("code %s", c)
 	}
 }
@@ -410,7 +410,7 @@ func TestLibp2pBinding(t *testing.T) {
 		t.Fatalf("answer %+v", got.Message)
 	}
 	// Mediation over the stream protocol too.
-	client := &mediator.Client{Packer: alice.packer, Unpacker: alice.unpacker, Mediator: key.DID(), Exchange: ex}
+	client := &mediation.Client{Packer: alice.packer, Unpacker: alice.unpacker, Mediator: key.DID(), Exchange: ex}
 	if _, err := client.RequestMediation(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package mediator
 import (
 	"encoding/json"
 	"errors"
+	"fleetmesh.org/fleetmesh/didcomm/mediation"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -10,31 +11,6 @@ import (
 	"fleetmesh.org/fleetmesh/didcomm"
 	"fleetmesh.org/fleetmesh/didcomm/routing"
 )
-
-// Protocol identifiers and message types.
-const (
-	PIURIMediation = "https://didcomm.org/coordinate-mediation/3.0"
-	PIURIPickup    = "https://didcomm.org/messagepickup/3.0"
-
-	TypeMediateRequest          = PIURIMediation + "/mediate-request"
-	TypeMediateGrant            = PIURIMediation + "/mediate-grant"
-	TypeMediateDeny             = PIURIMediation + "/mediate-deny"
-	TypeRecipientUpdate         = PIURIMediation + "/recipient-update"
-	TypeRecipientUpdateResponse = PIURIMediation + "/recipient-update-response"
-	TypeRecipientQuery          = PIURIMediation + "/recipient-query"
-	TypeRecipient               = PIURIMediation + "/recipient"
-
-	TypeStatusRequest      = PIURIPickup + "/status-request"
-	TypeStatus             = PIURIPickup + "/status"
-	TypeDeliveryRequest    = PIURIPickup + "/delivery-request"
-	TypeDelivery           = PIURIPickup + "/delivery"
-	TypeMessagesReceived   = PIURIPickup + "/messages-received"
-	TypeLiveDeliveryChange = PIURIPickup + "/live-delivery-change"
-)
-
-// CodeLiveModeNotSupported is the problem code message pickup 3.0 names
-// for a mediator that does not offer live delivery.
-const CodeLiveModeNotSupported = "e.m.live-mode-not-supported"
 
 // Config bounds a mediator.
 type Config struct {
@@ -123,9 +99,9 @@ func (m *Mediator) Mediates(did string) bool {
 // Handles reports whether the mediator handles messages of this type.
 func Handles(typ string) bool {
 	switch typ {
-	case routing.TypeForward, TypeMediateRequest, TypeRecipientUpdate, TypeRecipientQuery,
-		TypeStatusRequest, TypeDeliveryRequest, TypeMessagesReceived, TypeLiveDeliveryChange,
-		TypePushRegister:
+	case routing.TypeForward, mediation.TypeMediateRequest, mediation.TypeRecipientUpdate, mediation.TypeRecipientQuery,
+		mediation.TypeStatusRequest, mediation.TypeDeliveryRequest, mediation.TypeMessagesReceived, mediation.TypeLiveDeliveryChange,
+		mediation.TypePushRegister:
 		return true
 	}
 	return false
@@ -143,7 +119,7 @@ func (m *Mediator) Handle(u *didcomm.Unpacked) (*didcomm.Message, error) {
 		return nil, &didcomm.Problem{Code: didcomm.CodeUnauthorized, Err: fmt.Errorf("%s must come authenticated (authcrypt or signed)", msg.Type)}
 	}
 	leaf := msg.From
-	if msg.Type == TypeMediateRequest {
+	if msg.Type == mediation.TypeMediateRequest {
 		return m.mediateRequest(msg, leaf)
 	}
 	ok, err := m.store.hasGrant(leaf)
@@ -154,24 +130,24 @@ func (m *Mediator) Handle(u *didcomm.Unpacked) (*didcomm.Message, error) {
 		return nil, &didcomm.Problem{Code: didcomm.CodeUnauthorized, Err: fmt.Errorf("%s has no mediation grant: send mediate-request first", leaf)}
 	}
 	switch msg.Type {
-	case TypeRecipientUpdate:
+	case mediation.TypeRecipientUpdate:
 		return m.recipientUpdate(msg, leaf)
-	case TypeRecipientQuery:
+	case mediation.TypeRecipientQuery:
 		rs, err := m.store.recipients(leaf)
 		if err != nil {
 			return nil, internal(err)
 		}
-		body := RecipientBody{Dids: []RecipientDID{}}
+		body := mediation.RecipientBody{Dids: []mediation.RecipientDID{}}
 		for _, r := range rs {
-			body.Dids = append(body.Dids, RecipientDID{RecipientDID: r})
+			body.Dids = append(body.Dids, mediation.RecipientDID{RecipientDID: r})
 		}
-		return m.reply(msg, TypeRecipient, body)
-	case TypeStatusRequest:
+		return m.reply(msg, mediation.TypeRecipient, body)
+	case mediation.TypeStatusRequest:
 		return m.statusReply(msg, leaf)
-	case TypeDeliveryRequest:
+	case mediation.TypeDeliveryRequest:
 		return m.delivery(msg, leaf)
-	case TypeMessagesReceived:
-		var b MessagesReceivedBody
+	case mediation.TypeMessagesReceived:
+		var b mediation.MessagesReceivedBody
 		if err := json.Unmarshal(msg.Body, &b); err != nil {
 			return nil, malformed(err)
 		}
@@ -183,10 +159,10 @@ func (m *Mediator) Handle(u *didcomm.Unpacked) (*didcomm.Message, error) {
 			return nil, internal(err)
 		}
 		return m.statusReply(msg, leaf)
-	case TypePushRegister:
+	case mediation.TypePushRegister:
 		return m.pushRegister(msg, leaf)
-	case TypeLiveDeliveryChange:
-		return nil, &didcomm.Problem{Code: CodeLiveModeNotSupported, Err: errors.New("live delivery is not offered: poll with delivery-request")}
+	case mediation.TypeLiveDeliveryChange:
+		return nil, &didcomm.Problem{Code: mediation.CodeLiveModeNotSupported, Err: errors.New("live delivery is not offered: poll with delivery-request")}
 	}
 	return nil, &didcomm.Problem{Code: didcomm.CodeUnsupportedType, Err: fmt.Errorf("mediator does not handle %s", msg.Type)}
 }
@@ -237,28 +213,28 @@ func (m *Mediator) mediateRequest(msg *didcomm.Message, leaf string) (*didcomm.M
 		return nil, internal(err)
 	}
 	if !ok {
-		return m.reply(msg, TypeMediateDeny, struct{}{})
+		return m.reply(msg, mediation.TypeMediateDeny, struct{}{})
 	}
-	return m.reply(msg, TypeMediateGrant, GrantBody{RoutingDID: []string{m.self}})
+	return m.reply(msg, mediation.TypeMediateGrant, mediation.GrantBody{RoutingDID: []string{m.self}})
 }
 
 func (m *Mediator) recipientUpdate(msg *didcomm.Message, leaf string) (*didcomm.Message, error) {
-	var b RecipientUpdateBody
+	var b mediation.RecipientUpdateBody
 	if err := json.Unmarshal(msg.Body, &b); err != nil || len(b.Updates) == 0 {
 		return nil, malformed(fmt.Errorf("recipient-update without updates"))
 	}
 	if len(b.Updates) > m.cfg.MaxRecipientsPerLeaf {
 		return nil, &didcomm.Problem{Code: didcomm.CodeTooBig, Err: fmt.Errorf("%d updates (at most %d)", len(b.Updates), m.cfg.MaxRecipientsPerLeaf)}
 	}
-	resp := RecipientUpdateResponseBody{Updated: []UpdateResult{}}
+	resp := mediation.RecipientUpdateResponseBody{Updated: []mediation.UpdateResult{}}
 	for _, u := range b.Updates {
 		res, err := m.store.updateRecipient(leaf, didOf(u.RecipientDID), u.Action, m.cfg.MaxRecipientsPerLeaf)
 		if err != nil {
 			return nil, internal(err)
 		}
-		resp.Updated = append(resp.Updated, UpdateResult{RecipientDID: u.RecipientDID, Action: u.Action, Result: res})
+		resp.Updated = append(resp.Updated, mediation.UpdateResult{RecipientDID: u.RecipientDID, Action: u.Action, Result: res})
 	}
-	return m.reply(msg, TypeRecipientUpdateResponse, resp)
+	return m.reply(msg, mediation.TypeRecipientUpdateResponse, resp)
 }
 
 // scope returns the recipients a pickup request covers: the one named, which
@@ -292,11 +268,11 @@ func (m *Mediator) statusReply(msg *didcomm.Message, leaf string) (*didcomm.Mess
 	if err != nil {
 		return nil, internal(err)
 	}
-	return m.reply(msg, TypeStatus, StatusBody{RecipientDID: b.RecipientDID, MessageCount: n, TotalBytes: size, OldestReceivedTime: oldest, LiveDelivery: false})
+	return m.reply(msg, mediation.TypeStatus, mediation.StatusBody{RecipientDID: b.RecipientDID, MessageCount: n, TotalBytes: size, OldestReceivedTime: oldest, LiveDelivery: false})
 }
 
 func (m *Mediator) delivery(msg *didcomm.Message, leaf string) (*didcomm.Message, error) {
-	var b DeliveryRequestBody
+	var b mediation.DeliveryRequestBody
 	if err := json.Unmarshal(msg.Body, &b); err != nil || b.Limit < 1 {
 		return nil, malformed(fmt.Errorf("delivery-request needs a positive limit"))
 	}
@@ -310,9 +286,9 @@ func (m *Mediator) delivery(msg *didcomm.Message, leaf string) (*didcomm.Message
 		return nil, internal(err)
 	}
 	if len(qs) == 0 {
-		return m.reply(msg, TypeStatus, StatusBody{RecipientDID: b.RecipientDID, MessageCount: 0})
+		return m.reply(msg, mediation.TypeStatus, mediation.StatusBody{RecipientDID: b.RecipientDID, MessageCount: 0})
 	}
-	r, err := m.reply(msg, TypeDelivery, DeliveryBody{RecipientDID: b.RecipientDID})
+	r, err := m.reply(msg, mediation.TypeDelivery, mediation.DeliveryBody{RecipientDID: b.RecipientDID})
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package mediator
 import (
 	"encoding/json"
 	"errors"
+	"fleetmesh.org/fleetmesh/didcomm/mediation"
 	"testing"
 
 	"fleetmesh.org/fleetmesh/didcomm"
@@ -50,13 +51,13 @@ func TestBounds(t *testing.T) {
 	defer m.Close()
 
 	for i, leaf := range []string{"did:key:leaf1", "did:key:leaf2", "did:key:leaf3"} {
-		r, err := m.Handle(authed(leaf, TypeMediateRequest, nil))
+		r, err := m.Handle(authed(leaf, mediation.TypeMediateRequest, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := TypeMediateGrant
+		want := mediation.TypeMediateGrant
 		if i == 2 {
-			want = TypeMediateDeny
+			want = mediation.TypeMediateDeny
 		}
 		if r.Type != want {
 			t.Fatalf("%s got %s, want %s", leaf, r.Type, want)
@@ -64,11 +65,11 @@ func TestBounds(t *testing.T) {
 	}
 	update := func(leaf, did, action string) string {
 		t.Helper()
-		r, err := m.Handle(authed(leaf, TypeRecipientUpdate, RecipientUpdateBody{Updates: []Update{{RecipientDID: did, Action: action}}}))
+		r, err := m.Handle(authed(leaf, mediation.TypeRecipientUpdate, mediation.RecipientUpdateBody{Updates: []mediation.Update{{RecipientDID: did, Action: action}}}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var b RecipientUpdateResponseBody
+		var b mediation.RecipientUpdateResponseBody
 		_ = json.Unmarshal(r.Body, &b)
 		return b.Updated[0].Result
 	}
@@ -86,10 +87,10 @@ func TestBounds(t *testing.T) {
 			t.Fatalf("%s %s %s: %s, want %s", tc.leaf, tc.action, tc.did, got, tc.want)
 		}
 	}
-	if _, err := m.Handle(authed("did:key:leaf3", TypeStatusRequest, nil)); code(err) != didcomm.CodeUnauthorized {
+	if _, err := m.Handle(authed("did:key:leaf3", mediation.TypeStatusRequest, nil)); code(err) != didcomm.CodeUnauthorized {
 		t.Fatalf("denied leaf got status: %v", err)
 	}
-	if _, err := m.Handle(authed("did:key:leaf2", TypeStatusRequest, map[string]string{"recipient_did": "did:key:a"})); code(err) != didcomm.CodeUnauthorized {
+	if _, err := m.Handle(authed("did:key:leaf2", mediation.TypeStatusRequest, map[string]string{"recipient_did": "did:key:a"})); code(err) != didcomm.CodeUnauthorized {
 		t.Fatalf("leaf2 read leaf1's queue: %v", err)
 	}
 	for i := 0; i < 3; i++ {
@@ -106,41 +107,23 @@ func TestBounds(t *testing.T) {
 	if _, err := m.Handle(forward(t, "did:key:a", 2000)); code(err) != didcomm.CodeTooBig {
 		t.Fatalf("oversized forward: %v", err)
 	}
-	r, err := m.Handle(authed("did:key:leaf1", TypeDeliveryRequest, DeliveryRequestBody{Limit: 10}))
-	if err != nil || r.Type != TypeDelivery || len(r.Attachments) != 2 {
+	r, err := m.Handle(authed("did:key:leaf1", mediation.TypeDeliveryRequest, mediation.DeliveryRequestBody{Limit: 10}))
+	if err != nil || r.Type != mediation.TypeDelivery || len(r.Attachments) != 2 {
 		t.Fatalf("delivery of %d (batch bound 2): %v", len(r.Attachments), err)
 	}
-	if _, err := m.Handle(authed("did:key:leaf1", TypeDeliveryRequest, DeliveryRequestBody{Limit: 0})); code(err) != didcomm.CodeMalformed {
+	if _, err := m.Handle(authed("did:key:leaf1", mediation.TypeDeliveryRequest, mediation.DeliveryRequestBody{Limit: 0})); code(err) != didcomm.CodeMalformed {
 		t.Fatalf("limit 0: %v", err)
 	}
-	r, err = m.Handle(authed("did:key:leaf1", TypeMessagesReceived, MessagesReceivedBody{MessageIDList: []string{r.Attachments[0].ID, r.Attachments[1].ID, "unknown"}}))
+	r, err = m.Handle(authed("did:key:leaf1", mediation.TypeMessagesReceived, mediation.MessagesReceivedBody{MessageIDList: []string{r.Attachments[0].ID, r.Attachments[1].ID, "unknown"}}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st StatusBody
+	var st mediation.StatusBody
 	if err := json.Unmarshal(r.Body, &st); err != nil || st.MessageCount != 1 {
 		t.Fatalf("status after ack %+v %v", st, err)
 	}
-	if _, err := m.Handle(&didcomm.Unpacked{Message: authed("did:key:leaf1", TypeStatusRequest, nil).Message}); code(err) != didcomm.CodeUnauthorized {
+	if _, err := m.Handle(&didcomm.Unpacked{Message: authed("did:key:leaf1", mediation.TypeStatusRequest, nil).Message}); code(err) != didcomm.CodeUnauthorized {
 		t.Fatalf("unauthenticated status: %v", err)
-	}
-}
-
-func TestSeenBound(t *testing.T) {
-	s, err := OpenSeen(t.TempDir(), 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	for _, id := range []string{"a", "b", "c", "d", "e"} {
-		if err := s.Add(id); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for id, want := range map[string]bool{"a": false, "b": false, "c": true, "d": true, "e": true} {
-		if got, err := s.Has(id); err != nil || got != want {
-			t.Fatalf("Has(%s) = %v %v, want %v", id, got, err, want)
-		}
 	}
 }
 
@@ -153,19 +136,19 @@ func FuzzHandle(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { m.Close() })
-	if _, err := m.Handle(authed("did:key:leaf", TypeMediateRequest, nil)); err != nil {
+	if _, err := m.Handle(authed("did:key:leaf", mediation.TypeMediateRequest, nil)); err != nil {
 		f.Fatal(err)
 	}
-	if _, err := m.Handle(authed("did:key:leaf", TypeRecipientUpdate, RecipientUpdateBody{Updates: []Update{{RecipientDID: "did:key:leaf", Action: "add"}}})); err != nil {
+	if _, err := m.Handle(authed("did:key:leaf", mediation.TypeRecipientUpdate, mediation.RecipientUpdateBody{Updates: []mediation.Update{{RecipientDID: "did:key:leaf", Action: "add"}}})); err != nil {
 		f.Fatal(err)
 	}
 	for _, seed := range []*didcomm.Unpacked{
-		authed("did:key:leaf", TypeRecipientUpdate, RecipientUpdateBody{Updates: []Update{{RecipientDID: "did:key:x", Action: "add"}}}),
-		authed("did:key:leaf", TypeRecipientQuery, nil),
-		authed("did:key:leaf", TypeStatusRequest, map[string]string{"recipient_did": "did:key:leaf"}),
-		authed("did:key:leaf", TypeDeliveryRequest, DeliveryRequestBody{Limit: 5}),
-		authed("did:key:leaf", TypeMessagesReceived, MessagesReceivedBody{MessageIDList: []string{"a"}}),
-		authed("did:key:leaf", TypeLiveDeliveryChange, map[string]bool{"live_delivery": true}),
+		authed("did:key:leaf", mediation.TypeRecipientUpdate, mediation.RecipientUpdateBody{Updates: []mediation.Update{{RecipientDID: "did:key:x", Action: "add"}}}),
+		authed("did:key:leaf", mediation.TypeRecipientQuery, nil),
+		authed("did:key:leaf", mediation.TypeStatusRequest, map[string]string{"recipient_did": "did:key:leaf"}),
+		authed("did:key:leaf", mediation.TypeDeliveryRequest, mediation.DeliveryRequestBody{Limit: 5}),
+		authed("did:key:leaf", mediation.TypeMessagesReceived, mediation.MessagesReceivedBody{MessageIDList: []string{"a"}}),
+		authed("did:key:leaf", mediation.TypeLiveDeliveryChange, map[string]bool{"live_delivery": true}),
 	} {
 		b, _ := json.Marshal(seed.Message)
 		f.Add(b)

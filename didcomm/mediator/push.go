@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fleetmesh.org/fleetmesh/didcomm/mediation"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,20 +16,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"fleetmesh.org/fleetmesh/didcomm"
-)
-
-// Push wake (spec/leaf.md § Push wake): a leaf registers a UnifiedPush-style
-// endpoint with its mediator, and the mediator POSTs a content-free wake
-// to it when a message is queued for the leaf. This is a fleetmesh
-// protocol (new): no registered DIDComm protocol registers a push
-// endpoint with a mediator.
-const (
-	PIURIPush          = "https://fleetmesh.org/protocols/push/1.0"
-	TypePushRegister   = PIURIPush + "/register"
-	TypePushRegistered = PIURIPush + "/registered"
-	// TypePushWake is the type named in the body of every wake POST; it
-	// is the whole body.
-	TypePushWake = PIURIPush + "/wake"
 )
 
 // Push bounds.
@@ -44,19 +31,6 @@ const (
 	// dropped (a push is a hint: the leaf's periodic wake still comes).
 	pushQueue = 1024
 )
-
-// PushRegisterBody is a push register message's body; an empty endpoint
-// removes the registration.
-type PushRegisterBody struct {
-	Endpoint string `json:"endpoint"`
-}
-
-// PushWakeBody is the body of every wake POST: only the type, so the push
-// service carrying it learns nothing about the message, its sender or how
-// many wait.
-type PushWakeBody struct {
-	Type string `json:"type"`
-}
 
 // bucketPush maps a leaf DID to its push endpoint. It lives only in this
 // mediator's database: a push subscription is never replicated and never
@@ -103,7 +77,7 @@ func checkPushEndpoint(s string) error {
 }
 
 func (m *Mediator) pushRegister(msg *didcomm.Message, leaf string) (*didcomm.Message, error) {
-	var b PushRegisterBody
+	var b mediation.PushRegisterBody
 	if err := json.Unmarshal(msg.Body, &b); err != nil {
 		return nil, malformed(err)
 	}
@@ -113,7 +87,7 @@ func (m *Mediator) pushRegister(msg *didcomm.Message, leaf string) (*didcomm.Mes
 	if err := m.store.setPush(leaf, b.Endpoint); err != nil {
 		return nil, internal(err)
 	}
-	return m.reply(msg, TypePushRegistered, PushRegisterBody{Endpoint: b.Endpoint})
+	return m.reply(msg, mediation.TypePushRegistered, mediation.PushRegisterBody{Endpoint: b.Endpoint})
 }
 
 // pusher sends wakes from one goroutine, which Close stops.
@@ -216,7 +190,7 @@ func (p *pusher) send(ctx context.Context, leaf string) {
 	if err != nil || endpoint == "" {
 		return
 	}
-	body, _ := json.Marshal(PushWakeBody{Type: TypePushWake})
+	body, _ := json.Marshal(mediation.PushWakeBody{Type: mediation.TypePushWake})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
 	if err != nil {
 		return
@@ -232,17 +206,4 @@ func (p *pusher) send(ctx context.Context, leaf string) {
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 	resp.Body.Close()
-}
-
-// RegisterPush registers (or, with "", removes) the leaf's push endpoint
-// with the mediator.
-func (c *Client) RegisterPush(ctx context.Context, endpoint string) error {
-	r, err := c.Request(ctx, TypePushRegister, PushRegisterBody{Endpoint: endpoint})
-	if err != nil {
-		return err
-	}
-	if r.Type != TypePushRegistered {
-		return fmt.Errorf("mediator: unexpected answer %s", r.Type)
-	}
-	return nil
 }

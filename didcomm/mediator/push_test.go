@@ -2,6 +2,7 @@ package mediator
 
 import (
 	"encoding/json"
+	"fleetmesh.org/fleetmesh/didcomm/mediation"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -28,22 +29,22 @@ func TestPushRegister(t *testing.T) {
 	}
 	defer m.Close()
 	const leaf = "did:key:leaf1"
-	if _, err := m.Handle(authed(leaf, TypePushRegister, PushRegisterBody{Endpoint: srv.URL})); code(err) != "e.p.trust.unauthorized" {
+	if _, err := m.Handle(authed(leaf, mediation.TypePushRegister, mediation.PushRegisterBody{Endpoint: srv.URL})); code(err) != "e.p.trust.unauthorized" {
 		t.Fatalf("register without a grant: %v", err)
 	}
-	if _, err := m.Handle(authed(leaf, TypeMediateRequest, nil)); err != nil {
+	if _, err := m.Handle(authed(leaf, mediation.TypeMediateRequest, nil)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Handle(authed(leaf, TypeRecipientUpdate, RecipientUpdateBody{Updates: []Update{{RecipientDID: leaf, Action: "add"}}})); err != nil {
+	if _, err := m.Handle(authed(leaf, mediation.TypeRecipientUpdate, mediation.RecipientUpdateBody{Updates: []mediation.Update{{RecipientDID: leaf, Action: "add"}}})); err != nil {
 		t.Fatal(err)
 	}
 	for _, bad := range []string{"ftp://x/y", "not a url", "http://", "https://" + strings.Repeat("a", MaxPushEndpointBytes)} {
-		if _, err := m.Handle(authed(leaf, TypePushRegister, PushRegisterBody{Endpoint: bad})); code(err) != "e.p.msg.malformed" {
+		if _, err := m.Handle(authed(leaf, mediation.TypePushRegister, mediation.PushRegisterBody{Endpoint: bad})); code(err) != "e.p.msg.malformed" {
 			t.Fatalf("endpoint %.40q: %v, want e.p.msg.malformed", bad, err)
 		}
 	}
-	r, err := m.Handle(authed(leaf, TypePushRegister, PushRegisterBody{Endpoint: srv.URL + "/up"}))
-	if err != nil || r.Type != TypePushRegistered {
+	r, err := m.Handle(authed(leaf, mediation.TypePushRegister, mediation.PushRegisterBody{Endpoint: srv.URL + "/up"}))
+	if err != nil || r.Type != mediation.TypePushRegistered {
 		t.Fatalf("register: %v %+v", err, r)
 	}
 	for i := 0; i < 3; i++ {
@@ -51,7 +52,7 @@ func TestPushRegister(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want, _ := json.Marshal(PushWakeBody{Type: TypePushWake})
+	want, _ := json.Marshal(mediation.PushWakeBody{Type: mediation.TypePushWake})
 	for i := 0; i < 2; i++ { // one at once, one when the interval ends
 		select {
 		case b := <-got:
@@ -67,7 +68,7 @@ func TestPushRegister(t *testing.T) {
 		t.Fatalf("three forwards within an interval woke the leaf a third time: %q", b)
 	case <-time.After(500 * time.Millisecond):
 	}
-	if _, err := m.Handle(authed(leaf, TypePushRegister, PushRegisterBody{Endpoint: ""})); err != nil {
+	if _, err := m.Handle(authed(leaf, mediation.TypePushRegister, mediation.PushRegisterBody{Endpoint: ""})); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := m.Handle(forward(t, leaf, 10)); err != nil {

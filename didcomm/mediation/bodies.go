@@ -1,4 +1,4 @@
-package mediator
+package mediation
 
 // GrantBody is a mediate-grant's body.
 type GrantBody struct {

@@ -1,4 +1,4 @@
-package mediator
+package mediation
 
 import (
 	"context"

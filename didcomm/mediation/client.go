@@ -1,4 +1,4 @@
-package mediator
+package mediation
 
 import (
 	"context"
@@ -270,4 +270,17 @@ func (s *Seen) Add(id string) error {
 		}
 		return nil
 	})
+}
+
+// RegisterPush registers (or, with "", removes) the leaf's push endpoint
+// with the mediator.
+func (c *Client) RegisterPush(ctx context.Context, endpoint string) error {
+	r, err := c.Request(ctx, TypePushRegister, PushRegisterBody{Endpoint: endpoint})
+	if err != nil {
+		return err
+	}
+	if r.Type != TypePushRegistered {
+		return fmt.Errorf("mediator: unexpected answer %s", r.Type)
+	}
+	return nil
 }
