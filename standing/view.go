@@ -112,20 +112,26 @@ func (v *View) decayed(units float64, e int64) float64 {
 // makes its counterparty a wall; anything else is refused with an error.
 // A receipt taken in before is ignored.
 func (v *View) AddReceipt(r *receipt.Receipt) error {
-	if err := r.Verify(); err != nil {
-		v.m.receipts.WithLabelValues("refused").Inc()
-		return fmt.Errorf("standing: %w", err)
-	}
 	c, err := r.CID()
 	if err != nil {
 		return fmt.Errorf("standing: %w", err)
 	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
 	k := c.KeyString()
 	if r.Disputed {
 		k += "d"
 	}
+	v.mu.Lock()
+	_, dup := v.seen[k]
+	v.mu.Unlock()
+	if dup {
+		return nil
+	}
+	if err := r.Verify(); err != nil {
+		v.m.receipts.WithLabelValues("refused").Inc()
+		return fmt.Errorf("standing: %w", err)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	if _, dup := v.seen[k]; dup {
 		return nil
 	}
@@ -193,6 +199,34 @@ func (v *View) wallOff(o int32) {
 	}
 	v.stale = true
 }
+
+// Take takes in what a node's accounting holds: co-signed receipts,
+// the disputed receipts it reported, and fork proofs. Receipts taken
+// before cost a CID each; it returns how many records were refused and
+// the first refusal.
+func (v *View) Take(cosigned, disputed []*receipt.Receipt, proofs []*receipt.ForkProof) (refused int, first error) {
+	note := func(err error) {
+		if err != nil {
+			refused++
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	for _, r := range cosigned {
+		note(v.AddReceipt(r))
+	}
+	for _, r := range disputed {
+		note(v.AddReceipt(r))
+	}
+	for _, p := range proofs {
+		note(v.AddForkProof(p))
+	}
+	return refused, first
+}
+
+// Config returns the view's settings.
+func (v *View) Config() Config { return v.cfg }
 
 // AddForkProof takes in a fork proof: it verifies with no trust in
 // whoever sent it, and both parties, who both signed both receipts, are
