@@ -9,9 +9,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"fleetmesh.org/fleetmesh/accounting"
+	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/standing"
 )
 
@@ -84,6 +86,13 @@ func (sp *standingPart) close() {
 		sp.cancel()
 		sp.wg.Wait()
 	}
+}
+
+// trusted reports whether peer p's node has standing here: sync and
+// lookups ask such peers first.
+func (sp *standingPart) trusted(p peer.ID) bool {
+	did, err := identity.DIDFromPeerID(p)
+	return err == nil && standing.Trusted(sp.v, did, sp.v.Config().Trusted)
 }
 
 // serve answers GET /standing[?of=DID] on the control socket: the view's
