@@ -29,7 +29,10 @@ type walks struct {
 	visits []int32
 	stamp  []uint32 // per node, for deduplicating a walk's nodes
 	gen    uint32
-	rng    *rand.Rand
+	// walkGen is per walk, for deduplicating the walks of one repair.
+	walkGen []uint32
+	wgen    uint32
+	rng     *rand.Rand
 }
 
 func newWalks(g *graph, seed int32, alpha float64, maxSteps int, wall []bool, rngSeed uint64) *walks {
@@ -132,21 +135,26 @@ func (s *walks) edgeAdded(u, v int32, delta, total float64) int {
 	s.grow(len(s.g.out))
 	p := delta / total
 	changed := 0
-	var walksAt []int32
 	if u == s.seed {
-		walksAt = make([]int32, len(s.paths))
-		for i := range walksAt {
-			walksAt[i] = int32(i)
+		// Every walk leaves the seed: no index, no duplicates.
+		for i := range s.paths {
+			if s.repairAt(int32(i), u, v, p) {
+				changed++
+			}
 		}
-	} else {
-		walksAt = s.index[u]
+		return changed
 	}
-	seen := make(map[int32]struct{}, len(walksAt))
-	for _, i := range walksAt {
-		if _, dup := seen[i]; dup {
+	// A walk listed twice in the index is repaired once: walkGen marks
+	// the walks done in this call.
+	if len(s.walkGen) != len(s.paths) {
+		s.walkGen = make([]uint32, len(s.paths))
+	}
+	s.wgen++
+	for _, i := range s.index[u] {
+		if s.walkGen[i] == s.wgen {
 			continue
 		}
-		seen[i] = struct{}{}
+		s.walkGen[i] = s.wgen
 		if s.repairAt(i, u, v, p) {
 			changed++
 		}
