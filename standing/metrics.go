@@ -12,6 +12,7 @@ type Metrics struct {
 	receipts         *prometheus.CounterVec
 	forks            prometheus.Counter
 	nodes            prometheus.Gauge
+	lastRecompute    prometheus.Gauge
 }
 
 // NewMetrics makes the series and registers them on reg unless nil.
@@ -28,12 +29,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		receipts:         prometheus.NewCounterVec(prometheus.CounterOpts(o("receipts_total", "Receipts taken in: counted, disputed (a wall), ignored (another's dispute) or refused.")), []string{"result"}),
 		forks:            prometheus.NewCounter(prometheus.CounterOpts(o("fork_proofs_total", "Fork proofs taken in (both parties walled, standing zero)."))),
 		nodes:            prometheus.NewGauge(prometheus.GaugeOpts(o("nodes", "Nodes this view holds receipts of."))),
+		lastRecompute:    prometheus.NewGauge(prometheus.GaugeOpts(o("last_recompute_seconds", "Time the last full recomputation took."))),
 	}
 	for _, r := range []string{"counted", "disputed", "ignored", "refused"} {
 		m.receipts.WithLabelValues(r)
 	}
 	if reg != nil {
-		reg.MustRegister(m.recomputations, m.recomputeSeconds, m.updates, m.updateSeconds, m.repaired, m.receipts, m.forks, m.nodes)
+		reg.MustRegister(m.recomputations, m.recomputeSeconds, m.updates, m.updateSeconds, m.repaired, m.receipts, m.forks, m.nodes, m.lastRecompute)
 	}
 	return m
 }

@@ -288,7 +288,9 @@ func (v *View) recompute(now time.Time) {
 	v.w.generate(v.cfg.Walks, v.rngSeed)
 	v.score()
 	v.m.recomputations.Inc()
-	v.m.recomputeSeconds.Observe(time.Since(start).Seconds())
+	took := time.Since(start).Seconds()
+	v.m.recomputeSeconds.Observe(took)
+	v.m.lastRecompute.Set(took)
 	v.m.nodes.Set(float64(len(v.dids)))
 }
 
