@@ -227,3 +227,37 @@ func TestConfigCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLeafEarnsStanding: a phone that served only its home for a week of
+// hourly windows has standing at another node holding the home's
+// receipts, taken through its home: at most beta of the home's own.
+func TestLeafEarnsStanding(t *testing.T) {
+	k := keys(t, 4)
+	self, home, other, phone := k[0], k[1], k[2], k[3]
+	const w0 = 1_764_900_000 / 3600 * 3600
+	v := testView(t, self.DID())
+	add := func(r *receipt.Receipt) {
+		if err := v.AddReceipt(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(served(t, self, home, w0, 1, 50_000, 50_000))
+	add(served(t, self, other, w0, 1, 50_000, 50_000))
+	add(served(t, home, other, w0, 1, 50_000, 50_000))
+	v.Recompute(time.Unix(w0, 0))
+	if v.Of(phone.DID()) != 0 {
+		t.Fatal("the phone has standing before it served anyone")
+	}
+	for h := range int64(7 * 24) {
+		add(served(t, phone, home, w0+h*3600, uint64(h+1), 20_000, 1_000))
+	}
+	es := v.Entries(phone.DID())
+	st, hs := v.Of(phone.DID()), v.Of(home.DID())
+	t.Logf("phone %.5f (home %.5f, %d verified windows)", st, hs, es[0].VerifiedWindows)
+	if st <= 0 || es[0].VerifiedWindows != 7*24 {
+		t.Fatalf("the phone has standing %v after a week of windows: %+v", st, es)
+	}
+	if st > v.Config().Beta*hs*1.0001 {
+		t.Fatalf("the phone's standing %v is above beta x its home's %v", st, hs)
+	}
+}
