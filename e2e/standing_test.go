@@ -36,7 +36,10 @@ func standingAt(t *testing.T, home string) map[string]standingJSON {
 // TestStandingFromVerifiedWindows: three node processes with 2-second
 // windows exchange events; each then gives the other two standing from
 // verified windows (`fleetmesh standing --json`: did, standing,
-// verified_windows), and /metrics counts the recomputations.
+// verified_windows), and /metrics counts the recomputations. Then a
+// newcomer joins with no standing anywhere: it can still publish (its
+// event reaches the three) and sync (it gets an event published before
+// it joined), within the default limits.
 func TestStandingFromVerifiedWindows(t *testing.T) {
 	cfg := accountingConfig + "\n[standing]\nrecompute = '2s'\nwalks = 2000\n"
 	homes := []string{newHome(t, cfg), newHome(t, cfg), newHome(t, cfg)}
@@ -89,4 +92,15 @@ func TestStandingFromVerifiedWindows(t *testing.T) {
 	if v, ok := sample(fams, "fleetmesh_standing_recomputations_total", "", ""); !ok || v < 1 {
 		t.Fatalf("fleetmesh_standing_recomputations_total = %v (%v)", v, ok)
 	}
+
+	nh := newHome(t, cfg)
+	newcomer := startMeshNode(t, nh, x.mesh)
+	newcomer.did = runID(t, nh).DID
+	for i := range nodes {
+		if s := standingAt(t, homes[i])[newcomer.did].Standing; s != 0 {
+			t.Fatalf("node %d gives the newcomer standing %v before it served anything", i, s)
+		}
+	}
+	waitEverywhere(t, "the newcomer's event", nodes, []string{publishAt(t, newcomer, u, "newcomer")})
+	waitEverywhere(t, "an event from before the newcomer joined", []*meshNode{newcomer}, ids[:1])
 }
