@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -26,6 +27,9 @@ type standingPart struct {
 	acct   *accounting.Service
 	window time.Duration
 	log    *slog.Logger
+	// snap is the view's scores as of the last take: what the hot paths
+	// (GossipSub's scoring, sync's peer order) read.
+	snap   atomic.Pointer[map[string]float64]
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -53,6 +57,30 @@ func (sp *standingPart) take() {
 	if n, err := sp.v.Take(cosigned, disputed, proofs); n > 0 {
 		sp.log.Warn("standing: records refused", "count", n, "first", err)
 	}
+	sc := sp.v.Scores()
+	sp.snap.Store(&sc)
+}
+
+// Of is a peer's node's standing as of the last take (standing.Reader).
+func (sp *standingPart) Of(did string) float64 {
+	if m := sp.snap.Load(); m != nil {
+		return (*m)[did]
+	}
+	return 0
+}
+
+// score is GossipSub's application score of peer p: its node's standing
+// over the trusted threshold, at most 1.
+func (sp *standingPart) score(p peer.ID) float64 {
+	did, err := identity.DIDFromPeerID(p)
+	if err != nil {
+		return 0
+	}
+	t := sp.v.Config().Trusted
+	if t <= 0 {
+		return min(1, sp.Of(did))
+	}
+	return min(1, sp.Of(did)/t)
 }
 
 func (sp *standingPart) start() {
@@ -62,7 +90,6 @@ func (sp *standingPart) start() {
 	go func() {
 		defer sp.wg.Done()
 		sp.take()
-		sp.v.Recompute(time.Now())
 		update := time.NewTicker(max(sp.window, time.Second))
 		defer update.Stop()
 		full := time.NewTicker(sp.v.Config().Recompute.Duration)
@@ -74,8 +101,8 @@ func (sp *standingPart) start() {
 			case <-update.C:
 				sp.take()
 			case <-full.C:
-				sp.take()
 				sp.v.Recompute(time.Now())
+				sp.take()
 			}
 		}
 	}()
@@ -92,7 +119,7 @@ func (sp *standingPart) close() {
 // lookups ask such peers first.
 func (sp *standingPart) trusted(p peer.ID) bool {
 	did, err := identity.DIDFromPeerID(p)
-	return err == nil && standing.Trusted(sp.v, did, sp.v.Config().Trusted)
+	return err == nil && standing.Trusted(sp, did, sp.v.Config().Trusted)
 }
 
 // serve answers GET /standing[?of=DID] on the control socket: the view's

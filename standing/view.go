@@ -327,6 +327,19 @@ func (v *View) Of(did string) float64 {
 	return v.scores[i]
 }
 
+// Scores returns every node's standing (the node itself left out), a
+// snapshot for hot paths that cannot wait for a rescoring.
+func (v *View) Scores() map[string]float64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.current()
+	out := make(map[string]float64, len(v.dids))
+	for i, d := range v.dids[1:] {
+		out[d] = v.scores[i+1]
+	}
+	return out
+}
+
 // Entry is one node's standing and its reasons.
 type Entry struct {
 	DID      string  `json:"did"`
