@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -29,5 +30,32 @@ func TestStandingScore(t *testing.T) {
 	}
 	if w := params.AppSpecificWeight; w <= 0 || w*1 <= opportunisticGraftThreshold || w*1 >= acceptPXThreshold {
 		t.Errorf("weight %v: a trusted peer must score above %v and below %v", w, opportunisticGraftThreshold, acceptPXThreshold)
+	}
+}
+
+// TestPreferStanding: relay candidates with standing come first, the
+// rest keep their (random) order, and at most n are kept.
+func TestPreferStanding(t *testing.T) {
+	var m Mesh
+	ps := func(ids ...peer.ID) []peer.AddrInfo {
+		out := make([]peer.AddrInfo, len(ids))
+		for i, id := range ids {
+			out[i].ID = id
+		}
+		return out
+	}
+	ids := func(as []peer.AddrInfo) []peer.ID {
+		out := make([]peer.ID, len(as))
+		for i, a := range as {
+			out[i] = a.ID
+		}
+		return out
+	}
+	if got := ids(m.preferStanding(ps("d", "c", "b", "a"), 3)); !slices.Equal(got, []peer.ID{"d", "c", "b"}) {
+		t.Fatalf("no standing: %v", got)
+	}
+	m.SetStanding(func(p peer.ID) float64 { return map[peer.ID]float64{"a": 0.5, "b": 1}[p] })
+	if got := ids(m.preferStanding(ps("d", "c", "b", "a"), 3)); !slices.Equal(got, []peer.ID{"b", "a", "d"}) {
+		t.Fatalf("with standing: %v", got)
 	}
 }
