@@ -32,9 +32,9 @@ func reportCPU(b *testing.B, start time.Duration) {
 // would measure ed25519, not the walks: TestViewEvidence covers that
 // path.)
 func monthGraph(n, m int) *graph {
-	g, pairs := powerLaw(n, m, 5)
+	_, pairs := powerLaw(n, m, 5)
 	r := rand.New(rand.NewPCG(5, 5))
-	g = &graph{}
+	g := &graph{}
 	g.grow(n)
 	for _, p := range pairs {
 		for _, d := range [][2]int32{{p[0], p[1]}, {p[1], p[0]}} {
