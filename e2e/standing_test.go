@@ -136,6 +136,10 @@ func TestStandingFromVerifiedWindows(t *testing.T) {
 // that served it, and no node with standing there was ever served by
 // either, so no walk reaches them (spec/standing.md "Walks"). Zero, not
 // just below the trusted threshold, because no path leads to them at all.
+// Last, node 0 chooses a mediator between the fourth node (listed
+// first) and node 1 (`fleetmesh didcomm mediate --mediator A,B`): the
+// one with standing there, node 1, mediates; the Sybil's node, given
+// node 1 first, chooses the fourth, which has standing there.
 func TestStandingSybilPairGainsNothing(t *testing.T) {
 	cfg := accountingConfig + "\n[standing]\nrecompute = '2s'\nwalks = 2000\n"
 	homes := []string{newHome(t, cfg), newHome(t, cfg), newHome(t, cfg)}
@@ -225,6 +229,31 @@ func TestStandingSybilPairGainsNothing(t *testing.T) {
 				t.Fatalf("node %d's view: %+v\n%s", i, view, n.output())
 			}
 			time.Sleep(time.Second)
+		}
+	}
+
+	// Mediator choice prefers standing: node 0 asks for mediation from
+	// the fourth node, listed first, or node 1; node 1 has standing at
+	// node 0 and the fourth none, so node 1 is asked first and mediates.
+	// The Sybil's own node sees it the other way round (the fourth node
+	// served it, node 1 never did) and, given node 1 first, chooses the
+	// fourth: both grant mediation, so only standing tells them apart.
+	for _, tc := range []struct {
+		home, first, second string
+		want                *meshNode
+	}{
+		{homes[0], fourth.httpURL(), nodes[1].httpURL(), nodes[1]},
+		{sybilHome, nodes[1].httpURL(), fourth.httpURL(), fourth},
+	} {
+		out, errOut, err := cli(t, "didcomm", "mediate", "--home", tc.home, "--mediator", tc.first+"/didcomm,"+tc.second+"/didcomm")
+		if err != nil {
+			t.Fatalf("fleetmesh didcomm mediate --home %s: %v\n%s", tc.home, err, errOut)
+		}
+		var med struct {
+			Mediator string `json:"mediator"`
+		}
+		if err := json.Unmarshal([]byte(out), &med); err != nil || med.Mediator != tc.want.did {
+			t.Fatalf("%s chose mediator %q (%v), want %s\n%s", tc.home, med.Mediator, err, tc.want.did, out)
 		}
 	}
 }
