@@ -33,6 +33,7 @@ import (
 	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
+	"fleetmesh.org/fleetmesh/standing"
 )
 
 // FileName is the config file's name in a node home.
@@ -63,6 +64,9 @@ type Config struct {
 	// Accounting is windows, receipts and grants (config/accounting.go).
 	Accounting AccountingConfig `toml:"accounting"`
 	Iroh       IrohConfig       `toml:"iroh"`
+	// Standing is the walks that turn verified receipts into standing
+	// (spec/standing.md).
+	Standing standing.Config `toml:"standing"`
 	// Dashboard is the operator page at /dashboard on the relay port.
 	Dashboard dashboard.Config `toml:"dashboard"`
 }
@@ -270,6 +274,7 @@ func Default() Config {
 		Log:        LogConfig{Level: "info", Format: "text"},
 		Accounting: DefaultAccounting(),
 		Dashboard:  dashboard.DefaultConfig(),
+		Standing:   standing.DefaultConfig(),
 	}
 }
 
@@ -373,6 +378,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Accounting.validate(); err != nil {
 		return err
+	}
+	if err := c.Standing.Check(); err != nil {
+		return fmt.Errorf("standing.%w", err)
 	}
 	for _, r := range c.Boundary.Rules {
 		if _, err := r.Compile(); err != nil {

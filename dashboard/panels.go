@@ -44,6 +44,12 @@ func DefaultPanels() []Panel {
 			{Metric: "fleetmesh_accounting_disputes_total", Rate: true, By: "state", Name: "disputes"},
 			{Metric: "fleetmesh_accounting_fork_proofs_total", Rate: true, By: "source", Name: "fork proofs"},
 		}},
+		{Title: "Standing", Empty: "No standing computed yet: lines appear once this node has verified receipts and computes whom it trusts.", Unit: "per second, nodes, seconds", Series: []Series{
+			{Metric: "fleetmesh_standing_updates_total", Rate: true, Name: "incremental updates"},
+			{Metric: "fleetmesh_standing_recomputations_total", Rate: true, Name: "recomputations"},
+			{Metric: "fleetmesh_standing_nodes", Name: "nodes in view"},
+			{Metric: "fleetmesh_standing_last_recompute_seconds", Name: "last recomputation"},
+		}},
 		{Title: "Grants", Empty: "No grant refusals: a line appears if a peer asks for more than its grant allows.", Unit: "refusals/s", Series: []Series{
 			{Metric: "fleetmesh_accounting_grant_refusals_total", Rate: true, By: "service,reason"},
 		}},

@@ -69,14 +69,21 @@ func loopbackNets() []*net.IPNet {
 	return []*net.IPNet{v4, v6}
 }
 
-func peerScoreParams() *pubsub.PeerScoreParams {
+// standingWeight is the GossipSub score of a peer whose node has full
+// standing here (Mesh.SetStanding gives 1): above the opportunistic graft
+// threshold, so a mesh whose median score sinks grafts such peers, and
+// below the peer exchange threshold on its own. A peer with no standing
+// gets 0, never a penalty: a newcomer starts where every peer did.
+const standingWeight = 5
+
+// peerScoreParams are the GossipSub scores; app is the application's
+// score of a peer, from 0 to 1 (its node's standing).
+func peerScoreParams(app func(peer.ID) float64) *pubsub.PeerScoreParams {
 	return &pubsub.PeerScoreParams{
-		Topics:        map[string]*pubsub.TopicScoreParams{},
-		TopicScoreCap: topicScoreCap,
-		// Standing (from verified receipts) will feed this; until then every
-		// peer starts equal.
-		AppSpecificScore:            func(peer.ID) float64 { return 0 },
-		AppSpecificWeight:           1,
+		Topics:                      map[string]*pubsub.TopicScoreParams{},
+		TopicScoreCap:               topicScoreCap,
+		AppSpecificScore:            app,
+		AppSpecificWeight:           standingWeight,
 		IPColocationFactorWeight:    -5,
 		IPColocationFactorThreshold: 8,
 		IPColocationFactorWhitelist: loopbackNets(),

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"regexp"
 	"sync"
+	"sync/atomic"
 
 	pebbleds "github.com/ipfs/go-ds-pebble"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
@@ -76,6 +77,8 @@ type Mesh struct {
 	live *liveness
 	// bw counts bytes per protocol on a host made by Open; nil otherwise.
 	bw *metrics.BandwidthCounter
+	// standing scores peers in GossipSub (SetStanding); nil: all 0.
+	standing atomic.Pointer[func(peer.ID) float64]
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -210,7 +213,7 @@ func (m *Mesh) start(hooks Hooks) error {
 		pubsub.WithNoAuthor(),
 		pubsub.WithMessageIdFn(messageID),
 		pubsub.WithMaxMessageSize(max(1<<20, m.cfg.MaxMessageBytes+64<<10)),
-		pubsub.WithPeerScore(peerScoreParams(), peerScoreThresholds()),
+		pubsub.WithPeerScore(peerScoreParams(m.standingOf), peerScoreThresholds()),
 		pubsub.WithDefaultValidator(m.validate),
 		pubsub.WithRawTracer(rpcTracer{c: m.stats, mesh: m.mesh}),
 		pubsub.WithPeerOutboundQueueSize(peerOutboundQueue),

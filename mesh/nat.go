@@ -113,7 +113,8 @@ func (n *nat) start(m *Mesh, onChange func(NATStatus)) error {
 	n.mu.Lock()
 	n.onChange = onChange
 	if m.pex != nil {
-		n.known = m.pex.Relays
+		// A wider random sample, those with standing here first.
+		n.known = func(k int) []peer.AddrInfo { return m.preferStanding(m.pex.Relays(relaySample*k), k) }
 	}
 	n.mu.Unlock()
 	if n.circ != nil {

@@ -141,8 +141,9 @@ func (sc *Scheduler) lookupProviders(ctx context.Context, f *nostr.Filter, missi
 }
 
 // lookupPeers lists up to LookupPeers peers for the first stage: the
-// holders of the shards of f's authors, connected ones first, then
-// connected peers that speak the sync protocol, then the extra peers.
+// holders of the shards of f's authors, connected ones first (within
+// each, those with standing first), then connected peers that speak the
+// sync protocol, then the extra peers.
 func (sc *Scheduler) lookupPeers(f *nostr.Filter) []peer.ID {
 	self := sc.m.Host().ID()
 	var connected, dialled []peer.ID
@@ -167,6 +168,8 @@ func (sc *Scheduler) lookupPeers(f *nostr.Filter) []peer.ID {
 			}
 		}
 	}
+	preferFirst(connected, sc.prefer)
+	preferFirst(dialled, sc.prefer)
 	out := append(connected, dialled...)
 	for _, p := range sc.syncPeers(sc.cfg.LookupPeers) {
 		if !slices.Contains(out, p) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,7 +91,10 @@ type Scheduler struct {
 	// extraPeers are peers reached by another transport (iroh), asked
 	// last in a lookup's first stage; nil when there are none.
 	extraPeers func() []peer.ID
-	push       chan [32]byte
+	// prefer reports whether a peer has standing here (SetPrefer); nil:
+	// no preference.
+	prefer func(peer.ID) bool
+	push   chan [32]byte
 	// handOff is the hand-off rounds' place in the store (handoff.go),
 	// theirs alone.
 	handOff handOffCursor
@@ -115,6 +119,32 @@ func (sc *Scheduler) Config() SchedulerConfig { return sc.cfg }
 // SetExtraPeers adds peers that lookups ask after the mesh's (the iroh
 // transport's). Call it before Run.
 func (sc *Scheduler) SetExtraPeers(f func() []peer.ID) { sc.extraPeers = f }
+
+// SetPrefer has sync and lookup rounds ask peers with standing first
+// (spec/standing.md "Use"): prefer reports whether a peer has it. Peers
+// without standing are still asked, after. Call it before Run.
+func (sc *Scheduler) SetPrefer(prefer func(peer.ID) bool) { sc.prefer = prefer }
+
+// preferFirst moves the peers prefer picks to the front, keeping the
+// order within each group.
+func preferFirst(ps []peer.ID, prefer func(peer.ID) bool) {
+	if prefer == nil {
+		return
+	}
+	in := make(map[peer.ID]bool, len(ps))
+	for _, p := range ps {
+		in[p] = prefer(p)
+	}
+	slices.SortStableFunc(ps, func(a, b peer.ID) int {
+		switch {
+		case in[a] == in[b]:
+			return 0
+		case in[a]:
+			return -1
+		}
+		return 1
+	})
+}
 
 // Lookups reports whether lookups are on ([mesh] lookup_peers > 0).
 func (sc *Scheduler) Lookups() bool { return sc.cfg.LookupPeers > 0 }
@@ -176,7 +206,7 @@ func (sc *Scheduler) RunRounds(ctx context.Context, what string, peers func() []
 }
 
 // syncPeers lists up to n connected peers that speak the sync protocol, in
-// random order so load spreads. A peer reached only through a relay is left
+// random order so load spreads, peers with standing first (SetPrefer). A peer reached only through a relay is left
 // out: a stream to it waits for a direct connection that may never come,
 // and would hold up a REQ's lookup until its deadline.
 func (sc *Scheduler) syncPeers(n int) []peer.ID {
@@ -198,6 +228,7 @@ func (sc *Scheduler) peersConnected(c network.Connectedness, n int, shuffle bool
 	}
 	if shuffle {
 		rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+		preferFirst(out, sc.prefer)
 	}
 	return out[:min(len(out), n)]
 }

@@ -44,6 +44,8 @@ type accountingPart struct {
 	ready atomic.Pointer[accounting.Service]
 	ctl   *http.Server
 	ln    net.Listener
+	// standing is the node's standing view, fed from s.
+	standing *standingPart
 }
 
 // newMeter makes the node's meter; the mesh and the agent count into it
@@ -133,9 +135,18 @@ func (ap *accountingPart) open(opts Options, dc *agent.Service, h host.Host, fet
 		s.Close()
 		return fmt.Errorf("node: control socket: %w", err)
 	}
-	ap.s, ap.ln = s, ln
+	sp, err := newStandingPart(opts, s, reg)
+	if err != nil {
+		ln.Close()
+		s.Close()
+		return err
+	}
+	ap.s, ap.ln, ap.standing = s, ln, sp
 	ap.ready.Store(s)
-	ap.ctl = &http.Server{Handler: s.ControlHandler(), ReadHeaderTimeout: 10 * time.Second}
+	ctl := http.NewServeMux()
+	ctl.HandleFunc("GET /standing", sp.serve)
+	ctl.Handle("/", s.ControlHandler())
+	ap.ctl = &http.Server{Handler: ctl, ReadHeaderTimeout: 10 * time.Second}
 	return nil
 }
 
@@ -164,9 +175,11 @@ func (ap *accountingPart) mount(mux *http.ServeMux) {
 func (ap *accountingPart) start() {
 	go ap.ctl.Serve(ap.ln)
 	ap.s.Start()
+	ap.standing.start()
 }
 
 func (ap *accountingPart) close() error {
 	ap.ctl.Close()
+	ap.standing.close()
 	return ap.s.Close()
 }

@@ -251,6 +251,8 @@ func Open(opts Options) (*Node, error) {
 	if err := acct.open(opts, dc, mp.m.Host(), mp.sync.FetchReceipts, reg); err != nil {
 		return nil, err
 	}
+	mp.rounds.SetPrefer(acct.standing.trusted)
+	mp.m.SetStanding(acct.standing.score)
 	// DIDComm is reachable over the mesh only once the accounting has
 	// registered its protocols: the mesh host is already connecting, and
 	// a peer's proposal answered in between with "unsupported type" would

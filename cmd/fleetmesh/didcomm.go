@@ -19,6 +19,7 @@ import (
 	"fleetmesh.org/fleetmesh/didcomm/transport"
 	"fleetmesh.org/fleetmesh/didcomm/trustping"
 	"fleetmesh.org/fleetmesh/identity"
+	"fleetmesh.org/fleetmesh/standing"
 )
 
 func init() {
@@ -347,29 +348,100 @@ func didcommInvite(ctx context.Context, args []string, stdin io.Reader, stdout, 
 }
 
 func didcommMediate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	cmd := newPeerCommand("didcomm mediate", "leaf home directory (holds node.key)", "mediator", "the mediator's DIDComm HTTP endpoint (http://HOST:PORT/didcomm)", stderr)
+	cmd := newPeerCommand("didcomm mediate", "leaf home directory (holds node.key)", "mediator",
+		"the mediator's DIDComm HTTP endpoint (http://HOST:PORT/didcomm); several, comma-separated, are asked in order of standing at the node running in --home", stderr)
 	p, ctx, cancel, err := cmd.start(ctx, args)
 	if err != nil {
 		return err
 	}
 	defer cancel()
-	endpoint := cmd.endpoint
-	c, err := didcommMediatorClient(ctx, p, *endpoint)
+	cands, err := mediatorCandidates(ctx, p, *cmd.endpoint)
 	if err != nil {
 		return err
 	}
+	standing.Order(homeStanding(ctx, *cmd.home), cands, func(c mediatorCandidate) string { return c.Mediator })
+	var errs []error
+	for _, c := range cands {
+		out, err := askMediation(ctx, p, c)
+		if err == nil {
+			return printJSON(stdout, out)
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", c.endpoint, err))
+	}
+	return errors.Join(errs...)
+}
+
+// mediatorCandidate is one --mediator endpoint with its mediator's DID.
+type mediatorCandidate struct {
+	*mediator.Client
+	endpoint string
+}
+
+// mediatorCandidates fetches the DID of each comma-separated endpoint in
+// list; an endpoint that does not answer is left out, unless none does.
+func mediatorCandidates(ctx context.Context, p *didcommPeer, list string) ([]mediatorCandidate, error) {
+	var cands []mediatorCandidate
+	var errs []error
+	for _, e := range strings.Split(list, ",") {
+		if e = strings.TrimSpace(e); e == "" {
+			continue
+		}
+		c, err := didcommMediatorClient(ctx, p, e)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		cands = append(cands, mediatorCandidate{c, e})
+	}
+	if len(cands) == 0 && len(errs) == 0 {
+		return nil, fmt.Errorf("%w: --mediator %q names no endpoint", errUsage, list)
+	}
+	if len(cands) == 0 {
+		return nil, errors.Join(errs...)
+	}
+	return cands, nil
+}
+
+// homeStanding is the standing view of the node running in dir, read
+// from its control socket (`fleetmesh standing`), or nil when no node
+// runs there or it keeps none: then mediators are asked in the order
+// given (spec/standing.md "Use").
+func homeStanding(ctx context.Context, dir string) standing.Reader {
+	c, err := newControl(dir)
+	if err != nil {
+		return nil
+	}
+	var es []standing.Entry
+	if err := c.do(ctx, "GET", "/standing", nil, &es); err != nil {
+		return nil
+	}
+	m := make(standingOf, len(es))
+	for _, e := range es {
+		m[e.DID] = e.Standing
+	}
+	return m
+}
+
+// standingOf is a standing view read from a running node.
+type standingOf map[string]float64
+
+// Of is did's standing (standing.Reader).
+func (m standingOf) Of(did string) float64 { return m[did] }
+
+// askMediation asks c to mediate for this side and registers its DID.
+func askMediation(ctx context.Context, p *didcommPeer, c mediatorCandidate) (map[string]any, error) {
 	routingDIDs, err := c.RequestMediation(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	res, err := c.UpdateRecipients(ctx, mediation.Update{RecipientDID: p.key.DID(), Action: "add"})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(res) != 1 || (res[0].Result != "success" && res[0].Result != "no_change") {
-		return fmt.Errorf("mediator did not register %s: %+v", p.key.DID(), res)
+		return nil, fmt.Errorf("mediator did not register %s: %+v", p.key.DID(), res)
 	}
-	return printJSON(stdout, map[string]any{"did": p.key.DID(), "mediator": c.Mediator, "routing_did": routingDIDs, "endpoint": *endpoint})
+	return map[string]any{"did": p.key.DID(), "mediator": c.Mediator, "routing_did": routingDIDs, "endpoint": c.endpoint}, nil
 }
 
 func didcommSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {

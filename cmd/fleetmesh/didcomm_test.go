@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"fleetmesh.org/fleetmesh/config"
 	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/identity"
+	"fleetmesh.org/fleetmesh/standing"
 )
 
 // fileExists reports whether path exists.
@@ -373,5 +375,72 @@ func TestDIDCommMediationAcrossRestart(t *testing.T) {
 	}
 	if out := runBin(t, bin, "", "didcomm", "pickup", "--home", leafHome, "--mediator", url); strings.TrimSpace(out) != "" {
 		t.Fatalf("second pickup delivered again: %s", out)
+	}
+}
+
+// TestDIDCommMediateByStanding: of several --mediator endpoints, the one
+// whose node has the most standing at the leaf's own node is asked
+// first, strangers keep the order given, and with no standing view (no
+// node running in --home) the first that answers mediates; an endpoint
+// that does not answer is passed over.
+func TestDIDCommMediateByStanding(t *testing.T) {
+	url1, did1 := anchorService(t)
+	url2, did2 := anchorService(t)
+	url3, did3 := anchorService(t)
+	leaf, _ := nodeHome(t)
+	p, err := didcommLoadPeer(leaf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cands, err := mediatorCandidates(ctx, p, url1+", "+url2+","+url3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		view standingOf
+		want []string
+	}{
+		{nil, []string{did1, did2, did3}},
+		{standingOf{did3: 0.01}, []string{did3, did1, did2}},
+		{standingOf{did2: 0.01, did3: 0.2}, []string{did3, did2, did1}},
+	} {
+		cs := slices.Clone(cands)
+		var r standing.Reader
+		if tc.view != nil {
+			r = tc.view
+		}
+		standing.Order(r, cs, func(c mediatorCandidate) string { return c.Mediator })
+		var got []string
+		for _, c := range cs {
+			got = append(got, c.Mediator)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("standing %v: order %v, want %v", tc.view, got, tc.want)
+		}
+		if tc.view != nil {
+			out, err := askMediation(ctx, p, cs[0])
+			if err != nil || out["mediator"] != tc.want[0] {
+				t.Fatalf("standing %v: mediation %v %v", tc.view, out, err)
+			}
+		}
+	}
+	if r := homeStanding(ctx, leaf); r != nil {
+		t.Fatalf("no node runs in %s, yet it has a standing view %v", leaf, r)
+	}
+
+	// The CLI: nothing runs in the leaf's home, the first endpoint is
+	// dead, the second that answers mediates.
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	leaf2, _ := nodeHome(t)
+	code, out, stderr := runCLI(t, "", "didcomm", "mediate", "--home", leaf2, "--mediator", dead.URL+"/didcomm,"+url2+","+url1)
+	if code != 0 || !strings.Contains(out, did2) || strings.Contains(out, did1) {
+		t.Fatalf("mediate: %d %s %s", code, out, stderr)
+	}
+	code, _, stderr = runCLI(t, "", "didcomm", "mediate", "--home", leaf2, "--mediator", " , ")
+	if code != 2 || !strings.Contains(stderr, "--mediator") {
+		t.Fatalf("mediate with no endpoint: %d %s", code, stderr)
 	}
 }
