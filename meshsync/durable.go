@@ -29,7 +29,7 @@ func (sc *Scheduler) syncDurable(ctx context.Context) {
 		return
 	}
 	pl := sc.m.Placement()
-	for _, s := range planDurableSync(pl, sc.m.Host().ID(), sc.m.Durable(), sc.cfg.DurablePeers) {
+	for _, s := range planDurableSync(pl, sc.m.Host().ID(), sc.m.Durable(), sc.cfg.DurablePeers, sc.prefer) {
 		st, err := sc.s.SyncShards(ctx, s.peer, s.shards)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -63,10 +63,13 @@ type durableSession struct {
 // planDurableSync picks at most max co-holders of held (other than self)
 // so that as many held shards as possible have one, greedily: each pick is
 // the co-holder sharing most still uncovered shards, ties broken at
-// random so that rounds spread over all co-holders. A session covers every
+// random so that rounds spread over all co-holders, and among co-holders
+// sharing as many, one prefer picks (a node with standing here,
+// spec/standing.md "Use") before one it does not. A session covers every
 // shard the two share, not only the uncovered ones: it costs one store
-// scan either way.
-func planDurableSync(pl placement.Placement, self peer.ID, held []int, max int) []durableSession {
+// scan either way. The holders themselves are the placement rule's, the
+// same at every node; only whom this node repairs from is its own choice.
+func planDurableSync(pl placement.Placement, self peer.ID, held []int, max int, prefer func(peer.ID) bool) []durableSession {
 	shared := map[peer.ID][]int{}
 	for _, s := range held {
 		for _, p := range pl.Holders(s) {
@@ -81,6 +84,7 @@ func planDurableSync(pl placement.Placement, self peer.ID, held []int, max int) 
 	}
 	slices.Sort(candidates)
 	rand.Shuffle(len(candidates), func(i, j int) { candidates[i], candidates[j] = candidates[j], candidates[i] })
+	preferFirst(candidates, prefer)
 	uncovered := map[int]bool{}
 	for _, s := range held {
 		uncovered[s] = true
