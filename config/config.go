@@ -362,6 +362,10 @@ func (c *Config) Validate() error {
 	if d := c.Mesh.ReprovideInterval.Duration; d < 0 || (d > 0 && d < time.Minute) || d > 47*time.Hour {
 		return fmt.Errorf("mesh.reprovide_interval %s: write a duration from 1m to 47h (provider records last 48h), or \"0s\" to turn it off", c.Mesh.ReprovideInterval)
 	}
+	lookup := c.Relay.LookupTimeout.Duration
+	if lookup < 0 || lookup > time.Minute {
+		return fmt.Errorf("relay.lookup_timeout %s: write a duration up to 1m, e.g. \"2s\" (0 takes the default): a REQ waits this long for the mesh at most", c.Relay.LookupTimeout)
+	}
 	if err := c.Dashboard.Check(); err != nil {
 		return fmt.Errorf("dashboard.%w", err)
 	}
