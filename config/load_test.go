@@ -152,6 +152,8 @@ func TestDurationRanges(t *testing.T) {
 		{"mesh.sync_interval", "-1m"},
 		{"mesh.maintain_interval", "-30s"},
 		{"mesh.client_linger", "-5m"},
+		{"mesh.lookup_grace", "-1s"},
+		{"mesh.lookup_grace", "3s"},
 		{"relay.lookup_timeout", "-2s"},
 		{"relay.lookup_timeout", "2m"},
 		{"mesh.reprovide_interval", "30s"},
