@@ -47,6 +47,41 @@ type partSpec struct {
 	node  config.Config
 	relay *relay.Config
 	meter *meter.Meter
+	// hold, if set, makes the node refuse an event from the mesh while
+	// it returns true (sync: the event came by meshsync, else by
+	// GossipSub): a peer that has not applied a write yet (reads_test.go).
+	hold func(ev *nostr.Event, sync bool) bool
+}
+
+// heldLocal is a meshLocal that refuses, while hold says so, the events
+// the mesh hands it.
+type heldLocal struct {
+	meshLocal
+	hold func(ev *nostr.Event, sync bool) bool
+}
+
+// errHeld is heldLocal's refusal.
+var errHeld = fmt.Errorf("node test: held back")
+
+func (l heldLocal) AddEvent(ctx context.Context, ev *nostr.Event) (store.Result, error) {
+	if l.hold(ev, true) {
+		return 0, errHeld
+	}
+	return l.meshLocal.AddEvent(ctx, ev)
+}
+
+func (l heldLocal) Ingest(ctx context.Context, ev *nostr.Event, from peer.ID) error {
+	if l.hold(ev, false) {
+		return errHeld
+	}
+	return l.meshLocal.Ingest(ctx, ev, from)
+}
+
+// partLocal is the node's store and relay as the mesh and meshsync take
+// them.
+type partLocal interface {
+	meshsync.Local
+	mesh.Sink
 }
 
 // testSpec is a node that subscribes to nothing but its durability share,
@@ -142,7 +177,10 @@ func (p *testPart) start(t testing.TB, spec partSpec) {
 		rcfg = *spec.relay
 	}
 	rl := relay.New(rcfg, st, nil, nil)
-	local := meshLocal{Store: st, r: rl}
+	var local partLocal = meshLocal{Store: st, r: rl}
+	if spec.hold != nil {
+		local = heldLocal{meshLocal{Store: st, r: rl}, spec.hold}
+	}
 	m, err := mesh.New(p.h, spec.mesh, mesh.Hooks{
 		Sink:             local,
 		VerifyDescriptor: peerexchange.VerifyWith(descriptor.NewVerifier(descriptor.VerifierConfig{})),
