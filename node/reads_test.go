@@ -26,11 +26,11 @@ import (
 
 // wsClient is a Nostr client of a test part's relay, served over loopback.
 type wsClient struct {
-	t  *testing.T
+	t  testing.TB
 	ws *websocket.Conn
 }
 
-func dialPart(t *testing.T, p *testPart) *wsClient {
+func dialPart(t testing.TB, p *testPart) *wsClient {
 	t.Helper()
 	srv := httptest.NewServer(p.rl)
 	t.Cleanup(srv.Close)
@@ -103,7 +103,7 @@ func (c *wsClient) req(filter string) ([]string, time.Duration) {
 }
 
 // signedAt signs an event of kind with tags at created_at ts.
-func signedAt(t *testing.T, k nostr.SecretKey, ts int64, kind int, content string, tags ...[]string) *nostr.Event {
+func signedAt(t testing.TB, k nostr.SecretKey, ts int64, kind int, content string, tags ...[]string) *nostr.Event {
 	t.Helper()
 	ev := &nostr.Event{CreatedAt: ts, Kind: kind, Tags: append(nostr.Tags{}, tags...), Content: content}
 	if err := k.Sign(ev); err != nil {
@@ -255,7 +255,7 @@ func TestDeletionTravelsLive(t *testing.T) {
 }
 
 // agreeOnAll waits until every part places over all of them.
-func agreeOnAll(t *testing.T, parts []*testPart) {
+func agreeOnAll(t testing.TB, parts []*testPart) {
 	t.Helper()
 	var ids []peer.ID
 	for _, p := range parts {
