@@ -31,6 +31,7 @@ import (
 	"fleetmesh.org/fleetmesh/config/setting"
 	"fleetmesh.org/fleetmesh/dashboard"
 	"fleetmesh.org/fleetmesh/mesh"
+	"fleetmesh.org/fleetmesh/meshsync"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
 	"fleetmesh.org/fleetmesh/standing"
@@ -118,6 +119,10 @@ type MeshConfig struct {
 	// LookupPeers bounds how many peers a REQ asks for events this node
 	// does not hold (0: no lookups).
 	LookupPeers int `toml:"lookup_peers" comment:"peers a REQ asks for events this node lacks (0: no mesh lookups)"`
+	// LookupGrace is the least a lookup waits for the other peers once one
+	// has answered (meshsync.Config.LookupGrace); a peer that has not
+	// answered by then is left out of lookups for a while.
+	LookupGrace setting.Duration `toml:"lookup_grace" comment:"once one peer has answered a lookup, the least it waits for the others; later ones are left out for a while"`
 	// ClientShards bounds the author shards the node joins because its own
 	// clients hold live subscriptions naming those authors (0: none).
 	ClientShards int `toml:"client_shards" comment:"author shards joined for this node's clients' live subscriptions (0: none)"`
@@ -253,6 +258,7 @@ func Default() Config {
 			SyncInterval:        setting.DurationOf(time.Minute),
 			MaintainInterval:    setting.DurationOf(30 * time.Second),
 			LookupPeers:         16,
+			LookupGrace:         setting.DurationOf(meshsync.DefaultLookupGrace),
 			ClientShards:        64,
 			ClientLinger:        setting.DurationOf(5 * time.Minute),
 			ReprovideInterval:   setting.DurationOf(22 * time.Hour),
@@ -366,6 +372,16 @@ func (c *Config) Validate() error {
 	}
 	if d := c.Mesh.ReprovideInterval.Duration; d < 0 || (d > 0 && d < time.Minute) || d > 47*time.Hour {
 		return fmt.Errorf("mesh.reprovide_interval %s: write a duration from 1m to 47h (provider records last 48h), or \"0s\" to turn it off", c.Mesh.ReprovideInterval)
+	}
+	lookup := c.Relay.LookupTimeout.Duration
+	if lookup < 0 || lookup > time.Minute {
+		return fmt.Errorf("relay.lookup_timeout %s: write a duration up to 1m, e.g. \"2s\" (0 takes the default): a REQ waits this long for the mesh at most", c.Relay.LookupTimeout)
+	}
+	if lookup == 0 {
+		lookup = relay.DefaultConfig().LookupTimeout.Duration
+	}
+	if d := c.Mesh.LookupGrace.Duration; d < 0 || d > lookup {
+		return fmt.Errorf("mesh.lookup_grace %s: write a duration from 0 (the default) to relay.lookup_timeout (%s), e.g. \"250ms\"", c.Mesh.LookupGrace, lookup)
 	}
 	if err := c.Dashboard.Check(); err != nil {
 		return fmt.Errorf("dashboard.%w", err)

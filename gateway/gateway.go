@@ -430,6 +430,12 @@ func (g *Gateway) ingest(ctx context.Context, ev *nostr.Event) error {
 			g.log.Warn("gateway: backend sent an invalid event", "id", ev.IDHex(), "err", err)
 			return nil
 		}
+		// The node's own policy refused it (a ban, a class it never
+		// stores): skipped like a bad event, or the cursor would stall.
+		if refused := new(relay.RefusedError); errors.As(err, &refused) {
+			g.log.Info("gateway: the node's policy refused a backend event", "id", ev.IDHex(), "reason", refused.Reason)
+			return nil
+		}
 		return fmt.Errorf("gateway: store %s from the backend: %w", ev.IDHex(), err)
 	}
 	if res == eventstore.Stored {

@@ -33,8 +33,11 @@
 // every interval, the anti-entropy of the durably held shards with chosen
 // co-holders, the push of new events to peers reached only through a
 // relay, and the stages of a REQ's lookup (peers asked first, then known
-// peers dialled and content routing). It takes what it needs of the mesh
-// through the Mesh interface.
+// peers dialled and content routing). A lookup waits for the slower peers
+// only a grace after the first answer, and leaves peers that did not
+// answer out of the next lookups (lookupsilence.go). It takes what it
+// needs of the mesh through the Mesh interface. What a lookup finds is
+// admitted and stored by the relay (relay/lookup.go), not here.
 //
 // It is not live propagation (GossipSub, package mesh), nor the durable
 // placement rule (mesh/placement), nor the node's wiring: package node

@@ -71,7 +71,20 @@ type Config struct {
 	// accounting receipts and reports held here (spec/mesh-sync.md
 	// "Receipts and reports"); nil refuses them.
 	Receipts func(node, after string) (receipt.Page, error)
+	// LookupGrace is the least a lookup waits for the peers it asked once
+	// one of them has answered ([mesh] lookup_grace, default
+	// DefaultLookupGrace); it waits as long again as that answer took if
+	// that is longer. A peer not answering by then is left out of lookups
+	// for a while (lookupsilence.go).
+	LookupGrace time.Duration
+	// Unanswered, if set, is told of a peer that did not answer a lookup
+	// (the node reports it to the mesh's liveness, which probes a storage
+	// node that is no longer connected).
+	Unanswered func(p peer.ID)
 }
+
+// DefaultLookupGrace is Config.LookupGrace's default.
+const DefaultLookupGrace = 250 * time.Millisecond
 
 func (c *Config) fill() {
 	if c.MaxRecords <= 0 {
@@ -88,6 +101,9 @@ func (c *Config) fill() {
 	}
 	if c.PeerRowsPerSecond <= 0 {
 		c.PeerRowsPerSecond = DefaultPeerRowsPerSecond
+	}
+	if c.LookupGrace <= 0 {
+		c.LookupGrace = DefaultLookupGrace
 	}
 }
 
@@ -120,6 +136,9 @@ type Service struct {
 	progress *progress.Tracker
 	// handOffs are the shards this node accepts hand-offs of (handoff.go).
 	handOffs handOffs
+	// silence are the peers left out of lookups for not answering one
+	// (lookupsilence.go).
+	silence silence
 }
 
 // New registers the sync protocol on h.
@@ -232,7 +251,12 @@ const maxShardScan = 1 << 30
 
 // sync runs one session.
 func (s *Service) sync(ctx context.Context, p peer.ID, ses *session) (st Stats, err error) {
-	defer func() { s.stats.record(st, err) }()
+	defer func() {
+		s.stats.record(st, err)
+		if err == nil {
+			s.silence.answered(p)
+		}
+	}()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.SessionTimeout)
 	defer cancel()
 	str, done, err := s.openBound(ctx, p)
@@ -509,6 +533,8 @@ func rawString(r json.RawMessage) string {
 // read at all ends the session.
 func (s *Service) serveOn(str Stream, remote peer.ID) {
 	defer str.Close()
+	// A peer that opens a session is answering again.
+	s.silence.answered(remote)
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.SessionTimeout)
 	defer cancel()
 	str.SetDeadline(time.Now().Add(s.cfg.SessionTimeout))

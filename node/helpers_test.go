@@ -47,6 +47,41 @@ type partSpec struct {
 	node  config.Config
 	relay *relay.Config
 	meter *meter.Meter
+	// hold, if set, makes the node refuse an event from the mesh while
+	// it returns true (sync: the event came by meshsync, else by
+	// GossipSub): a peer that has not applied a write yet (reads_test.go).
+	hold func(ev *nostr.Event, sync bool) bool
+}
+
+// heldLocal is a meshLocal that refuses, while hold says so, the events
+// the mesh hands it.
+type heldLocal struct {
+	meshLocal
+	hold func(ev *nostr.Event, sync bool) bool
+}
+
+// errHeld is heldLocal's refusal.
+var errHeld = fmt.Errorf("node test: held back")
+
+func (l heldLocal) AddEvent(ctx context.Context, ev *nostr.Event) (store.Result, error) {
+	if l.hold(ev, true) {
+		return 0, errHeld
+	}
+	return l.meshLocal.AddEvent(ctx, ev)
+}
+
+func (l heldLocal) Ingest(ctx context.Context, ev *nostr.Event, from peer.ID) error {
+	if l.hold(ev, false) {
+		return errHeld
+	}
+	return l.meshLocal.Ingest(ctx, ev, from)
+}
+
+// partLocal is the node's store and relay as the mesh and meshsync take
+// them.
+type partLocal interface {
+	meshsync.Local
+	mesh.Sink
 }
 
 // testSpec is a node that subscribes to nothing but its durability share,
@@ -142,7 +177,10 @@ func (p *testPart) start(t testing.TB, spec partSpec) {
 		rcfg = *spec.relay
 	}
 	rl := relay.New(rcfg, st, nil, nil)
-	local := meshLocal{Store: st, r: rl}
+	var local partLocal = meshLocal{Store: st, r: rl}
+	if spec.hold != nil {
+		local = heldLocal{meshLocal{Store: st, r: rl}, spec.hold}
+	}
 	m, err := mesh.New(p.h, spec.mesh, mesh.Hooks{
 		Sink:             local,
 		VerifyDescriptor: peerexchange.VerifyWith(descriptor.NewVerifier(descriptor.VerifierConfig{})),
@@ -187,7 +225,7 @@ func (p *testPart) close(t testing.TB) {
 func (p *testPart) p2pAddr() string { return p.addr.String() + "/p2p/" + p.h.ID().String() }
 
 // holds reports whether p's store holds the event id.
-func (p *testPart) holds(t *testing.T, id [32]byte) bool {
+func (p *testPart) holds(t testing.TB, id [32]byte) bool {
 	t.Helper()
 	found := false
 	if err := p.st.Query(context.Background(), &nostr.Filter{IDs: [][32]byte{id}}, 1, func(*nostr.Event) bool {
@@ -200,7 +238,7 @@ func (p *testPart) holds(t *testing.T, id [32]byte) bool {
 }
 
 // publish stores ev at p as a client's event, which publishes it.
-func (p *testPart) publish(t *testing.T, ev *nostr.Event) {
+func (p *testPart) publish(t testing.TB, ev *nostr.Event) {
 	t.Helper()
 	if res, err := p.rl.AddEvent(context.Background(), ev, relay.FromClient); err != nil || res != store.Stored {
 		t.Fatalf("add event: %v %v", res, err)
@@ -209,7 +247,7 @@ func (p *testPart) publish(t *testing.T, ev *nostr.Event) {
 
 // agreeOn waits until every part places over exactly the storage nodes
 // want and holds its shards.
-func agreeOn(t *testing.T, parts []*testPart, want []peer.ID) {
+func agreeOn(t testing.TB, parts []*testPart, want []peer.ID) {
 	t.Helper()
 	want = slices.Clone(want)
 	slices.Sort(want)
@@ -269,7 +307,7 @@ func authorOn(t *testing.T, ok func(shard int) bool) nostr.SecretKey {
 	return nostr.SecretKey{}
 }
 
-func note(t *testing.T, k nostr.SecretKey, content string) *nostr.Event {
+func note(t testing.TB, k nostr.SecretKey, content string) *nostr.Event {
 	t.Helper()
 	ev := &nostr.Event{CreatedAt: time.Now().Unix(), Kind: 1, Tags: nostr.Tags{}, Content: content}
 	if err := k.Sign(ev); err != nil {
@@ -279,7 +317,7 @@ func note(t *testing.T, k nostr.SecretKey, content string) *nostr.Event {
 }
 
 // eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for !cond() {

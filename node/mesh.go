@@ -132,7 +132,8 @@ func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.P
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	svc := meshsync.New(m.Host(), local, policy, meshsync.Config{Meter: acct.meter, Allow: acct.allow, Receipts: acct.page,
-		Penalize: func(p peer.ID) { m.Penalize(p, mesh.MisbehaviorSyncViolation) }}, opts.Log)
+		Penalize:    func(p peer.ID) { m.Penalize(p, mesh.MisbehaviorSyncViolation) },
+		LookupGrace: mc.LookupGrace.Duration, Unanswered: m.ReportUnreachable}, opts.Log)
 	mp := &meshPart{
 		m:         m,
 		sync:      svc,

@@ -94,11 +94,8 @@ func (c *conn) admit(ctx context.Context, ev *nostr.Event) (bool, string) {
 	if slices.Contains(cfg.AuthRequiredKinds, ev.Kind) && !c.anyAuthed() {
 		return reject("auth_required", fmt.Sprintf("auth-required: kind %d needs NIP-42 authentication on this relay", ev.Kind))
 	}
-	for _, policy := range r.RejectEvent {
-		if reason := policy(ctx, ev); reason != "" {
-			r.m.rejected.WithLabelValues("policy").Inc()
-			return false, reason
-		}
+	if reason := r.refuse(ctx, ev); reason != "" {
+		return false, reason
 	}
 	res, err := r.accept(ctx, ev, FromClient)
 	if err != nil {

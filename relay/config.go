@@ -113,9 +113,9 @@ type Config struct {
 	// MaxNegRecords bounds how many events one NIP-77 sync session may
 	// cover; a filter matching more is refused so the client narrows it.
 	MaxNegRecords int `toml:"max_negentropy_records" comment:"events one NIP-77 session may cover; a filter matching more is refused"`
-	// LookupTimeout bounds how long a REQ waits for the mesh to answer a
-	// lookup (only when a Lookup hook is set).
-	LookupTimeout time.Duration `toml:"-"`
+	// LookupTimeout bounds how long a REQ's stored answer and EOSE wait
+	// for the mesh to answer a lookup (only when a Lookup hook is set).
+	LookupTimeout setting.Duration `toml:"lookup_timeout" comment:"how long a REQ waits for the mesh's answer to a lookup before EOSE"`
 	// QueryTimeout bounds one filter's stored-events query.
 	QueryTimeout setting.Duration `toml:"query_timeout" comment:"time one filter's stored-events query may take"`
 	// PingInterval is how often idle connections are pinged; a connection
@@ -167,7 +167,7 @@ func DefaultConfig() Config {
 		MaxCountRows:         100000,
 		AuthWindow:           10 * time.Minute,
 		QueryTimeout:         setting.DurationOf(10 * time.Second),
-		LookupTimeout:        2 * time.Second,
+		LookupTimeout:        setting.DurationOf(2 * time.Second),
 		PingInterval:         30 * time.Second,
 	}
 }
@@ -224,7 +224,7 @@ func (c *Config) Fill() {
 	if c.AuthWindow <= 0 {
 		c.AuthWindow = d.AuthWindow
 	}
-	if c.LookupTimeout <= 0 {
+	if c.LookupTimeout.Duration <= 0 {
 		c.LookupTimeout = d.LookupTimeout
 	}
 	if c.QueryTimeout.Duration <= 0 {

@@ -67,6 +67,10 @@ type subscription struct {
 	// opened is the fan-out's number when the subscription opened: it is
 	// given live only events queued after (fanout.seq).
 	opened uint64
+	// absorbed are the events this subscription's own lookups stored
+	// (lookup.go): its stored answer has them, so they are not given to
+	// it live as well. Guarded by the connection's mu; nil until one is.
+	absorbed map[[32]byte]struct{}
 }
 
 // end stops the subscription and tells the Interest hook it is gone.

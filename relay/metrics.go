@@ -10,6 +10,9 @@ type metrics struct {
 	rejected    *prometheus.CounterVec
 	saveSeconds prometheus.Histogram
 	reqSeconds  prometheus.Histogram
+	// lookedUp counts the events REQs' lookups brought, by what the
+	// node's rules made of them (lookup.go).
+	lookedUp *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -37,9 +40,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "fleetmesh_relay_req_seconds", Help: "Time from REQ to EOSE.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}),
+		lookedUp: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleetmesh_relay_lookup_events_total",
+			Help: "Events the mesh brought to REQs' lookups, by what this node's rules made of them (stored, duplicate, superseded, deleted, expired, refused).",
+		}, []string{"result"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.conns, m.subs, m.stored, m.sent, m.rejected, m.saveSeconds, m.reqSeconds)
+		reg.MustRegister(m.conns, m.subs, m.stored, m.sent, m.rejected, m.saveSeconds, m.reqSeconds, m.lookedUp)
 	}
 	return m
 }

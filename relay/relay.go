@@ -56,12 +56,15 @@ type Relay struct {
 	m        *metrics
 	now      func() time.Time
 
-	// RejectEvent policies run, in order, on every event a client
-	// publishes, after its signature is verified and before it is stored.
+	// RejectEvent policies run, in order, on every event before it is
+	// stored, after its signature is verified: one a client publishes, and
+	// one the mesh hands in (AddEvent: a sync, GossipSub, a REQ's lookup),
+	// so a node's bans and policy hold whatever way an event comes.
 	RejectEvent []RejectFunc
 	// Lookup, if set, asks the mesh for events matching a filter that this
-	// node may not hold. A REQ merges what it finds with the stored results,
-	// newest first, before EOSE. It must return once ctx ends; the relay
+	// node may not hold. What it finds is admitted and stored as AddEvent
+	// does, and the REQ answers from the store with it, newest first,
+	// before EOSE (lookup.go). It must return once ctx ends; the relay
 	// gives it Config.LookupTimeout. fn is never called concurrently.
 	Lookup func(ctx context.Context, f *nostr.Filter, limit int, fn func(*nostr.Event))
 	// Interest, if set, is told of every live subscription a client opens,
@@ -261,12 +264,38 @@ func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
 
 // AddEvent stores an event that arrived from elsewhere (the mesh, the
 // gateway) and delivers it to this relay's live subscribers. The event's
-// signature is verified here too: nothing unverified is stored.
+// signature is verified here too: nothing unverified is stored. The
+// RejectEvent policies refuse it as they would a client's, with a
+// *RefusedError; the store applies the kind rules (NIP-09, replaceable
+// precedence, NIP-40) and says so in the Result.
 func (r *Relay) AddEvent(ctx context.Context, ev *nostr.Event, from Origin) (eventstore.Result, error) {
 	if err := r.verifier.Verify(ev); err != nil {
 		return 0, err
 	}
+	if reason := r.refuse(ctx, ev); reason != "" {
+		return 0, &RefusedError{Reason: reason}
+	}
 	return r.accept(ctx, ev, from)
+}
+
+// RefusedError is AddEvent's refusal by a RejectEvent policy.
+type RefusedError struct {
+	// Reason is the policy's reason, with its NIP-01 prefix.
+	Reason string
+}
+
+func (e *RefusedError) Error() string { return e.Reason }
+
+// refuse runs the RejectEvent policies on ev; it returns the first
+// refusal's reason, or "".
+func (r *Relay) refuse(ctx context.Context, ev *nostr.Event) string {
+	for _, policy := range r.RejectEvent {
+		if reason := policy(ctx, ev); reason != "" {
+			r.m.rejected.WithLabelValues("policy").Inc()
+			return reason
+		}
+	}
+	return ""
 }
 
 // accept stores (or, if ephemeral, only delivers) a verified, admitted event.

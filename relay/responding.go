@@ -92,7 +92,7 @@ func (c *conn) handleReq(m *nostr.ClientMessage) {
 			f := &m.Filters[i]
 			var err error
 			if c.r.Lookup != nil && c.limitOf(f) > 0 {
-				err = c.answerWithLookup(ctx, m.SubID, f, seen)
+				err = c.answerWithLookup(ctx, m.SubID, s, f, seen)
 			} else {
 				qctx, qcancel := context.WithTimeout(ctx, c.r.cfg.QueryTimeout.Duration)
 				err = c.queryStored(qctx, f, c.limitOf(f), func(id [32]byte, _ int64, appendJSON func([]byte) []byte) bool {
@@ -173,72 +173,6 @@ func eventFrame(subID string, appendJSON func([]byte) []byte) []byte {
 	return nostr.AppendEventMessage(make([]byte, 0, 1024+len(subID)), subID, appendJSON)
 }
 
-// answerWithLookup answers one filter from the store and the mesh: both
-// result sets are merged, deduplicated, sorted newest first and cut to the
-// filter's limit, so a client sees one relay whatever node holds the data.
-func (c *conn) answerWithLookup(ctx context.Context, subID string, f *nostr.Filter, seen map[[32]byte]struct{}) error {
-	limit := c.limitOf(f)
-	type found struct {
-		id        [32]byte
-		createdAt int64
-		frame     []byte
-	}
-	var evs []found
-	keep := func(id [32]byte, createdAt int64, appendJSON func([]byte) []byte) bool {
-		if _, dup := seen[id]; !dup {
-			seen[id] = struct{}{}
-			evs = append(evs, found{id, createdAt, eventFrame(subID, appendJSON)})
-		}
-		return true
-	}
-	qctx, qcancel := context.WithTimeout(ctx, c.r.cfg.QueryTimeout.Duration)
-	err := c.queryStored(qctx, f, limit, keep)
-	qcancel()
-	if err != nil {
-		return err
-	}
-	// An ids filter asks the mesh only for the ids not held here: the
-	// rest would cross the network again, and be counted by both ends'
-	// meters, for nothing. Fully answered here, it needs no lookup.
-	lf := f
-	if f.IDs != nil {
-		missing := make([][32]byte, 0, len(f.IDs))
-		asked := make(map[[32]byte]struct{}, len(f.IDs))
-		for _, id := range f.IDs {
-			_, held := seen[id]
-			if _, dup := asked[id]; !held && !dup {
-				asked[id] = struct{}{}
-				missing = append(missing, id)
-			}
-		}
-		narrowed := *f
-		narrowed.IDs = missing
-		lf = &narrowed
-	}
-	if lf.IDs == nil || len(lf.IDs) > 0 {
-		lctx, lcancel := context.WithTimeout(ctx, c.r.cfg.LookupTimeout)
-		c.r.Lookup(lctx, lf, limit, func(ev *nostr.Event) {
-			if c.canRead(ev) && f.Matches(ev) {
-				keep(ev.ID, ev.CreatedAt, ev.AppendJSON)
-			}
-		})
-		lcancel()
-	}
-	slices.SortFunc(evs, func(a, b found) int {
-		if a.createdAt != b.createdAt {
-			return cmp.Compare(b.createdAt, a.createdAt)
-		}
-		return slices.Compare(a.id[:], b.id[:])
-	})
-	for _, ev := range evs[:min(len(evs), limit)] {
-		c.r.m.sent.Inc()
-		if !c.sendEvent(ctx, subID, ev.frame) {
-			return nil
-		}
-	}
-	return nil
-}
-
 // handleCount answers NIP-45 COUNT. One filter is counted by the store;
 // several are counted by walking them so an event matching two filters is
 // counted once.
@@ -304,6 +238,9 @@ func (c *conn) deliver(ev *nostr.Event, seq uint64, evJSON *[]byte) {
 	c.mu.Lock()
 	var matched []string
 	for id, s := range c.subs {
+		if _, own := s.absorbed[ev.ID]; own {
+			continue
+		}
 		if s.opened < seq && nostr.MatchesAny(s.filters, ev) {
 			matched = append(matched, id)
 		}

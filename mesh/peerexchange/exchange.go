@@ -147,7 +147,8 @@ type Hooks struct {
 // Counts are what peer exchange counted since it started.
 type Counts struct {
 	// Accepted and Rejected count received descriptors kept and refused
-	// by the Verifier.
+	// by the Verifier; one that only repeats a sequence number already
+	// seen (descriptor.ErrReplayed) is neither.
 	Accepted, Rejected uint64
 	// Sent counts descriptors sent.
 	Sent uint64
@@ -502,6 +503,12 @@ func (p *Service) acceptFrom(from peer.ID, raws [][]byte) int {
 			continue
 		}
 		info, err := p.verify(raw)
+		if errors.Is(err, descriptor.ErrReplayed) {
+			// A sequence number already seen: an older copy still going
+			// round, or the node's own re-signing at the same sequence.
+			// Dropped as store drops an older one, not refused as bad.
+			continue
+		}
 		if err != nil {
 			p.rejected.Add(1)
 			continue
