@@ -373,7 +373,7 @@ func didcommMediate(ctx context.Context, args []string, stdin io.Reader, stdout,
 
 // mediatorCandidate is one --mediator endpoint with its mediator's DID.
 type mediatorCandidate struct {
-	*mediator.Client
+	*mediation.Client
 	endpoint string
 }
 
