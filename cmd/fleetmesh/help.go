@@ -20,6 +20,7 @@ var helpExamples = map[string]string{
 	"conformance":     "fleetmesh conformance --target ws://127.0.0.1:7447",
 	"leaf":            "fleetmesh leaf --home ~/leaf --pair fmjoin1… --subscribe '{\"kinds\":[1]}' --once",
 	"receipts":        "fleetmesh receipts --home ~/.fleetmesh --node did:key:z6Mk… --verify",
+	"standing":        "fleetmesh standing --home ~/.fleetmesh --json",
 	"version":         "fleetmesh version --json",
 	"grants list":     "fleetmesh grants list --home ~/.fleetmesh",
 	"grants offer":    "fleetmesh grants offer --home ~/.fleetmesh --to did:key:z6Mk… --service events --quota 10000",
