@@ -99,7 +99,7 @@ func TestWindowBounds(t *testing.T) {
 				if zero {
 					side = receipt.Side{} // would be signed, not disputed
 				}
-				_, err := send(b, tc.from, exchange.TypePropose, exchange.Propose(nil, tc.window, secs, side, 1))
+				_, err := send(b, tc.from, exchange.TypePropose, proposeFirst(tc.window, secs, side))
 				var pr *didcomm.Problem
 				if !errors.As(err, &pr) || pr.Code != tc.code {
 					t.Fatalf("proposal answered %v, want problem %s", err, tc.code)
@@ -126,7 +126,7 @@ func TestWindowBounds(t *testing.T) {
 		t.Fatalf("a request stored %d pending windows", n)
 	}
 	// The window b metered is still proposed, and signed.
-	out, err := send(b, a.key, exchange.TypePropose, exchange.Propose(nil, t0.Unix(), secs, receipt.Side{Gave: receipt.Counts{Events: 3}}, 1))
+	out, err := send(b, a.key, exchange.TypePropose, proposeFirst(t0.Unix(), secs, receipt.Side{Gave: receipt.Counts{Events: 3}}))
 	if err != nil || out.Type != exchange.TypeSign {
 		t.Fatalf("the metered window: %v %v", out, err)
 	}
@@ -140,7 +140,7 @@ func TestPairLocksExpire(t *testing.T) {
 	secs := int64(window / time.Second)
 	for range 200 {
 		k := keyBefore(t, n.key.DID(), true)
-		send(n, k, exchange.TypePropose, exchange.Propose(nil, 0, secs, receipt.Side{}, 1))
+		send(n, k, exchange.TypePropose, proposeFirst(0, secs, receipt.Side{}))
 	}
 	if held := n.s.pairsHeld(); held != 0 {
 		t.Fatalf("%d pair locks held after the handlers returned", held)
@@ -226,4 +226,10 @@ func mustKey(t *testing.T) *identity.Key {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// proposeFirst is the proposal of a pair's first receipt, round 1, of
+// the window at start.
+func proposeFirst(start, secs int64, side receipt.Side) exchange.ProposeBody {
+	return exchange.ProposeBody{WindowStart: start, WindowSecs: secs, Seq: 1, Counts: side, Round: 1}
 }

@@ -158,19 +158,19 @@ func accountantModes(window int64) []accountantMode {
 	var reuse atomic.Pointer[string]
 	return []accountantMode{
 		{"inflate-own", func(a *accountant, i int64) (string, any) {
-			return exchange.TypePropose, exchange.Propose(nil, aligned(now)-window*(i%4+1), window, receipt.Side{Gave: big}, 1)
+			return exchange.TypePropose, proposeFirst(aligned(now)-window*(i%4+1), window, receipt.Side{Gave: big})
 		}},
 		{"inflate-theirs", func(a *accountant, i int64) (string, any) {
-			return exchange.TypePropose, exchange.Propose(nil, aligned(now)-window*(i%4+1), window, receipt.Side{Received: big}, 1)
+			return exchange.TypePropose, proposeFirst(aligned(now)-window*(i%4+1), window, receipt.Side{Received: big})
 		}},
 		{"replay-old", func(a *accountant, i int64) (string, any) {
-			return exchange.TypePropose, exchange.Propose(nil, aligned(now)-window*(100+i%100_000), window, receipt.Side{}, 1)
+			return exchange.TypePropose, proposeFirst(aligned(now)-window*(100+i%100_000), window, receipt.Side{})
 		}},
 		{"windows-1970", func(a *accountant, i int64) (string, any) {
 			if i%2 == 0 {
 				return exchange.TypeRequest, exchange.RequestBody{WindowStart: window * (i % 1_000_000)}
 			}
-			return exchange.TypePropose, exchange.Propose(nil, window*(i%1_000_000), window, receipt.Side{Gave: big}, 1)
+			return exchange.TypePropose, proposeFirst(window*(i%1_000_000), window, receipt.Side{Gave: big})
 		}},
 		{"fork-proofs", func(a *accountant, i int64) (string, any) {
 			return exchange.TypeForkProof, accounting.ForkProofBody{Proof: fork(i)}
@@ -248,4 +248,10 @@ func accountantFlood(ctx context.Context, t target) result {
 	counts["sent"] = sent.Load()
 	b, _ := json.Marshal(counts)
 	return result{Got: fmt.Sprintf("%d accounting lies sent: %s", sent.Load(), b), Counts: counts}
+}
+
+// proposeFirst is the proposal of a pair's first receipt, round 1, of
+// the window at start: a stranger has no chain with the node.
+func proposeFirst(start, secs int64, side receipt.Side) exchange.ProposeBody {
+	return exchange.ProposeBody{WindowStart: start, WindowSecs: secs, Seq: 1, Counts: side, Round: 1}
 }
