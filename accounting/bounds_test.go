@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -208,9 +209,22 @@ func TestForkProofsBounded(t *testing.T) {
 	if got := stored(t, n, bForks, ""); got != 1 {
 		t.Fatalf("%d proofs of one pair kept, want 1", got)
 	}
+	// Fresh forkers, from eight senders at once: the bound holds
+	// however the stores interleave.
+	var raws [][]byte
 	for range 2 * forkRelayQueue {
-		proof(fork(t, mustKey(t), mustKey(t), 1))
+		raw, _ := fork(t, mustKey(t), mustKey(t), 1).Encode()
+		raws = append(raws, raw)
 	}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < len(raws); i += 8 {
+				send(n, x, exchange.TypeForkProof, ForkProofBody{Proof: raws[i]})
+			}
+		})
+	}
+	wg.Wait()
 	if got := stored(t, n, bForkers, ""); got != cfg.MaxForkProofs {
 		t.Fatalf("%d forkers kept, want %d", got, cfg.MaxForkProofs)
 	}

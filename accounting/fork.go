@@ -80,16 +80,24 @@ func (s *Service) keepAndSpread(p *receipt.ForkProof, from string, built bool) b
 				return err
 			}
 		}
+		if err := tx.Bucket(bForks).Put(id.Bytes(), raw); err != nil {
+			return err
+		}
+		// Counted in the transaction: writers are serialised, so the
+		// next one's check sees this one's forkers.
 		kept, added = true, len(fresh)
-		return tx.Bucket(bForks).Put(id.Bytes(), raw)
+		s.forkers.Add(int64(added))
+		return nil
 	}); err != nil {
+		if kept {
+			s.forkers.Add(-int64(added))
+		}
 		s.log.Warn("accounting: storing a fork proof", "err", err)
 		return false
 	}
 	if !kept {
 		return false
 	}
-	s.forkers.Add(int64(added))
 	select {
 	case s.relay <- relayItem{raw: raw, from: from}:
 	default:
