@@ -151,11 +151,15 @@ func (s *Service) loadGrants() error {
 	return nil
 }
 
-// roomForGrant makes room for one more grant from grantor within
-// MaxGrantsPerPeer and MaxGrants by dropping grants it gave this node
-// that have ended (declined, revoked or expired: no longer in force, and
-// of no receipt's history), and reports whether there is room.
-func (s *Service) roomForGrant(grantor string) (bool, error) {
+// keepReceived stores a grant given to this node if there is room for
+// one more grant from its grantor within MaxGrantsPerPeer and MaxGrants,
+// dropping grants that have ended (declined, revoked or expired: no
+// longer in force, and of no receipt's history) to make it; it reports
+// whether it stored the grant. The check and the store are one
+// transaction, and writers are serialised, so concurrent offers cannot
+// pass a bound together.
+func (s *Service) keepReceived(g *grant.Grant) (bool, error) {
+	grantor := g.Grantor
 	now := s.now()
 	ended := func(v []byte) bool {
 		var g grantRecord
@@ -163,7 +167,19 @@ func (s *Service) roomForGrant(grantor string) (bool, error) {
 	}
 	dropped := 0
 	room := false
-	err := s.db.b.Update(func(tx *bolt.Tx) error {
+	err := s.db.b.Update(func(tx *bolt.Tx) (err error) {
+		// Counted before the transaction ends: the next writer's check
+		// sees this one's count.
+		defer func() {
+			if err == nil {
+				s.grantsMu.Lock()
+				s.received -= dropped
+				if room {
+					s.received++
+				}
+				s.grantsMu.Unlock()
+			}
+		}()
 		b := tx.Bucket(bGrants)
 		pfx := append([]byte(grantor), 0)
 		var mine, gone [][]byte
@@ -209,14 +225,12 @@ func (s *Service) roomForGrant(grantor string) (bool, error) {
 				return nil
 			}
 		}
+		if err := putJSON(tx, bGrants, grantKey(g.Grantor, g.ID), grantRecord{Grant: g}); err != nil {
+			return err
+		}
 		room = true
 		return nil
 	})
-	if err == nil {
-		s.grantsMu.Lock()
-		s.received -= dropped
-		s.grantsMu.Unlock()
-	}
 	return room, err
 }
 
@@ -389,16 +403,13 @@ func (s *Service) handleGrant(_ context.Context, u *didcomm.Unpacked) (*didcomm.
 			out.Thid = msg.ID
 			return out, nil
 		}
-		if room, err := s.roomForGrant(g.Grantor); err != nil {
-			return nil, err
-		} else if !room {
-			return decline(fmt.Sprintf("this node keeps at most %d grants from one grantor and %d in all (max_grants_per_peer, max_grants)", s.cfg.MaxGrantsPerPeer, s.cfg.MaxGrants))
-		}
 		if err := g.Sign(s.key); err != nil {
 			return nil, err
 		}
-		if err := s.putGrant(grantRecord{Grant: g}); err != nil {
+		if room, err := s.keepReceived(g); err != nil {
 			return nil, err
+		} else if !room {
+			return decline(fmt.Sprintf("this node keeps at most %d grants from one grantor and %d in all (max_grants_per_peer, max_grants)", s.cfg.MaxGrantsPerPeer, s.cfg.MaxGrants))
 		}
 		raw, _ := g.Encode()
 		out, _ := didcomm.NewMessage(grant.TypeAccept, grant.AcceptBody{Grant: raw})

@@ -3,6 +3,7 @@ package accounting
 import (
 	"bytes"
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -133,5 +134,47 @@ func TestGrantOffersBounded(t *testing.T) {
 	}
 	if got := stored(t, n, bGrants, ""); got != cfg.MaxGrants {
 		t.Fatalf("%d grants kept, want %d", got, cfg.MaxGrants)
+	}
+}
+
+// TestGrantOffersBoundedConcurrently: offers from many grantors at once
+// cannot pass the bounds together.
+func TestGrantOffersBoundedConcurrently(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxGrantsPerPeer, cfg.MaxGrants = 3, 10
+	nodes := newNodes(t, 1, cfg, nil)
+	n := nodes[0]
+	type offer struct {
+		from *identity.Key
+		body grant.OfferBody
+	}
+	var offers [8][]offer
+	for w := range offers {
+		k := mustKey(t)
+		for range 6 {
+			g := grant.New(k.DID(), n.key.DID(), meter.Events, 10, window, time.Now(), time.Hour, 0)
+			if err := g.Sign(k); err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := g.Encode()
+			offers[w] = append(offers[w], offer{k, grant.OfferBody{Grant: raw}})
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range offers {
+		wg.Go(func() {
+			for _, o := range offers[w] {
+				send(n, o.from, grant.TypeOffer, o.body)
+			}
+		})
+	}
+	wg.Wait()
+	if got := stored(t, n, bGrants, ""); got != cfg.MaxGrants {
+		t.Fatalf("%d grants kept, want %d", got, cfg.MaxGrants)
+	}
+	for w := range offers {
+		if got := stored(t, n, bGrants, offers[w][0].from.DID()); got > cfg.MaxGrantsPerPeer {
+			t.Fatalf("%d grants of one grantor kept, want at most %d", got, cfg.MaxGrantsPerPeer)
+		}
 	}
 }
