@@ -356,7 +356,7 @@ func (s *Service) handleReceipt(ctx context.Context, u *didcomm.Unpacked) (*didc
 	case exchange.TypeRequest:
 		return s.handleRequest(msg)
 	case exchange.TypeForkProof:
-		return s.handleForkProof(ctx, msg)
+		return s.handleForkProof(msg)
 	case exchange.TypeAck:
 		return nil, nil
 	}
@@ -385,9 +385,7 @@ func (s *Service) handlePropose(msg *didcomm.Message) (*didcomm.Message, error) 
 		return nil, problem(exchange.CodeNotReady, "window %d has not closed here yet", body.WindowStart)
 	}
 	pair := a + " " + b
-	mu := s.pairLock(pair)
-	mu.Lock()
-	defer mu.Unlock()
+	defer s.lockPair(pair)()
 	var out *didcomm.Message
 	err := s.db.b.Update(func(tx *bolt.Tx) error {
 		h, err := head(tx, pair)
@@ -407,6 +405,9 @@ func (s *Service) handlePropose(msg *didcomm.Message) (*didcomm.Message, error) 
 		// two different receipts for one seq.
 		if raw := get(tx, bSigned, key(pair, body.Seq)); raw != nil {
 			out, err = didcomm.NewMessage(exchange.TypeSign, exchange.ReceiptBody{Receipt: raw})
+			return err
+		}
+		if err := s.windowAllowed(tx, msg.From, pair, body.WindowStart); err != nil {
 			return err
 		}
 		var mine receipt.Side
@@ -511,9 +512,7 @@ func (s *Service) handleCountersign(msg *didcomm.Message) (*didcomm.Message, err
 		return nil, problem(exchange.CodeInvalid, "receipt of %s is not one of this pair, countersigned by its proposer", r.PairKey())
 	}
 	pair := r.PairKey()
-	mu := s.pairLock(pair)
-	mu.Lock()
-	defer mu.Unlock()
+	defer s.lockPair(pair)()
 	err = s.db.b.Update(func(tx *bolt.Tx) error {
 		h, err := head(tx, pair)
 		if err != nil {
@@ -574,9 +573,18 @@ func (s *Service) handleRequest(msg *didcomm.Message) (*didcomm.Message, error) 
 			if receiptFor(tx, pair, body.WindowStart) {
 				return nil
 			}
+			// The chain passed a window b holds figures for: this node
+			// lost its own (spec/disputes.md), so the first contact it
+			// knows may be later; the dispute period still bounds it.
+			if err := s.inPeriod(msg.From, body.WindowStart); err != nil {
+				return err
+			}
 			p.Findings = []string{"this node holds no figures for the window (lost before they were saved), and the pair's chain has passed it"}
 			passed = true
 			return s.putDisputed(tx, pair, msg.From, p)
+		}
+		if err := s.windowAllowed(tx, msg.From, pair, body.WindowStart); err != nil {
+			return err
 		}
 		return putJSON(tx, bPending, k, p)
 	})

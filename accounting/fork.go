@@ -19,6 +19,17 @@ type ForkProofBody struct {
 	Proof []byte `json:"proof"`
 }
 
+// forkRelayQueue bounds the fork proofs waiting to be relayed
+// (spec/limits.md "Accounting"): a proof that finds it full is kept but
+// not relayed, so a flood of proofs costs the handler no wait.
+const forkRelayQueue = 64
+
+// relayItem is a proof to send to every connected peer but from.
+type relayItem struct {
+	raw  []byte
+	from string
+}
+
 // forkFound builds, keeps and spreads the proof of two receipts.
 func (s *Service) forkFound(x, y *receipt.Receipt) {
 	p, err := receipt.NewForkProof(x, y)
@@ -28,45 +39,99 @@ func (s *Service) forkFound(x, y *receipt.Receipt) {
 	}
 	s.m.forkProofs.WithLabelValues("built").Inc()
 	s.log.Warn("accounting: fork proof", "pair", x.PairKey(), "seq", x.Seq)
-	s.keepAndSpread(context.Background(), p, "")
+	s.keepAndSpread(p, "", true)
 }
 
-// keepAndSpread stores a verified proof the first time it is seen and
-// sends it to every connected peer but the one it came from. A proof is
-// seen once it is stored: the check and the store are one transaction, so
-// a proof arriving from two peers at once, or again after a restart, is
-// spread once.
-func (s *Service) keepAndSpread(ctx context.Context, p *receipt.ForkProof, from string) bool {
+// keepAndSpread stores a verified proof if it names a forker this node
+// holds no proof of, and queues it to be relayed once to every connected
+// peer but the one it came from. Both DIDs of the forked pair signed both
+// receipts, so both are forkers: one proof per forker is enough to show
+// what it did, and a further proof of forkers already shown is neither
+// kept nor relayed. Proofs from others are kept for at most
+// MaxForkProofs forkers; a proof this node built itself (built) always.
+// The check and the store are one transaction, so a proof arriving from
+// two peers at once, or again after a restart, is relayed once.
+func (s *Service) keepAndSpread(p *receipt.ForkProof, from string, built bool) bool {
 	id, err := p.ID()
 	if err != nil {
 		return false
 	}
+	x, _, err := p.Verify()
+	if err != nil {
+		return false
+	}
 	raw, _ := p.Encode()
-	seen := false
+	kept, added := false, 0
 	if err := s.db.b.Update(func(tx *bolt.Tx) error {
-		if seen = tx.Bucket(bForks).Get(id.Bytes()) != nil; seen {
+		if tx.Bucket(bForks).Get(id.Bytes()) != nil {
 			return nil
 		}
-		return tx.Bucket(bForks).Put(id.Bytes(), raw)
+		var fresh []string
+		for _, did := range []string{x.A, x.B} {
+			if tx.Bucket(bForkers).Get([]byte(did)) == nil {
+				fresh = append(fresh, did)
+			}
+		}
+		if len(fresh) == 0 || (!built && int(s.forkers.Load())+len(fresh) > s.cfg.MaxForkProofs) {
+			return nil
+		}
+		for _, did := range fresh {
+			if err := tx.Bucket(bForkers).Put([]byte(did), id.Bytes()); err != nil {
+				return err
+			}
+		}
+		if err := tx.Bucket(bForks).Put(id.Bytes(), raw); err != nil {
+			return err
+		}
+		// Counted in the transaction: writers are serialised, so the
+		// next one's check sees this one's forkers.
+		kept, added = true, len(fresh)
+		s.forkers.Add(int64(added))
+		return nil
 	}); err != nil {
+		if kept {
+			s.forkers.Add(-int64(added))
+		}
 		s.log.Warn("accounting: storing a fork proof", "err", err)
 		return false
 	}
-	if seen {
+	if !kept {
 		return false
 	}
+	select {
+	case s.relay <- relayItem{raw: raw, from: from}:
+	default:
+		s.log.Warn("accounting: fork proof kept, not relayed: the relay queue is full", "pair", x.PairKey())
+	}
+	return true
+}
+
+// relayForks sends each queued proof to every connected peer but the one
+// it came from, until ctx ends.
+func (s *Service) relayForks(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case it := <-s.relay:
+			s.relayFork(ctx, it)
+		}
+	}
+}
+
+func (s *Service) relayFork(ctx context.Context, it relayItem) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
 	for _, pid := range s.host.Network().Peers() {
 		did, err := identity.DIDFromPeerID(pid)
-		if err != nil || did == from {
+		if err != nil || did == it.from {
 			continue
 		}
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			m, _ := didcomm.NewMessage(exchange.TypeForkProof, ForkProofBody{Proof: raw})
+			m, _ := didcomm.NewMessage(exchange.TypeForkProof, ForkProofBody{Proof: it.raw})
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
 			if _, err := s.agent.Request(cctx, did, m); err != nil && !isNoAnswer(err) {
@@ -75,12 +140,41 @@ func (s *Service) keepAndSpread(ctx context.Context, p *receipt.ForkProof, from 
 		}()
 	}
 	wg.Wait()
-	return true
+}
+
+// loadForkers indexes by forker the proofs kept before the index existed
+// and counts the forkers.
+func (s *Service) loadForkers() error {
+	n := 0
+	err := s.db.b.Update(func(tx *bolt.Tx) error {
+		fk := tx.Bucket(bForkers)
+		if err := tx.Bucket(bForks).ForEach(func(k, v []byte) error {
+			p, err := receipt.DecodeForkProof(v)
+			if err != nil {
+				return nil
+			}
+			x, _, _ := p.Verify()
+			for _, did := range []string{x.A, x.B} {
+				if fk.Get([]byte(did)) == nil {
+					if err := fk.Put([]byte(did), k); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		n = fk.Stats().KeyN
+		return nil
+	})
+	s.forkers.Store(int64(n))
+	return err
 }
 
 // handleForkProof verifies a proof with no trust in the sender, keeps it
-// and spreads it on.
-func (s *Service) handleForkProof(ctx context.Context, msg *didcomm.Message) (*didcomm.Message, error) {
+// and queues it to be relayed; it never waits for the relaying.
+func (s *Service) handleForkProof(msg *didcomm.Message) (*didcomm.Message, error) {
 	var b ForkProofBody
 	if err := json.Unmarshal(msg.Body, &b); err != nil {
 		return nil, problem(didcomm.CodeMalformed, "fork-proof body: %v", err)
@@ -90,7 +184,7 @@ func (s *Service) handleForkProof(ctx context.Context, msg *didcomm.Message) (*d
 		s.m.forkProofs.WithLabelValues("refused").Inc()
 		return nil, problem(exchange.CodeInvalid, "%v", err)
 	}
-	if s.keepAndSpread(ctx, p, msg.From) {
+	if s.keepAndSpread(p, msg.From, false) {
 		s.m.forkProofs.WithLabelValues("received").Inc()
 	}
 	return nil, nil

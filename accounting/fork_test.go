@@ -74,7 +74,7 @@ func TestForkInProposalHead(t *testing.T) {
 	}
 	b.close()
 	b.open(t, cfg)
-	if b.s.keepAndSpread(context.Background(), proofs[0], "") {
+	if b.s.keepAndSpread(proofs[0], "", false) {
 		t.Fatal("after a restart the proof was taken as new")
 	}
 }

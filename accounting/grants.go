@@ -1,6 +1,7 @@
 package accounting
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -57,39 +58,180 @@ func (g grantRecord) state(now time.Time) string {
 	return StateActive
 }
 
+// grantKey is a grant's key in the grants bucket: its grantor, then its
+// id. A grant is found only under the DID that signed it as grantor, so
+// no message from another DID (its grantee above all) can reach, change or
+// erase it (spec/grants.md "Keeping grants").
+func grantKey(grantor, id string) []byte { return []byte(grantor + "\x00" + id) }
+
+// putGrant stores a grant record and updates the index of grants given.
 func (s *Service) putGrant(g grantRecord) error {
-	err := s.db.b.Update(func(tx *bolt.Tx) error { return putJSON(tx, bGrants, []byte(g.Grant.ID), g) })
+	isNew := false
+	err := s.db.b.Update(func(tx *bolt.Tx) error {
+		k := grantKey(g.Grant.Grantor, g.Grant.ID)
+		isNew = tx.Bucket(bGrants).Get(k) == nil
+		return putJSON(tx, bGrants, k, g)
+	})
 	if err != nil {
 		return err
 	}
-	return s.loadGrants()
+	s.grantsMu.Lock()
+	defer s.grantsMu.Unlock()
+	if g.Grant.Grantor != s.did {
+		if isNew {
+			s.received++
+		}
+		return nil
+	}
+	p, err := identity.PeerIDFromDID(g.Grant.Grantee)
+	if err != nil {
+		return nil
+	}
+	gs := slices.DeleteFunc(slices.Clone(s.given[p]), func(o grantRecord) bool { return o.Grant.ID == g.Grant.ID })
+	if g.Declined == "" && g.Grant.SigGrantee != nil {
+		gs = append(gs, g)
+	}
+	if len(gs) == 0 {
+		delete(s.given, p)
+	} else {
+		s.given[p] = gs
+	}
+	return nil
 }
 
-// loadGrants rebuilds the index of grants this node gave.
+// loadGrants rekeys grants kept by id alone (before grantKey) and builds
+// the index of grants this node gave and the count of those it received.
 func (s *Service) loadGrants() error {
 	given := map[peer.ID][]grantRecord{}
-	err := s.db.b.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bGrants).ForEach(func(_, v []byte) error {
+	received := 0
+	err := s.db.b.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bGrants)
+		type kv struct{ k, v []byte }
+		var old []kv
+		if err := b.ForEach(func(k, v []byte) error {
 			var g grantRecord
 			if err := json.Unmarshal(v, &g); err != nil {
 				return err
 			}
-			if g.Grant.Grantor != s.did || g.Declined != "" || g.Grant.SigGrantee == nil {
+			if !bytes.Contains(k, []byte{0}) {
+				old = append(old, kv{bytes.Clone(k), bytes.Clone(v)})
+			}
+			if g.Grant.Grantor != s.did {
+				received++
+				return nil
+			}
+			if g.Declined != "" || g.Grant.SigGrantee == nil {
 				return nil
 			}
 			if p, err := identity.PeerIDFromDID(g.Grant.Grantee); err == nil {
 				given[p] = append(given[p], g)
 			}
 			return nil
-		})
+		}); err != nil {
+			return err
+		}
+		for _, o := range old {
+			var g grantRecord
+			json.Unmarshal(o.v, &g)
+			if err := b.Delete(o.k); err != nil {
+				return err
+			}
+			if err := b.Put(grantKey(g.Grant.Grantor, g.Grant.ID), o.v); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("accounting: grants: %w", err)
 	}
 	s.grantsMu.Lock()
-	s.given = given
+	s.given, s.received = given, received
 	s.grantsMu.Unlock()
 	return nil
+}
+
+// keepReceived stores a grant given to this node if there is room for
+// one more grant from its grantor within MaxGrantsPerPeer and MaxGrants,
+// dropping grants that have ended (declined, revoked or expired: no
+// longer in force, and of no receipt's history) to make it; it reports
+// whether it stored the grant. The check and the store are one
+// transaction, and writers are serialised, so concurrent offers cannot
+// pass a bound together.
+func (s *Service) keepReceived(g *grant.Grant) (bool, error) {
+	grantor := g.Grantor
+	now := s.now()
+	ended := func(v []byte) bool {
+		var g grantRecord
+		return json.Unmarshal(v, &g) == nil && g.state(now) != StateActive && g.state(now) != StateOffered
+	}
+	dropped := 0
+	room := false
+	err := s.db.b.Update(func(tx *bolt.Tx) (err error) {
+		// Counted before the transaction ends: the next writer's check
+		// sees this one's count.
+		defer func() {
+			if err == nil {
+				s.grantsMu.Lock()
+				s.received -= dropped
+				if room {
+					s.received++
+				}
+				s.grantsMu.Unlock()
+			}
+		}()
+		b := tx.Bucket(bGrants)
+		pfx := append([]byte(grantor), 0)
+		var mine, gone [][]byte
+		c := b.Cursor()
+		for k, v := c.Seek(pfx); k != nil && bytes.HasPrefix(k, pfx); k, v = c.Next() {
+			mine = append(mine, bytes.Clone(k))
+			if ended(v) {
+				gone = append(gone, bytes.Clone(k))
+			}
+		}
+		if len(mine) >= s.cfg.MaxGrantsPerPeer {
+			for _, k := range gone {
+				if err := b.Delete(k); err != nil {
+					return err
+				}
+			}
+			dropped = len(gone)
+			if len(mine)-len(gone) >= s.cfg.MaxGrantsPerPeer {
+				return nil
+			}
+		}
+		s.grantsMu.RLock()
+		total := s.received - dropped
+		s.grantsMu.RUnlock()
+		if total >= s.cfg.MaxGrants {
+			// At the total bound: drop the ended grants of every grantor
+			// (at most MaxGrants of them are read).
+			pfx := append([]byte(s.did), 0)
+			var gone [][]byte
+			b.ForEach(func(k, v []byte) error {
+				if !bytes.HasPrefix(k, pfx) && ended(v) {
+					gone = append(gone, bytes.Clone(k))
+				}
+				return nil
+			})
+			for _, k := range gone {
+				if err := b.Delete(k); err != nil {
+					return err
+				}
+			}
+			dropped += len(gone)
+			if total-len(gone) >= s.cfg.MaxGrants {
+				return nil
+			}
+		}
+		if err := putJSON(tx, bGrants, grantKey(g.Grantor, g.ID), grantRecord{Grant: g}); err != nil {
+			return err
+		}
+		room = true
+		return nil
+	})
+	return room, err
 }
 
 // Grants lists every grant this node gave or received, with its state.
@@ -177,9 +319,9 @@ func (s *Service) Offer(ctx context.Context, grantee string, svc meter.Service, 
 func (s *Service) Revoke(ctx context.Context, id string) (GrantInfo, error) {
 	var rec grantRecord
 	err := s.db.b.View(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bGrants).Get([]byte(id))
+		v := tx.Bucket(bGrants).Get(grantKey(s.did, id))
 		if v == nil {
-			return fmt.Errorf("no grant %s (see `fleetmesh grants list`)", id)
+			return fmt.Errorf("no grant %s given by this node (see `fleetmesh grants list`)", id)
 		}
 		return json.Unmarshal(v, &rec)
 	})
@@ -227,11 +369,47 @@ func (s *Service) handleGrant(_ context.Context, u *didcomm.Unpacked) (*didcomm.
 			out.Thid = msg.ID
 			return out, nil
 		}
+		decline := func(reason string) (*didcomm.Message, error) {
+			out, _ := didcomm.NewMessage(grant.TypeDecline, grant.DeclineBody{ID: g.ID, Reason: reason})
+			out.Thid = msg.ID
+			return out, nil
+		}
+		var held *grantRecord
+		if err := s.db.b.View(func(tx *bolt.Tx) error {
+			if v := tx.Bucket(bGrants).Get(grantKey(g.Grantor, g.ID)); v != nil {
+				held = new(grantRecord)
+				return json.Unmarshal(v, held)
+			}
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+		if held != nil {
+			// An id is one grant: an offer again of the grant held is
+			// answered as before (its revocation stands); another grant
+			// under its id changes nothing.
+			cp, offered := *held.Grant, *g
+			cp.SigGrantee, offered.SigGrantee = nil, nil
+			a, _ := cp.Encode()
+			o, _ := offered.Encode()
+			if string(a) != string(o) {
+				return decline(fmt.Sprintf("grant id %s is taken by another grant of yours: offer a new id", g.ID))
+			}
+			if held.Declined != "" {
+				return decline(held.Declined)
+			}
+			raw, _ := held.Grant.Encode()
+			out, _ := didcomm.NewMessage(grant.TypeAccept, grant.AcceptBody{Grant: raw})
+			out.Thid = msg.ID
+			return out, nil
+		}
 		if err := g.Sign(s.key); err != nil {
 			return nil, err
 		}
-		if err := s.putGrant(grantRecord{Grant: g}); err != nil {
+		if room, err := s.keepReceived(g); err != nil {
 			return nil, err
+		} else if !room {
+			return decline(fmt.Sprintf("this node keeps at most %d grants from one grantor and %d in all (max_grants_per_peer, max_grants)", s.cfg.MaxGrantsPerPeer, s.cfg.MaxGrants))
 		}
 		raw, _ := g.Encode()
 		out, _ := didcomm.NewMessage(grant.TypeAccept, grant.AcceptBody{Grant: raw})
@@ -244,19 +422,23 @@ func (s *Service) handleGrant(_ context.Context, u *didcomm.Unpacked) (*didcomm.
 		}
 		var rec grantRecord
 		err := s.db.b.View(func(tx *bolt.Tx) error {
-			v := tx.Bucket(bGrants).Get([]byte(b.ID))
+			// Only the grantor's own grants are found under its DID.
+			v := tx.Bucket(bGrants).Get(grantKey(msg.From, b.ID))
 			if v == nil {
-				return problem(didcomm.CodeMalformed, "no grant %s here", b.ID)
+				return problem(didcomm.CodeUnauthorized, "no grant %s from %s here: only a grant's grantor revokes it", b.ID, msg.From)
 			}
 			return json.Unmarshal(v, &rec)
 		})
 		if err != nil {
 			return nil, err
 		}
-		if rec.Grant.Grantor != msg.From {
+		if rec.Grant.Grantor != msg.From || rec.Grant.Grantee != s.did {
 			return nil, problem(didcomm.CodeUnauthorized, "only grant %s's grantor revokes it", b.ID)
 		}
-		// The grantor may not cut the notice short.
+		if rec.RevokedAt != 0 {
+			return nil, nil // revoked already: the first notice stands
+		}
+		// The grantor may not cut the grant's notice short.
 		rec.RevokedAt = max(b.EffectiveAt, s.now().Unix()+rec.Grant.NoticeSecs-5)
 		return nil, s.putGrant(rec)
 	}

@@ -512,8 +512,13 @@ func (s *Service) servePage(w http.ResponseWriter, r *http.Request, receipts boo
 		return
 	}
 	held := len(pg.Receipts) + len(pg.Reports)
-	if did != s.did && after == "" && (held == 0 || q.Get("fetch") == "1") {
-		if _, err := s.Fetch(r.Context(), did); err != nil {
+	asked := q.Get("fetch") == "1"
+	if did != s.did && after == "" && (held == 0 || asked) {
+		if gate, _ := r.Context().Value(fetchGateKey{}).(fetchGate); gate != nil && !gate(w, r, asked) {
+			if asked {
+				return // gate answered
+			}
+		} else if _, err := s.Fetch(r.Context(), did); err != nil {
 			s.log.Info("accounting: fetching from the mesh", "node", did, "err", err)
 		}
 		if pg, err = s.page(did, after, receipts, !receipts); err != nil {

@@ -53,12 +53,27 @@ type Config struct {
 	RequireGrant []meter.Service `toml:"require_grant" comment:"services this node gives only under a grant"`
 	// AcceptGrants accepts grants offered to this node.
 	AcceptGrants bool `toml:"accept_grants" comment:"accept grants offered to this node"`
+	// MaxGrantsPerPeer bounds the grants one grantor has given this node
+	// that it keeps (offered, active or ended); past it the grantor's
+	// ended grants are dropped, and a further offer is declined.
+	MaxGrantsPerPeer int `toml:"max_grants_per_peer" comment:"grants from one grantor this node keeps at most; more offers are declined"`
+	// MaxGrants bounds the grants given to this node that it keeps, from
+	// all grantors together.
+	MaxGrants int `toml:"max_grants" comment:"grants given to this node it keeps at most, from all grantors"`
+	// MaxForkProofs bounds the forkers (DIDs) whose fork proof this node
+	// keeps from others; proofs it builds itself are always kept.
+	MaxForkProofs int `toml:"max_fork_proofs" comment:"forkers whose fork proof this node keeps from others at most"`
+	// FetchPerMinute bounds how often one address may make this node
+	// fetch a node's receipts from the mesh (GET /accounting/receipts
+	// ?fetch=1 on the relay port); past it the answer is 429.
+	FetchPerMinute int `toml:"fetch_per_minute" comment:"mesh fetches one address may ask of the relay port a minute"`
 }
 
 // DefaultConfig is the settings a new node starts with.
 func DefaultConfig() Config {
 	return Config{Window: setting.DurationOf(time.Hour), Tolerance: 0.02, Slack: 2, DisputeRounds: 3,
-		RequireGrant: []meter.Service{}, AcceptGrants: true}
+		RequireGrant: []meter.Service{}, AcceptGrants: true,
+		MaxGrantsPerPeer: 16, MaxGrants: 1024, MaxForkProofs: 10_000, FetchPerMinute: 10}
 }
 
 // Check refuses settings New would refuse or misread, naming the key.
@@ -74,6 +89,14 @@ func (c *Config) Check() error {
 	}
 	if c.DisputeRounds < 0 {
 		return fmt.Errorf("dispute_rounds %d: must be >= 0 (0 = 3)", c.DisputeRounds)
+	}
+	for _, k := range []struct {
+		name string
+		v    int
+	}{{"max_grants_per_peer", c.MaxGrantsPerPeer}, {"max_grants", c.MaxGrants}, {"max_fork_proofs", c.MaxForkProofs}, {"fetch_per_minute", c.FetchPerMinute}} {
+		if k.v < 0 {
+			return fmt.Errorf("%s %d: must be >= 0 (0 takes the default)", k.name, k.v)
+		}
 	}
 	return nil
 }
@@ -96,10 +119,11 @@ type Service struct {
 	m     *metrics
 
 	pairMu sync.Mutex
-	pairs  map[string]*sync.Mutex // the b side's handlers, per pair
+	pairs  map[string]*pairEntry // the b side's handlers, per pair, while any runs
 
 	grantsMu sync.RWMutex
 	given    map[peer.ID][]grantRecord // active grants this node gave, by grantee
+	received int                       // grants given to this node that it keeps
 
 	leaves atomic.Pointer[func(did string) bool] // SetLeaves
 
@@ -116,8 +140,14 @@ type Service struct {
 	fetcher                   atomic.Pointer[PageFetcher]
 	pageReceipts, pageReports int
 
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// forkers counts the forkers whose proof is kept (bForkers); relay
+	// queues kept proofs for relayForks (forkRelayQueue).
+	forkers atomic.Int64
+	relay   chan relayItem
+
+	cancel      context.CancelFunc
+	stopRelay   context.CancelFunc
+	wg, relayWG sync.WaitGroup
 }
 
 // New opens the accounting state under dir and registers the protocols on
@@ -133,6 +163,13 @@ func New(key *identity.Key, cfg Config, dir string, m *meter.Meter, ag *agent.Se
 	if cfg.DisputeRounds <= 0 {
 		cfg.DisputeRounds = 3
 	}
+	def := DefaultConfig()
+	for _, k := range []struct{ v, d *int }{{&cfg.MaxGrantsPerPeer, &def.MaxGrantsPerPeer}, {&cfg.MaxGrants, &def.MaxGrants},
+		{&cfg.MaxForkProofs, &def.MaxForkProofs}, {&cfg.FetchPerMinute, &def.FetchPerMinute}} {
+		if *k.v <= 0 {
+			*k.v = *k.d
+		}
+	}
 	if cfg.LeafDisputePeriod <= 0 {
 		cfg.LeafDisputePeriod = DefaultLeafDisputePeriod
 	}
@@ -146,13 +183,21 @@ func New(key *identity.Key, cfg Config, dir string, m *meter.Meter, ag *agent.Se
 	}
 	s := &Service{key: key, did: key.DID(), cfg: cfg, db: d, meter: m, agent: ag, host: h,
 		log: log.With("component", "accounting"), m: newMetrics(reg),
-		pairs: map[string]*sync.Mutex{}, now: time.Now,
-		pageReceipts: receipt.MaxPageReceipts, pageReports: receipt.MaxPageReports}
+		pairs: map[string]*pairEntry{}, now: time.Now,
+		pageReceipts: receipt.MaxPageReceipts, pageReports: receipt.MaxPageReports,
+		relay: make(chan relayItem, forkRelayQueue)}
 	s.readyBefore.Store(m.Current().Start)
 	if err := s.loadGrants(); err != nil {
 		d.close()
 		return nil, err
 	}
+	if err := s.loadForkers(); err != nil {
+		d.close()
+		return nil, fmt.Errorf("accounting: fork proofs: %w", err)
+	}
+	rctx, stop := context.WithCancel(context.Background())
+	s.stopRelay = stop
+	s.relayWG.Go(func() { s.relayForks(rctx) })
 	ag.Register(exchange.PIURIReceipt, s.handleReceipt, "proposer", "responder")
 	ag.Register(exchange.PIURIDispute, s.handleDispute, "party")
 	ag.Register(PIURIReport, s.handleReport, "requester", "responder")
@@ -215,6 +260,8 @@ func (s *Service) Close() error {
 		s.cancel()
 	}
 	s.wg.Wait()
+	s.stopRelay()
+	s.relayWG.Wait()
 	return s.db.close()
 }
 
@@ -240,13 +287,39 @@ func (s *Service) Round(ctx context.Context, now time.Time) {
 	}
 }
 
-func (s *Service) pairLock(pair string) *sync.Mutex {
+// pairEntry is one pair's lock and how many handlers hold or wait for
+// it: the entry goes when the last one leaves, so the map holds only the
+// pairs being handled now, however many DIDs have ever written.
+type pairEntry struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// lockPair serialises the b side's handlers of one pair; it returns the
+// unlock.
+func (s *Service) lockPair(pair string) func() {
+	s.pairMu.Lock()
+	e := s.pairs[pair]
+	if e == nil {
+		e = new(pairEntry)
+		s.pairs[pair] = e
+	}
+	e.refs++
+	s.pairMu.Unlock()
+	e.mu.Lock()
+	return func() {
+		e.mu.Unlock()
+		s.pairMu.Lock()
+		if e.refs--; e.refs == 0 {
+			delete(s.pairs, pair)
+		}
+		s.pairMu.Unlock()
+	}
+}
+
+// pairsHeld is how many pairs' entries the lock map holds.
+func (s *Service) pairsHeld() int {
 	s.pairMu.Lock()
 	defer s.pairMu.Unlock()
-	m := s.pairs[pair]
-	if m == nil {
-		m = new(sync.Mutex)
-		s.pairs[pair] = m
-	}
-	return m
+	return len(s.pairs)
 }

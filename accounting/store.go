@@ -28,6 +28,7 @@ var (
 	bToReport = []byte("toreport") // window → ""
 	bReports  = []byte("reports")  // node \0 window page(4) → report page (node \0 window: a one-page report stored before pages)
 	bForks    = []byte("forks")    // proof CID → fork proof
+	bForkers  = []byte("forkers")  // forker DID → CID of the one proof kept of it
 	bGrants   = []byte("grants")   // id → grant record (JSON)
 	bUnacked  = []byte("unacked")  // pair → seq whose countersignature b has not acknowledged
 	bDisputes = []byte("disputes") // pair \0 window → dispute record (JSON)
@@ -48,7 +49,7 @@ func openDB(dir string) (*db, error) {
 		return nil, fmt.Errorf("accounting: open %s: %w (is another node running on this home?)", dir, err)
 	}
 	err = b.Update(func(tx *bolt.Tx) error {
-		for _, n := range [][]byte{bReceipts, bHeads, bPending, bSigned, bDisputed, bToReport, bReports, bForks, bGrants, bUnacked, bDisputes} {
+		for _, n := range [][]byte{bReceipts, bHeads, bPending, bSigned, bDisputed, bToReport, bReports, bForks, bForkers, bGrants, bUnacked, bDisputes} {
 			if _, err := tx.CreateBucketIfNotExists(n); err != nil {
 				return err
 			}

@@ -15,6 +15,12 @@
 // but what that descriptor says, and verifies it (signature, rules,
 // expiry) before it dials any address in it.
 //
+// A relay's answer is untrusted in quantity too: Find walks back past a
+// flood of newer announcements within a bounded number of pages, and Pick
+// dials a bounded number of nodes, one per announcement key, known ones
+// first, in random order (spec/announce.md "What a relay, or a flood of
+// it, can do").
+//
 // It holds its own small NIP-01 client (publish one event and wait for OK;
 // one REQ until EOSE) on nostr's message codec: package conformance's and
 // package leaf's are shaped for their checks and wakes and are not

@@ -2,6 +2,7 @@ package leaf
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -28,20 +29,25 @@ const (
 	// maxTombstones is how many evicted event ids are remembered, so a
 	// catch-up does not fetch again what the eviction rule threw out.
 	maxTombstones = 100_000
+	// maxMsgIDs is how many DIDComm ids of picked-up messages are
+	// remembered, so the same message forwarded twice is dropped
+	// (spec/leaf.md "Local store and eviction").
+	maxMsgIDs = 100_000
 )
 
 var (
 	bMeta       = []byte("meta")
-	bEvents     = []byte("events")      // id → header ‖ event JSON
-	bRank       = []byte("rank")        // rank ‖ id → nil
-	bTomb       = []byte("tomb")        // id → created_at
-	bTombOrder  = []byte("tomb-order")  // seq → id
-	bMsgs       = []byte("msgs")        // seq → message record JSON
-	bMsgIDs     = []byte("msg-ids")     // DIDComm message id → seq
-	bDelivered  = []byte("delivered")   // delivery id → seq
-	bDelivOrder = []byte("deliv-order") // seq → delivery id
-	bOutbox     = []byte("outbox")      // seq → outbox record JSON
-	bRejected   = []byte("rejected")    // seq → outbox record JSON
+	bEvents     = []byte("events")       // id → header ‖ event JSON
+	bRank       = []byte("rank")         // rank ‖ id → nil
+	bTomb       = []byte("tomb")         // id → created_at
+	bTombOrder  = []byte("tomb-order")   // seq → id
+	bMsgs       = []byte("msgs")         // seq → message record JSON
+	bMsgIDs     = []byte("msg-ids")      // sender ␠ DIDComm message id → seq
+	bMsgIDOrder = []byte("msg-id-order") // order seq → sender ␠ DIDComm message id
+	bDelivered  = []byte("delivered")    // delivery id → seq
+	bDelivOrder = []byte("deliv-order")  // seq → delivery id
+	bOutbox     = []byte("outbox")       // seq → outbox record JSON
+	bRejected   = []byte("rejected")     // seq → outbox record JSON
 
 	kState = []byte("state")
 	kBytes = []byte("bytes")
@@ -51,6 +57,8 @@ var (
 // returns, so what it wrote survives a kill -9.
 type db struct {
 	bolt *bolt.DB
+	// msgIDs is maxMsgIDs (tests lower it).
+	msgIDs int
 }
 
 func openDB(dir string) (*db, error) {
@@ -62,21 +70,55 @@ func openDB(dir string) (*db, error) {
 		return nil, fmt.Errorf("leaf: open %s: %w (is another leaf using this directory?)", filepath.Join(dir, DBFile), err)
 	}
 	err = b.Update(func(tx *bolt.Tx) error {
-		for _, n := range append([][]byte{bMeta, bEvents, bRank, bTomb, bTombOrder, bMsgs, bMsgIDs, bDelivered, bDelivOrder, bOutbox, bRejected}, acctBuckets...) {
+		for _, n := range append([][]byte{bMeta, bEvents, bRank, bTomb, bTombOrder, bMsgs, bMsgIDs, bMsgIDOrder, bDelivered, bDelivOrder, bOutbox, bRejected}, acctBuckets...) {
 			if _, err := tx.CreateBucketIfNotExists(n); err != nil {
 				return err
 			}
 		}
-		return nil
+		return orderMsgIDs(tx)
 	})
 	if err != nil {
 		b.Close()
 		return nil, fmt.Errorf("leaf: %w", err)
 	}
-	return &db{bolt: b}, nil
+	return &db{bolt: b, msgIDs: maxMsgIDs}, nil
 }
 
 func (d *db) close() error { return d.bolt.Close() }
+
+// orderMsgIDs gives the message ids a file kept before they were trimmed
+// (no order bucket) their order, oldest message first, so they are
+// trimmed too.
+func orderMsgIDs(tx *bolt.Tx) error {
+	ib, ob := tx.Bucket(bMsgIDs), tx.Bucket(bMsgIDOrder)
+	if k, _ := ob.Cursor().First(); k != nil {
+		return nil
+	}
+	type idSeq struct {
+		id  []byte
+		seq uint64
+	}
+	var ids []idSeq
+	if err := ib.ForEach(func(k, v []byte) error {
+		if len(v) == 8 {
+			ids = append(ids, idSeq{bytes.Clone(k), binary.BigEndian.Uint64(v)})
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	slices.SortFunc(ids, func(a, b idSeq) int { return cmp.Compare(a.seq, b.seq) })
+	for _, it := range ids {
+		seq, err := ob.NextSequence()
+		if err != nil {
+			return err
+		}
+		if err := ob.Put(u64key(seq), it.id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // An event's value starts with a header that lets a filter on ids,
 // authors, kinds and time be matched, and a negentropy item be made,
@@ -368,6 +410,7 @@ func (d *db) putMessages(ms []message, home string, secs int64, now time.Time) (
 			}
 		}
 		mb, ib, db, ob := tx.Bucket(bMsgs), tx.Bucket(bMsgIDs), tx.Bucket(bDelivered), tx.Bucket(bDelivOrder)
+		iob := tx.Bucket(bMsgIDOrder)
 		for _, m := range ms {
 			if db.Get([]byte(m.DeliveryID)) != nil {
 				continue
@@ -403,6 +446,16 @@ func (d *db) putMessages(ms []message, home string, secs int64, now time.Time) (
 			}
 			if m.ID != "" {
 				if err := ib.Put(idKey, u64key(seq)); err != nil {
+					return err
+				}
+				iseq, err := iob.NextSequence()
+				if err != nil {
+					return err
+				}
+				if err := iob.Put(u64key(iseq), idKey); err != nil {
+					return err
+				}
+				if err := trimOrder(ib, iob, iseq, d.msgIDs); err != nil {
 					return err
 				}
 			}

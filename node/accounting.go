@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"fleetmesh.org/fleetmesh/accounting"
+	"fleetmesh.org/fleetmesh/clientaddr"
 	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/dpop"
 	"fleetmesh.org/fleetmesh/mesh"
@@ -166,10 +167,13 @@ func (ap *accountingPart) meterRelay(rl *relay.Relay, dc *agent.Service) {
 	rl.Served = meter.RelayServed(ap.meter)
 }
 
-// mount serves the public endpoints on the relay port.
-func (ap *accountingPart) mount(mux *http.ServeMux) {
-	mux.HandleFunc("/accounting/receipts", ap.s.ServeReceipts)
-	mux.HandleFunc("/accounting/reports", ap.s.ServeReports)
+// mount serves the public endpoints on the relay port, their mesh
+// fetches held to a quota per address (behind proxies as the relay keys
+// it).
+func (ap *accountingPart) mount(mux *http.ServeMux, proxies clientaddr.Proxies) {
+	receipts, reports := ap.s.PublicHandlers(func(r *http.Request) string { return proxies.OfRequest(r).Narrow })
+	mux.HandleFunc("/accounting/receipts", receipts)
+	mux.HandleFunc("/accounting/reports", reports)
 }
 
 func (ap *accountingPart) start() {

@@ -272,7 +272,7 @@ func Open(opts Options) (*Node, error) {
 	mux.HandleFunc(StatusPath, func(w http.ResponseWriter, r *http.Request) { n.serveStatus(w, r) })
 	mux.HandleFunc(BackupPath, func(w http.ResponseWriter, r *http.Request) { n.serveBackup(w, r) })
 	mux.Handle("/didcomm", dc)
-	acct.mount(mux)
+	acct.mount(mux, rcfg.TrustedProxies)
 	irohRelay := openIrohRelay(opts, mp, mux)
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	health := &healthChecks{}

@@ -56,7 +56,7 @@ func TestJoinPeers(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := joinPeers(context.Background(), c.join, "", log)
+			got, err := joinPeers(context.Background(), c.join, "", nil, log)
 			switch {
 			case c.usage:
 				if !errors.Is(err, errUsage) {

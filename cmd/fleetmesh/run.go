@@ -71,7 +71,7 @@ func (nf *nodeFlags) openNode(ctx context.Context, stdout, stderr io.Writer) (*n
 	}
 	setGCPercent(cfg.Runtime)
 	log := newLogger(cfg.Log, stderr)
-	joined, err := joinPeers(ctx, nf.join, key.DID(), log)
+	joined, err := joinPeers(ctx, nf.join, key.DID(), knownPeers(h.Path(node.MeshDir)), log)
 	if err != nil {
 		return nil, node.Options{}, err
 	}

@@ -12,7 +12,10 @@
 //
 // Every attack comes from one loopback address (-from), or from a libp2p
 // host on it, and every loop ends when the duration does. It also seeds the node's store for the
-// suite (-attack seed), which is no attack.
+// suite (-attack seed), which is no attack. The dishonest accountant
+// (-attack accountant, -seed the node's window in seconds) lies in the
+// accounting protocols; -attack descriptors floods a relay (-relay) with
+// -seed node announcements.
 package main
 
 import (
@@ -40,20 +43,25 @@ type target struct {
 	node  string // the node's DID
 	seed  int    // events in the store at the start
 	from  string // the loopback address the attack comes from
+	// messages, if not 0, ends an attack that counts its messages once
+	// it has sent that many (the dishonest accountant).
+	messages int64
 }
 
 var attacks = map[string]func(ctx context.Context, t target) result{
-	"conn-flood": connFlood,
-	"slowloris":  slowloris,
-	"sub-flood":  subFlood,
-	"req-loop":   reqLoop,
-	"neg-loop":   negLoop,
-	"frames":     frames,
-	"didcomm":    didcommFlood,
-	"streams":    streams,
-	"pex":        pex,
-	"gossip":     gossip,
-	"seed":       seedStore,
+	"conn-flood":  connFlood,
+	"slowloris":   slowloris,
+	"sub-flood":   subFlood,
+	"req-loop":    reqLoop,
+	"neg-loop":    negLoop,
+	"frames":      frames,
+	"didcomm":     didcommFlood,
+	"streams":     streams,
+	"pex":         pex,
+	"gossip":      gossip,
+	"seed":        seedStore,
+	"accountant":  accountantFlood,
+	"descriptors": descriptorFlood,
 }
 
 func main() {
@@ -67,6 +75,7 @@ func main() {
 	flag.StringVar(&t.node, "node", "", "the node's DID")
 	flag.IntVar(&t.seed, "seed", 0, "events in the node's store at the start")
 	flag.StringVar(&t.from, "from", "127.0.0.1", "the loopback address to attack from")
+	flag.Int64Var(&t.messages, "messages", 0, "stop once this many attack messages are sent (0: at the duration)")
 	flag.Parse()
 	run, ok := attacks[*name]
 	if !ok {
