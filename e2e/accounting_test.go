@@ -446,7 +446,9 @@ type grantee struct {
 	to  peer.ID
 }
 
-func newGrantee(t *testing.T, to *meshNode) *grantee {
+// newLoopbackHost is a libp2p host with a fresh identity on loopback,
+// closed when the test ends: a peer the test drives by hand.
+func newLoopbackHost(t *testing.T) (*identity.Key, host.Host) {
 	t.Helper()
 	key, err := identity.GenerateKey()
 	if err != nil {
@@ -457,6 +459,12 @@ func newGrantee(t *testing.T, to *meshNode) *grantee {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
+	return key, h
+}
+
+func newGrantee(t *testing.T, to *meshNode) *grantee {
+	t.Helper()
+	key, h := newLoopbackHost(t)
 	dir := t.TempDir()
 	ag, err := agent.New(key, dir, nil)
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -19,7 +18,6 @@ import (
 	"github.com/multiformats/go-multiaddr"
 
 	"fleetmesh.org/fleetmesh/accounting"
-	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/meshsync"
 	"fleetmesh.org/fleetmesh/receipt"
 )
@@ -272,15 +270,7 @@ type carrier struct {
 
 func newCarrier(t *testing.T, of *meshNode) *carrier {
 	t.Helper()
-	key, err := identity.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := libp2p.New(libp2p.Identity(key.Libp2pKey()), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
+	_, h := newLoopbackHost(t)
 	c := &carrier{h: h, node: of.did}
 	var rs []receipt.JSON
 	getAll(t, of.httpURL()+"/accounting/receipts", of.did, &rs)
