@@ -38,8 +38,9 @@ func (s *Service) inPeriod(peer string, start int64) error {
 }
 
 // firstContact is the earliest window this node holds anything of with
-// peer in: figures waiting for the exchange, a receipt of the pair, or a
-// disputed window. ok is false if it holds nothing.
+// peer in: figures waiting for the exchange, a receipt of the pair, a
+// disputed window, or the peer's first connection (contact.go). ok is
+// false if it holds nothing.
 func firstContact(tx *bolt.Tx, peer, pair string) (first int64, ok bool) {
 	take := func(w int64) {
 		if !ok || w < first {
@@ -58,6 +59,9 @@ func firstContact(tx *bolt.Tx, peer, pair string) (first int64, ok bool) {
 	}
 	if k, _ := tx.Bucket(bDisputed).Cursor().Seek(pp); k != nil && bytes.HasPrefix(k, pp) {
 		take(int64(binary.BigEndian.Uint64(k[len(pp):])))
+	}
+	if w, noted := contactOf(tx, peer); noted {
+		take(w)
 	}
 	return first, ok
 }

@@ -247,3 +247,49 @@ func mustKey(t *testing.T) *identity.Key {
 func proposeFirst(start, secs int64, side receipt.Side) exchange.ProposeBody {
 	return exchange.ProposeBody{WindowStart: start, WindowSecs: secs, Seq: 1, Counts: side, Round: 1}
 }
+
+// TestContactKeepsALostFirstWindow: a node killed as its first window
+// with a peer closed lost that window's figures, the only record of the
+// pair it would have had; the peer's connection, noted as the pair's
+// first contact, still lets the peer's proposal for that window in, to be
+// disputed (spec/disputes.md), while a stranger's is refused as before.
+func TestContactKeepsALostFirstWindow(t *testing.T) {
+	cfg := testConfig()
+	cfg.DisputePeriod.Duration = 4 * window
+	nodes := newNodes(t, 2, cfg, nil)
+	a, b := nodes[0], nodes[1]
+	if a.key.DID() > b.key.DID() {
+		a, b = b, a
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var noted bool
+		if err := b.s.db.b.View(func(tx *bolt.Tx) error {
+			_, noted = contactOf(tx, a.key.DID())
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if noted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("b never noted its connection with a as a first contact")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ctx := context.Background()
+	b.s.Round(ctx, t0.Add(window+time.Millisecond))
+	b.s.Round(ctx, t0.Add(window+2*time.Millisecond))
+	secs := int64(window / time.Second)
+	// b holds no figures of window t0 (it "lost" them): a's proposal is
+	// taken in, not refused as before the pair's first contact.
+	if _, err := send(b, a.key, exchange.TypePropose, proposeFirst(t0.Unix(), secs, receipt.Side{Gave: receipt.Counts{Events: 5}})); err != nil {
+		t.Fatalf("proposal for the lost first window refused: %v", err)
+	}
+	var pr *didcomm.Problem
+	stranger := keyBefore(t, b.key.DID(), true)
+	if _, err := send(b, stranger, exchange.TypePropose, proposeFirst(t0.Unix(), secs, receipt.Side{Gave: receipt.Counts{Events: 5}})); !errors.As(err, &pr) || pr.Code != exchange.CodeInvalid {
+		t.Fatalf("a stranger's proposal answered %v, want problem %s", err, exchange.CodeInvalid)
+	}
+}

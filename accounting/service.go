@@ -144,6 +144,8 @@ type Service struct {
 	// queues kept proofs for relayForks (forkRelayQueue).
 	forkers atomic.Int64
 	relay   chan relayItem
+	// contacts queues new connections for noteConnections (contact.go).
+	contacts chan peer.ID
 
 	cancel      context.CancelFunc
 	stopRelay   context.CancelFunc
@@ -185,7 +187,7 @@ func New(key *identity.Key, cfg Config, dir string, m *meter.Meter, ag *agent.Se
 		log: log.With("component", "accounting"), m: newMetrics(reg),
 		pairs: map[string]*pairEntry{}, now: time.Now,
 		pageReceipts: receipt.MaxPageReceipts, pageReports: receipt.MaxPageReports,
-		relay: make(chan relayItem, forkRelayQueue)}
+		relay: make(chan relayItem, forkRelayQueue), contacts: make(chan peer.ID, contactQueue)}
 	s.readyBefore.Store(m.Current().Start)
 	if err := s.loadGrants(); err != nil {
 		d.close()
@@ -198,6 +200,7 @@ func New(key *identity.Key, cfg Config, dir string, m *meter.Meter, ag *agent.Se
 	rctx, stop := context.WithCancel(context.Background())
 	s.stopRelay = stop
 	s.relayWG.Go(func() { s.relayForks(rctx) })
+	s.noteConnections(rctx)
 	ag.Register(exchange.PIURIReceipt, s.handleReceipt, "proposer", "responder")
 	ag.Register(exchange.PIURIDispute, s.handleDispute, "party")
 	ag.Register(PIURIReport, s.handleReport, "requester", "responder")
@@ -278,6 +281,9 @@ func (s *Service) Round(ctx context.Context, now time.Time) {
 		}
 		s.readyBefore.Store(w.Start + s.meter.Length())
 		s.closing = s.closing[1:]
+		if err := s.pruneContacts(now); err != nil {
+			s.log.Warn("accounting: pruning first contacts", "err", err)
+		}
 	}
 	s.meter.Roll(s.meter.Align(now))
 	s.closing = append(s.closing, s.meter.TakeClosed()...)

@@ -32,6 +32,7 @@ var (
 	bGrants   = []byte("grants")   // id → grant record (JSON)
 	bUnacked  = []byte("unacked")  // pair → seq whose countersignature b has not acknowledged
 	bDisputes = []byte("disputes") // pair \0 window → dispute record (JSON)
+	bContacts = []byte("contacts") // peer DID → window (8 bytes) of its first connection, kept a dispute period
 	// Indexes, so that listing and publishing read only what they
 	// return: built from the buckets above when first opened.
 	bByNode   = []byte("receipts-by-node") // node \0 pair \0 seq → "" for every co-signed receipt held
@@ -49,7 +50,7 @@ func openDB(dir string) (*db, error) {
 		return nil, fmt.Errorf("accounting: open %s: %w (is another node running on this home?)", dir, err)
 	}
 	err = b.Update(func(tx *bolt.Tx) error {
-		for _, n := range [][]byte{bReceipts, bHeads, bPending, bSigned, bDisputed, bToReport, bReports, bForks, bForkers, bGrants, bUnacked, bDisputes} {
+		for _, n := range [][]byte{bReceipts, bHeads, bPending, bSigned, bDisputed, bToReport, bReports, bForks, bForkers, bGrants, bUnacked, bDisputes, bContacts} {
 			if _, err := tx.CreateBucketIfNotExists(n); err != nil {
 				return err
 			}
