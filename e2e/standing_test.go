@@ -58,7 +58,11 @@ func TestStandingFromVerifiedWindows(t *testing.T) {
 	cfg := accountingConfig + "\n[standing]\nrecompute = '2s'\nwalks = 2000\n"
 	homes := []string{newHome(t, cfg), newHome(t, cfg), newHome(t, cfg)}
 	x := startMeshNode(t, homes[0])
-	nodes := []*meshNode{x, startMeshNode(t, homes[1], x.mesh), startMeshNode(t, homes[2], x.mesh)}
+	y := startMeshNode(t, homes[1], x.mesh)
+	// The third dials both, so that every pair serves the other directly
+	// and has receipts of its own: standing between two nodes joined only
+	// through x would wait on x's published reports instead.
+	nodes := []*meshNode{x, y, startMeshNode(t, homes[2], x.mesh, y.mesh)}
 	for i, n := range nodes {
 		n.did = runID(t, homes[i]).DID
 	}
@@ -73,7 +77,7 @@ func TestStandingFromVerifiedWindows(t *testing.T) {
 		}
 		waitEverywhere(t, "events", nodes, ids)
 	}
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(150 * time.Second)
 	for i, n := range nodes {
 		for {
 			view := standingAt(t, homes[i])
