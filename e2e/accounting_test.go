@@ -382,6 +382,13 @@ func TestAccountingKillAtWindowClose(t *testing.T) {
 			y = restarted
 		}
 	}
+	// A failure below (a node that stopped answering, say) shows what
+	// the last incarnation of each node printed.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the last x:\n%s\nthe last y:\n%s", x.output(), y.output())
+		}
+	})
 	// Quiet windows let the last exchanges and any resends finish.
 	publishAt(t, x, u, "after")
 	time.Sleep(10 * time.Second)
