@@ -33,6 +33,8 @@ type conn struct {
 	challenge string
 	// party is whom Relay.Identify named ("": anonymous).
 	party string
+	// client is the client's address as Relay.RefuseClient was given it.
+	client string
 
 	send chan outFrame
 	// answerRoom holds a token for each stored result in send: stored

@@ -11,12 +11,26 @@ import (
 // change what the relay announces.
 func SupportedNIPs() []int { return []int{1, 9, 11, 40, 42, 45, 70, 77} }
 
+// supportedNIPs is SupportedNIPs and, where the management API is served,
+// NIP-86 (and NIP-98, its authorization).
+func (r *Relay) supportedNIPs() []int {
+	nips := SupportedNIPs()
+	if r.Manage != nil {
+		nips = append(nips, 86, 98)
+	}
+	return nips
+}
+
 func (r *Relay) serveNIP11(w http.ResponseWriter, _ *http.Request) {
 	cfg := &r.cfg
+	name, desc, icon := cfg.Name, cfg.Description, ""
+	if i := r.info.Load(); i != nil {
+		name, desc, icon = cmp.Or(i.Name, name), cmp.Or(i.Description, desc), i.Icon
+	}
 	doc := map[string]any{
-		"name":           cfg.Name,
-		"description":    cfg.Description,
-		"supported_nips": SupportedNIPs(),
+		"name":           name,
+		"description":    desc,
+		"supported_nips": r.supportedNIPs(),
 		"software":       "fleetmesh",
 		"version":        cmp.Or(cfg.Software, "devel"),
 		"limitation": map[string]any{
@@ -31,6 +45,9 @@ func (r *Relay) serveNIP11(w http.ResponseWriter, _ *http.Request) {
 			"auth_required":          false,
 			"restricted_writes":      len(cfg.AuthRequiredKinds) > 0,
 		},
+	}
+	if icon != "" {
+		doc["icon"] = icon
 	}
 	if cfg.Contact != "" {
 		doc["contact"] = cfg.Contact

@@ -88,6 +88,20 @@ type Relay struct {
 	// which way, n is the event's JSON bytes as framed. It runs on the
 	// connection's goroutines and must not block.
 	Served func(party string, sent bool, n int)
+	// RefuseClient, if set, is asked about every WebSocket upgrade with
+	// the client's address (behind trusted proxies, the one they
+	// forwarded for); a non-empty answer, with its NIP-01 prefix,
+	// refuses the connection with 403. The operator's blocked addresses
+	// (package manage) are checked here.
+	RefuseClient func(client string) (reason string)
+	// Manage, if set, serves the relay management API (NIP-86): POST
+	// requests to the relay URL with Content-Type
+	// application/nostr+json+rpc. It does its own authorization.
+	Manage http.Handler
+
+	// info holds the NIP-11 name, description and icon the operator set
+	// at run time (SetInfo), over the configured ones.
+	info atomic.Pointer[Info]
 
 	upgrader websocket.Upgrader
 	// corkBufs holds the buffers corked connections collect a batch of
@@ -175,17 +189,57 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	switch {
 	case websocket.IsWebSocketUpgrade(req):
 		r.serveWebSocket(w, req)
+	case r.Manage != nil && isManagement(req):
+		r.Manage.ServeHTTP(w, req)
 	case strings.Contains(req.Header.Get("Accept"), "application/nostr+json"):
 		r.serveNIP11(w, req)
 	case req.Method == http.MethodOptions:
 		w.Header().Set("Access-Control-Allow-Origin", "*")
 		w.Header().Set("Access-Control-Allow-Headers", "*")
-		w.Header().Set("Access-Control-Allow-Methods", "GET, OPTIONS")
+		w.Header().Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
 		w.WriteHeader(http.StatusNoContent)
 	default:
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Write([]byte(r.cfg.Name + "\n\nThis is a Nostr relay. Connect with a Nostr client over WebSocket,\nor ask for its NIP-11 document with Accept: application/nostr+json.\n"))
 	}
+}
+
+// isManagement reports whether req is a NIP-86 call: a POST whose media
+// type is application/nostr+json+rpc (parameters such as a charset are
+// allowed).
+func isManagement(req *http.Request) bool {
+	if req.Method != http.MethodPost {
+		return false
+	}
+	ct, _, _ := strings.Cut(req.Header.Get("Content-Type"), ";")
+	return strings.EqualFold(strings.TrimSpace(ct), "application/nostr+json+rpc")
+}
+
+// Info is what the operator may change of the relay's NIP-11 document at
+// run time (NIP-86 changerelayname, changerelaydescription,
+// changerelayicon). An empty field keeps the configured value.
+type Info struct {
+	Name, Description, Icon string
+}
+
+// SetInfo sets the NIP-11 name, description and icon over the configured
+// ones; empty fields keep them.
+func (r *Relay) SetInfo(i Info) { r.info.Store(&i) }
+
+// CloseClients closes the connections of every client for which match
+// (given the client's address as RefuseClient is) is true, and returns how
+// many it closed. Their in-flight saves finish first, as at shutdown.
+func (r *Relay) CloseClients(match func(client string) bool) int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	n := 0
+	for c := range r.conns {
+		if match(c.client) {
+			c.shutdown()
+			n++
+		}
+	}
+	return n
 }
 
 // refuseUpgrade answers a WebSocket upgrade the relay will not take, with
@@ -197,7 +251,15 @@ func refuseUpgrade(w http.ResponseWriter, status int, msg string) {
 }
 
 func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
-	k := r.cfg.TrustedProxies.OfRequest(req)
+	client := r.cfg.TrustedProxies.Client(req.RemoteAddr, req.Header)
+	if r.RefuseClient != nil {
+		if reason := r.RefuseClient(client); reason != "" {
+			r.m.rejected.WithLabelValues("client_refused").Inc()
+			http.Error(w, reason, http.StatusForbidden)
+			return
+		}
+	}
+	k := clientaddr.Of(client)
 	if ok, _ := r.newConns.Allow(k.Narrow); !ok {
 		r.m.rejected.WithLabelValues("conn_rate_ip").Inc()
 		refuseUpgrade(w, http.StatusTooManyRequests, fmt.Sprintf("rate-limited: this relay takes at most %g new connections a second from one address; retry later", r.cfg.IPConnsPerSecond))
@@ -233,6 +295,7 @@ func (r *Relay) serveWebSocket(w http.ResponseWriter, req *http.Request) {
 	}
 	c := newConn(r, ws, k, req.Host)
 	c.party = party
+	c.client = client
 	r.mu.Lock()
 	select {
 	case <-r.done:
@@ -272,10 +335,27 @@ func (r *Relay) AddEvent(ctx context.Context, ev *nostr.Event, from Origin) (eve
 	if err := r.verifier.Verify(ev); err != nil {
 		return 0, err
 	}
-	if reason := r.refuse(ctx, ev); reason != "" {
+	if reason := r.refuse(WithOrigin(ctx, from), ev); reason != "" {
 		return 0, &RefusedError{Reason: reason}
 	}
 	return r.accept(ctx, ev, from)
+}
+
+type originKey struct{}
+
+// WithOrigin returns ctx as a RejectEvent policy is given it for an event
+// from the given origin (OriginOf reads it back).
+func WithOrigin(ctx context.Context, from Origin) context.Context {
+	return context.WithValue(ctx, originKey{}, from)
+}
+
+// OriginOf tells a RejectEvent policy where the event it is asked about
+// came from: a client of this relay (the default), the mesh or a backend.
+func OriginOf(ctx context.Context) Origin {
+	if o, ok := ctx.Value(originKey{}).(Origin); ok {
+		return o
+	}
+	return FromClient
 }
 
 // RefusedError is AddEvent's refusal by a RejectEvent policy.
