@@ -1,0 +1,441 @@
+package manage
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Options configure the API.
+type Options struct {
+	// Admins are the Nostr keys that may call the API. None: every call
+	// is refused with 403, and the API says how to list one.
+	Admins [][32]byte
+	// AuthWindow is how far a NIP-98 event's created_at may be from this
+	// node's clock (0: DefaultAuthWindow).
+	AuthWindow time.Duration
+	// MaxBodyBytes bounds a request body (0: DefaultMaxBodyBytes).
+	MaxBodyBytes int64
+	// Delete removes banned events from the store.
+	Delete func(ctx context.Context, ids [][32]byte) (int, error)
+	// Release stores an event the operator allowed out of the moderation
+	// queue (its JSON); nil leaves held events unstored.
+	Release func(ctx context.Context, evJSON []byte) error
+	// SetInfo is told the NIP-11 name, description and icon whenever the
+	// operator changes one (and once at start).
+	SetInfo func(name, description, icon string)
+	// CloseClients closes the open connections of clients inside a
+	// newly blocked prefix, returning how many.
+	CloseClients func(p netip.Prefix) int
+	// Log, if set, records every change an admin makes.
+	Log *slog.Logger
+	// Metrics, if set, counts calls.
+	Metrics *Metrics
+}
+
+// DefaultAuthWindow is NIP-98's "reasonable window" for created_at.
+const DefaultAuthWindow = 60 * time.Second
+
+// DefaultMaxBodyBytes bounds a NIP-86 request body.
+const DefaultMaxBodyBytes = 64 << 10
+
+// maxSeenAuth bounds the replay cache of authorization event ids.
+const maxSeenAuth = 10_000
+
+// API serves NIP-86 over the lists.
+type API struct {
+	l      *Lists
+	o      Options
+	admins map[[32]byte]struct{}
+	now    func() time.Time
+
+	mu   sync.Mutex
+	seen map[[32]byte]time.Time // NIP-98 event ids used, until they go stale
+}
+
+// NewAPI makes the API over l.
+func NewAPI(l *Lists, o Options) *API {
+	if o.AuthWindow <= 0 {
+		o.AuthWindow = DefaultAuthWindow
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	a := &API{l: l, o: o, admins: map[[32]byte]struct{}{}, now: time.Now, seen: map[[32]byte]time.Time{}}
+	for _, k := range o.Admins {
+		a.admins[k] = struct{}{}
+	}
+	if o.SetInfo != nil {
+		if n, d, i, err := l.Info(); err == nil {
+			o.SetInfo(n, d, i)
+		}
+	}
+	return a
+}
+
+// Request is a NIP-86 call.
+type Request struct {
+	Method string            `json:"method"`
+	Params []json.RawMessage `json:"params"`
+}
+
+// Response is a NIP-86 answer: a result, or an error message.
+type Response struct {
+	Result any    `json:"result"`
+	Error  string `json:"error,omitempty"`
+}
+
+// methods is every method the API supports, as supportedmethods lists them.
+var methods = []string{
+	"supportedmethods",
+	"banpubkey", "unbanpubkey", "listbannedpubkeys",
+	"allowpubkey", "unallowpubkey", "listallowedpubkeys",
+	"listeventsneedingmoderation", "allowevent", "banevent", "unbanevent", "listbannedevents", "listallowedevents",
+	"changerelayname", "changerelaydescription", "changerelayicon",
+	"allowkind", "disallowkind", "listallowedkinds", "listdisallowedkinds",
+	"blockip", "unblockip", "listblockedips",
+}
+
+// ServeHTTP answers one NIP-86 call.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Access-Control-Allow-Origin", "*")
+	w.Header().Set("Content-Type", "application/nostr+json+rpc")
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.o.MaxBodyBytes))
+	if err != nil {
+		a.answer(w, http.StatusRequestEntityTooLarge, "", Response{Error: fmt.Sprintf("invalid: request body over %d bytes", a.o.MaxBodyBytes)})
+		return
+	}
+	ev, err := CheckAuth(r.Header.Get("Authorization"), r.Method, RequestURL(r), body, a.now(), a.o.AuthWindow)
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", "Nostr")
+		a.answer(w, http.StatusUnauthorized, "", Response{Error: "auth-required: " + err.Error()})
+		return
+	}
+	if _, ok := a.admins[ev.PubKey]; !ok {
+		msg := errNotAdmin.Error()
+		if len(a.admins) == 0 {
+			msg = "forbidden: this relay lists no admins; add your pubkey (hex) to [manage] admins in config.toml and restart"
+		}
+		a.answer(w, http.StatusForbidden, "", Response{Error: msg})
+		return
+	}
+	if !a.fresh(ev.ID, time.Unix(ev.CreatedAt, 0)) {
+		w.Header().Set("WWW-Authenticate", "Nostr")
+		a.answer(w, http.StatusUnauthorized, "", Response{Error: "auth-required: this authorization event was already used; sign a fresh one for each request"})
+		return
+	}
+	req, err := DecodeRequest(body)
+	if err != nil {
+		a.answer(w, http.StatusBadRequest, "", Response{Error: "invalid: " + err.Error()})
+		return
+	}
+	res, err := a.call(r.Context(), req)
+	if err != nil {
+		a.answer(w, http.StatusOK, req.Method, Response{Error: err.Error()})
+		return
+	}
+	a.o.Log.Info("manage: call", "method", req.Method, "admin", hex.EncodeToString(ev.PubKey[:]))
+	a.answer(w, http.StatusOK, req.Method, Response{Result: res})
+}
+
+func (a *API) answer(w http.ResponseWriter, status int, method string, resp Response) {
+	if a.o.Metrics != nil {
+		a.o.Metrics.call(method, status, resp.Error != "")
+	}
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(resp)
+}
+
+// fresh records an authorization event's id and reports whether it was
+// not used before. Ids are forgotten once their event is too old to pass
+// CheckAuth anyway.
+func (a *API) fresh(id [32]byte, made time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.now()
+	if _, used := a.seen[id]; used {
+		return false
+	}
+	if len(a.seen) >= maxSeenAuth {
+		for k, t := range a.seen {
+			if now.Sub(t) > a.o.AuthWindow {
+				delete(a.seen, k)
+			}
+		}
+		if len(a.seen) >= maxSeenAuth {
+			return false
+		}
+	}
+	a.seen[id] = made
+	return true
+}
+
+// RequestURL is the URL a client names in a NIP-98 u tag for r, as far
+// as the node can know it: the Host it was sent to and the path. The
+// scheme is not compared (SameURL).
+func RequestURL(r *http.Request) string {
+	u := *r.URL
+	u.Scheme = "http"
+	u.Host = r.Host
+	return u.String()
+}
+
+// DecodeRequest decodes a NIP-86 request body.
+func DecodeRequest(body []byte) (Request, error) {
+	var req Request
+	if err := json.Unmarshal(body, &req); err != nil {
+		return req, fmt.Errorf("body is not a JSON object {\"method\":...,\"params\":[...]}: %v", err)
+	}
+	if req.Method == "" {
+		return req, errors.New("body has no method")
+	}
+	return req, nil
+}
+
+func (req Request) str(i int, name string, optional bool) (string, error) {
+	if i >= len(req.Params) {
+		if optional {
+			return "", nil
+		}
+		return "", fmt.Errorf("invalid: %s needs its %s as parameter %d", req.Method, name, i+1)
+	}
+	var s string
+	if err := json.Unmarshal(req.Params[i], &s); err != nil {
+		return "", fmt.Errorf("invalid: %s's parameter %d (%s) must be a string", req.Method, i+1, name)
+	}
+	return s, nil
+}
+
+func (req Request) hex32(i int, name string) ([32]byte, error) {
+	s, err := req.str(i, name, false)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	b, err := ParseHex32(s)
+	if err != nil {
+		return b, fmt.Errorf("invalid: %s: %v", req.Method, err)
+	}
+	return b, nil
+}
+
+func (req Request) kind(i int) (int, error) {
+	if i >= len(req.Params) {
+		return 0, fmt.Errorf("invalid: %s needs a kind as parameter %d", req.Method, i+1)
+	}
+	var n json.Number
+	if err := json.Unmarshal(req.Params[i], &n); err != nil {
+		var s string
+		if json.Unmarshal(req.Params[i], &s) != nil {
+			return 0, fmt.Errorf("invalid: %s's kind must be a number", req.Method)
+		}
+		n = json.Number(s)
+	}
+	k, err := strconv.Atoi(n.String())
+	if err != nil || k < 0 || k > 65535 {
+		return 0, fmt.Errorf("invalid: %s's kind must be an integer from 0 to 65535", req.Method)
+	}
+	return k, nil
+}
+
+// pubkeyReason and idReason are NIP-86's list rows.
+type pubkeyReason struct {
+	Pubkey string `json:"pubkey"`
+	Reason string `json:"reason,omitempty"`
+}
+type idReason struct {
+	ID     string `json:"id"`
+	Reason string `json:"reason,omitempty"`
+}
+type ipReason struct {
+	IP     string `json:"ip"`
+	Reason string `json:"reason,omitempty"`
+}
+
+func rows[T any](es []Entry, err error, mk func(Entry) T) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, 0, len(es))
+	for _, e := range es {
+		out = append(out, mk(e))
+	}
+	return out, nil
+}
+
+// call runs one method. Errors are the caller's (a bad parameter, a full
+// list) or the database's; both are answered in the error field.
+func (a *API) call(ctx context.Context, req Request) (any, error) {
+	l := a.l
+	switch req.Method {
+	case "supportedmethods":
+		return methods, nil
+	case "banpubkey", "allowpubkey":
+		pk, err := req.hex32(0, "pubkey")
+		if err != nil {
+			return nil, err
+		}
+		reason, err := req.str(1, "reason", true)
+		if err != nil {
+			return nil, err
+		}
+		if req.Method == "banpubkey" {
+			return true, l.BanPubkey(pk, reason)
+		}
+		return true, l.AllowPubkey(pk, reason)
+	case "unbanpubkey", "unallowpubkey":
+		pk, err := req.hex32(0, "pubkey")
+		if err != nil {
+			return nil, err
+		}
+		if req.Method == "unbanpubkey" {
+			_, err = l.UnbanPubkey(pk)
+		} else {
+			_, err = l.UnallowPubkey(pk)
+		}
+		return true, err
+	case "listbannedpubkeys", "listallowedpubkeys":
+		b := bucketBannedPubkeys
+		if req.Method == "listallowedpubkeys" {
+			b = bucketAllowedPubkeys
+		}
+		es, err := l.list(b)
+		return rows(es, err, func(e Entry) pubkeyReason { return pubkeyReason{e.Key, e.Reason} })
+	case "banevent":
+		id, err := req.hex32(0, "event id")
+		if err != nil {
+			return nil, err
+		}
+		reason, err := req.str(1, "reason", true)
+		if err != nil {
+			return nil, err
+		}
+		if err := l.BanEvent(id, reason); err != nil {
+			return nil, err
+		}
+		if a.o.Delete != nil {
+			if _, err := a.o.Delete(ctx, [][32]byte{id}); err != nil {
+				return nil, fmt.Errorf("error: banned, but removing it from the store failed: %v", err)
+			}
+		}
+		return true, nil
+	case "unbanevent":
+		id, err := req.hex32(0, "event id")
+		if err != nil {
+			return nil, err
+		}
+		_, err = l.UnbanEvent(id)
+		return true, err
+	case "allowevent":
+		id, err := req.hex32(0, "event id")
+		if err != nil {
+			return nil, err
+		}
+		reason, err := req.str(1, "reason", true)
+		if err != nil {
+			return nil, err
+		}
+		held, err := l.AllowEvent(id, reason)
+		if err != nil {
+			return nil, err
+		}
+		if held != nil && a.o.Release != nil {
+			var h heldEvent
+			if err := json.Unmarshal(held, &h); err != nil {
+				return nil, fmt.Errorf("error: held event unreadable: %v", err)
+			}
+			if err := a.o.Release(ctx, h.Event); err != nil {
+				return nil, fmt.Errorf("error: allowed, but storing the held event failed: %v", err)
+			}
+		}
+		return true, nil
+	case "listbannedevents", "listallowedevents":
+		b := bucketBannedEvents
+		if req.Method == "listallowedevents" {
+			b = bucketAllowedEvents
+		}
+		es, err := l.list(b)
+		return rows(es, err, func(e Entry) idReason { return idReason{e.Key, e.Reason} })
+	case "listeventsneedingmoderation":
+		es, err := l.Held()
+		return rows(es, err, func(e Entry) idReason { return idReason{e.Key, e.Reason} })
+	case "changerelayname", "changerelaydescription", "changerelayicon":
+		v, err := req.str(0, "new value", false)
+		if err != nil {
+			return nil, err
+		}
+		field := map[string]string{"changerelayname": "name", "changerelaydescription": "description", "changerelayicon": "icon"}[req.Method]
+		if err := l.SetInfo(field, v); err != nil {
+			return nil, err
+		}
+		if a.o.SetInfo != nil {
+			n, d, i, err := l.Info()
+			if err != nil {
+				return nil, err
+			}
+			a.o.SetInfo(n, d, i)
+		}
+		return true, nil
+	case "allowkind", "disallowkind":
+		k, err := req.kind(0)
+		if err != nil {
+			return nil, err
+		}
+		if req.Method == "allowkind" {
+			return true, l.AllowKind(k)
+		}
+		return true, l.DisallowKind(k)
+	case "listallowedkinds":
+		ks, err := l.kinds(bucketAllowedKinds)
+		return orEmpty(ks), err
+	case "listdisallowedkinds":
+		ks, err := l.kinds(bucketDisallowKinds)
+		return orEmpty(ks), err
+	case "blockip", "unblockip":
+		s, err := req.str(0, "IP address", false)
+		if err != nil {
+			return nil, err
+		}
+		p, err := ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("invalid: %s: %v", req.Method, err)
+		}
+		if req.Method == "unblockip" {
+			_, err = l.UnblockIP(p)
+			return true, err
+		}
+		reason, err := req.str(1, "reason", true)
+		if err != nil {
+			return nil, err
+		}
+		if err := l.BlockIP(p, reason); err != nil {
+			return nil, err
+		}
+		if a.o.CloseClients != nil {
+			a.o.CloseClients(p)
+		}
+		return true, nil
+	case "listblockedips":
+		es, err := l.list(bucketBlockedIPs)
+		return rows(es, err, func(e Entry) ipReason { return ipReason{e.Key, e.Reason} })
+	}
+	return nil, fmt.Errorf("unsupported: method %q; supportedmethods lists the ones this relay has", req.Method)
+}
+
+func orEmpty(ks []int) []int {
+	if ks == nil {
+		return []int{}
+	}
+	return ks
+}
