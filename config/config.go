@@ -70,6 +70,8 @@ type Config struct {
 	Standing standing.Config `toml:"standing"`
 	// Dashboard is the operator page at /dashboard on the relay port.
 	Dashboard dashboard.Config `toml:"dashboard"`
+	// Manage is the operator's NIP-86 management API (config/manage.go).
+	Manage ManageConfig `toml:"manage"`
 }
 
 // RuntimeConfig tunes the Go runtime the node runs on.
@@ -280,6 +282,7 @@ func Default() Config {
 		Log:        LogConfig{Level: "info", Format: "text"},
 		Accounting: DefaultAccounting(),
 		Dashboard:  dashboard.DefaultConfig(),
+		Manage:     DefaultManage(),
 		Standing:   standing.DefaultConfig(),
 	}
 }
@@ -393,6 +396,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.Accounting.validate(); err != nil {
+		return err
+	}
+	if err := c.Manage.validate(); err != nil {
 		return err
 	}
 	if err := c.Standing.Check(); err != nil {

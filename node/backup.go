@@ -24,6 +24,7 @@ import (
 	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/internal/boltsnap"
+	"fleetmesh.org/fleetmesh/manage"
 	"fleetmesh.org/fleetmesh/store"
 )
 
@@ -365,6 +366,7 @@ func (n *Node) serveBackup(w http.ResponseWriter, r *http.Request) {
 	if a := n.acct.s; a != nil {
 		held[path.Join(AccountingDir, accounting.DBFile)] = a.Snapshot
 	}
+	held[manage.FileName] = n.lists.Snapshot
 	w.Header().Set("Content-Type", "application/x-tar")
 	tw := tar.NewWriter(w)
 	m, err := writeBackup(n.opts.Home, n.opts.Config, n.opts.Key.DID(), true, n.store.Checkpoint, held, tarSink{tw})

@@ -38,6 +38,7 @@ import (
 	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/identity"
 	irohrelay "fleetmesh.org/fleetmesh/iroh/relay"
+	"fleetmesh.org/fleetmesh/manage"
 	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
@@ -133,13 +134,15 @@ type Options struct {
 type Node struct {
 	opts     Options
 	boundary *boundary.Policy
-	store    *store.Store
-	didcomm  *agent.Service
-	relay    *relay.Relay
-	mesh     *meshPart
-	acct     *accountingPart
-	iroh     *irohPart // nil when iroh is off
-	irohOff  string    // why iroh is off, "" when it runs
+	// lists are the operator's own bans and allows (NIP-86).
+	lists   *manage.Lists
+	store   *store.Store
+	didcomm *agent.Service
+	relay   *relay.Relay
+	mesh    *meshPart
+	acct    *accountingPart
+	iroh    *irohPart // nil when iroh is off
+	irohOff string    // why iroh is off, "" when it runs
 	// irohRelay is the iroh relay an anchor serves; nil when off.
 	irohRelay *irohrelay.Server
 	ln        net.Listener
@@ -237,6 +240,11 @@ func Open(opts Options) (*Node, error) {
 	// OKs in one write rather than a syscall each.
 	ln = rl.Listener(ln)
 	rl.RejectEvent = append(rl.RejectEvent, policy.RelayHook)
+	lists, err := openManage(opts, st, rl, reg)
+	if err != nil {
+		return nil, err
+	}
+	undo.push(lists.Close)
 	dc, err := agent.New(opts.Key, opts.Home.Path(DIDCommDir), opts.Log)
 	if err != nil {
 		return nil, err
@@ -297,6 +305,7 @@ func Open(opts Options) (*Node, error) {
 		errs:        errs,
 		statusToken: token,
 		boundary:    policy,
+		lists:       lists,
 		store:       st,
 		didcomm:     dc,
 		relay:       rl,
@@ -416,6 +425,9 @@ func (n *Node) Serve(ctx context.Context) error {
 	}
 	if err := n.didcomm.Close(); err != nil {
 		n.opts.Log.Warn("didcomm close", "err", err)
+	}
+	if err := n.lists.Close(); err != nil {
+		n.opts.Log.Warn("manage close", "err", err)
 	}
 	err := n.store.Close()
 	n.lock.release()
