@@ -114,7 +114,8 @@ func (pl *Planner) Plan(jobID string, want int, cands []Candidate, r standing.Re
 		return Plan{}, fmt.Errorf("%w: %d executors asked, at most %d (MaxRedundancy)", ErrRedundancy, want, pol.MaxRedundancy)
 	}
 	// Usable candidates: named, once each, not the home.
-	seen := map[string]bool{pl.home: true}
+	seen := make(map[string]bool, len(cands)+1)
+	seen[pl.home] = true
 	cs := make([]Candidate, 0, len(cands))
 	for _, c := range cands {
 		if c.DID == "" || seen[c.DID] {
@@ -124,15 +125,14 @@ func (pl *Planner) Plan(jobID string, want int, cands []Candidate, r standing.Re
 		cs = append(cs, c)
 	}
 	st := make([]float64, len(cs))
-	agreed := make([]int, len(cs))
 	for i, c := range cs {
 		if r != nil {
 			if v := r.Of(c.DID); v > 0 && !math.IsInf(v, 0) {
 				st[i] = v
 			}
 		}
-		agreed[i] = pl.ledger.Agreed(c.DID)
 	}
+	agreed := pl.ledger.agreed(cs)
 	taken := make([]bool, len(cs))
 	var chosen []int
 	free := func(i int) bool {
