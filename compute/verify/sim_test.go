@@ -435,3 +435,19 @@ func TestSimulation(t *testing.T) {
 		t.Errorf("baselines: BOINC %d wrong, always-two %d executions; want more than the default's %d and %d", bo.wrong, two.executions, def.wrong, def.executions)
 	}
 }
+
+// TestSimulationDeterministic: a seed gives the same run every time
+// (the table can be reproduced), and another seed another run.
+func TestSimulationDeterministic(t *testing.T) {
+	type counts struct{ executions, wrong, disputes, identities int }
+	of := func(w *world) counts { return counts{w.executions, w.wrong, w.disputes, w.identities} }
+	p := DefaultPolicy()
+	p.Explore = 1
+	a, b, c := of(scheme(5000, p, 7)), of(scheme(5000, p, 7)), of(scheme(5000, p, 8))
+	if a != b {
+		t.Fatalf("seed 7 twice: %+v then %+v", a, b)
+	}
+	if a == c {
+		t.Fatalf("seeds 7 and 8 gave the same run %+v", a)
+	}
+}
