@@ -10,7 +10,10 @@ import (
 	"testing"
 )
 
-var simFull = flag.Bool("sim.full", false, "run TestSimulation at its full size, 1,000,000 jobs (30,000 by default)")
+var (
+	simFull = flag.Bool("sim.full", false, "run TestSimulation at its full size, 1,000,000 jobs (30,000 by default)")
+	simSeed = flag.Uint64("sim.seed", 1, "TestSimulation's seed")
+)
 
 // The simulation's population (issue 27): 1,000 executors, 10% of them
 // colluding Sybil cheaters and 1% flaky, the rest honest. Each job is
@@ -391,7 +394,7 @@ func pct(a, b int) float64 { return 100 * float64(a) / float64(b) }
 // 30% executions above one per job, and never blame an honest executor;
 // the baselines must miss one goal or the other (the negative control).
 func TestSimulation(t *testing.T) {
-	n := 30_000
+	n, seed := 30_000, *simSeed
 	if *simFull {
 		n = 1_000_000
 	}
@@ -403,14 +406,14 @@ func TestSimulation(t *testing.T) {
 		name string
 		w    *world
 	}{
-		{"BOINC adaptive replication", boinc(n, 1)},
-		{"always two random executors", always2(n, 1)},
-		{"warm-up 200 + home audits 25%, uniform picks", scheme(n, issue, 1)},
-		{"DefaultPolicy(), standing ignored (Explore 1)", scheme(n, blind, 1)},
-		{"DefaultPolicy()", scheme(n, DefaultPolicy(), 1)},
+		{"BOINC adaptive replication", boinc(n, seed)},
+		{"always two random executors", always2(n, seed)},
+		{"warm-up 200 + home audits 25%, uniform picks", scheme(n, issue, seed)},
+		{"DefaultPolicy(), standing ignored (Explore 1)", scheme(n, blind, seed)},
+		{"DefaultPolicy()", scheme(n, DefaultPolicy(), seed)},
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n%d jobs, %d executors (%d colluding Sybil cheaters, %d flaky), pools of %d, seed 1\n", n, simExecutors, simCheaters, simFlaky, simPool)
+	fmt.Fprintf(&b, "\n%d jobs, %d executors (%d colluding Sybil cheaters, %d flaky), pools of %d, seed %d\n", n, simExecutors, simCheaters, simFlaky, simPool, seed)
 	b.WriteString("| scheme | wrong accepted | wrong after re-check | extra executions | inconclusive | disputes | honest blamed | identities |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		w := r.w
