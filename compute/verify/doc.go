@@ -39,8 +39,8 @@
 //     (every conclusive executor that differs loses); without, one hash
 //     revealed by at least one seasoned executor is accepted, and
 //     different hashes are a disagreement that only an audit settles,
-//     never a vote. Runs that stopped at a limit (fuel, memory, stack,
-//     deadline) are inconclusive and never wrong.
+//     never a vote. Runs that stopped at a limit (fuel, memory, stack
+//     depth, deadline) are inconclusive and never wrong.
 //   - Disputes: Ledger.Record sets a loser's agreements to zero (it
 //     warms up again) and returns its recent unchecked results
 //     (Dispute.Recheck, at most Recent) for the requester to run again.
@@ -120,6 +120,11 @@
 //     audit rate is down to AuditRate then cheats gets, in expectation,
 //     (1−AuditRate)/AuditRate wrong results accepted per identity (it
 //     paid for them with honest work).
+//   - That an executor claiming a limit really reached it: an
+//     inconclusive reveal is never a Dispute, even when the audit
+//     finished within the same limits. It earns the executor nothing
+//     (no agreement), and a caller that wants more can compare the fuel
+//     it claims with the audit's (metering is deterministic).
 //   - Anything if the requester's own node computes wrongly: then honest
 //     executors lose disputes.
 //   - Confidentiality of inputs from the executors that run them.
