@@ -184,8 +184,9 @@ func (s *simStanding) Of(did string) float64 {
 
 // scheme runs n jobs through a real Planner with policy p and Judge.
 // Honest and flaky executors start established (standing 1, a long
-// ledger history); cheaters start as fresh identities.
-func scheme(n int, p Policy, seed uint64) *world {
+// ledger history); cheaters start as fresh identities, or established
+// too when patient (they behaved until the run began).
+func scheme(n int, p Policy, seed uint64, patient bool) *world {
 	w := newWorld(seed)
 	st := &simStanding{served: map[string]int{}, walled: map[string]bool{}}
 	pl, err := NewPlanner(p, "home", nil, rand.New(rand.NewPCG(seed, 2)))
@@ -193,7 +194,7 @@ func scheme(n int, p Policy, seed uint64) *world {
 		panic(err)
 	}
 	for s := range simExecutors {
-		if w.kind[s] != cheater {
+		if w.kind[s] != cheater || patient {
 			st.served[w.did[s]] = simCap
 			pl.ledger.get(w.did[s]).Agreed = simSeasoned
 		}
@@ -393,6 +394,8 @@ func pct(a, b int) float64 { return 100 * float64(a) / float64(b) }
 // The default policy must accept at most 0.1% wrong results at at most
 // 30% executions above one per job, and never blame an honest executor;
 // the baselines must miss one goal or the other (the negative control).
+// The last row, cheaters that behaved until the run began, is what the
+// package doc says is not guaranteed; it is measured, not asserted.
 func TestSimulation(t *testing.T) {
 	n, seed := 30_000, *simSeed
 	if *simFull {
@@ -408,9 +411,10 @@ func TestSimulation(t *testing.T) {
 	}{
 		{"BOINC adaptive replication", boinc(n, seed)},
 		{"always two random executors", always2(n, seed)},
-		{"warm-up 200 + home audits 25%, uniform picks", scheme(n, issue, seed)},
-		{"DefaultPolicy(), standing ignored (Explore 1)", scheme(n, blind, seed)},
-		{"DefaultPolicy()", scheme(n, DefaultPolicy(), seed)},
+		{"warm-up 200 + home audits 25%, uniform picks", scheme(n, issue, seed, false)},
+		{"DefaultPolicy(), standing ignored (Explore 1)", scheme(n, blind, seed, false)},
+		{"DefaultPolicy()", scheme(n, DefaultPolicy(), seed, false)},
+		{"DefaultPolicy(), cheaters start established (patient)", scheme(n, DefaultPolicy(), seed, true)},
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%d jobs, %d executors (%d colluding Sybil cheaters, %d flaky), pools of %d, seed %d\n", n, simExecutors, simCheaters, simFlaky, simPool, seed)
@@ -446,7 +450,7 @@ func TestSimulationDeterministic(t *testing.T) {
 	of := func(w *world) counts { return counts{w.executions, w.wrong, w.disputes, w.identities} }
 	p := DefaultPolicy()
 	p.Explore = 1
-	a, b, c := of(scheme(5000, p, 7)), of(scheme(5000, p, 7)), of(scheme(5000, p, 8))
+	a, b, c := of(scheme(5000, p, 7, false)), of(scheme(5000, p, 7, false)), of(scheme(5000, p, 8, false))
 	if a != b {
 		t.Fatalf("seed 7 twice: %+v then %+v", a, b)
 	}
