@@ -44,9 +44,8 @@ func (p Plan) inWarmUp(did string) bool {
 
 // Errors Plan returns; each is wrapped with the figures.
 var (
-	ErrRedundancy        = errors.New("verify: redundancy out of range")
-	ErrTooFewCandidates  = errors.New("verify: too few candidates with distinct operators")
-	errPlannerMisconfigd = errors.New("verify: planner needs a home DID and a random source")
+	ErrRedundancy       = errors.New("verify: redundancy out of range")
+	ErrTooFewCandidates = errors.New("verify: too few candidates with distinct operators")
 )
 
 // Planner picks the executors of jobs and decides their audits for one
@@ -73,8 +72,11 @@ func NewPlanner(p Policy, home string, auditors []string, rng *rand.Rand) (*Plan
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if home == "" || rng == nil {
-		return nil, errPlannerMisconfigd
+	if home == "" {
+		return nil, errors.New("verify: NewPlanner needs home, the requester's own DID (it runs audits)")
+	}
+	if rng == nil {
+		return nil, errors.New("verify: NewPlanner needs a random source (seeded from crypto/rand outside tests)")
 	}
 	return &Planner{
 		policy:   p,
