@@ -79,3 +79,46 @@ func TestLifeCycle(t *testing.T) {
 	}
 	t.Logf("caught after %d accepted lies", len(lies))
 }
+
+// TestPlannerConcurrent: plans, judgements and records from several
+// goroutines at once (run under -race), and every agreement counted.
+func TestPlannerConcurrent(t *testing.T) {
+	p := DefaultPolicy()
+	p.WarmUp = 0
+	pl := newPlanner(t, p, 10)
+	cands := []Candidate{cand("a"), cand("b"), cand("c")}
+	const workers, jobs = 4, 300
+	done := make(chan int, workers)
+	for g := range workers {
+		go func() {
+			agreed := 0
+			for j := range jobs {
+				id := strconv.Itoa(g) + "-" + strconv.Itoa(j)
+				plan, err := pl.Plan(id, 2, cands, standings{"a": 1})
+				if err != nil {
+					t.Error(err)
+					break
+				}
+				revs := map[string]Reveal{}
+				for _, e := range plan.Executors {
+					revs[e] = reveal(id, e, ok(1))
+				}
+				v := Judge(plan, revs, nil)
+				pl.Record(plan, v)
+				agreed += len(v.Agreed)
+			}
+			done <- agreed
+		}()
+	}
+	total := 0
+	for range workers {
+		total += <-done
+	}
+	sum := 0
+	for _, c := range cands {
+		sum += pl.Ledger().Agreed(c.DID)
+	}
+	if total != workers*jobs*2 || sum != total {
+		t.Fatalf("agreements: %d in verdicts, %d in the ledger, want %d", total, sum, workers*jobs*2)
+	}
+}
