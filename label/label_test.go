@@ -237,3 +237,5 @@ func TestRetract(t *testing.T) {
 		t.Fatalf("retracted %d, still held %v", n, s.Has(ev.ID))
 	}
 }
+
+func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
