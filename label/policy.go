@@ -31,9 +31,6 @@ type Options struct {
 	// Standing is each labeller's standing here (a snapshot: it is read
 	// on the relay's hot path). Nil: no labeller has any.
 	Standing standing.Reader
-	// Trusted is the standing below which a labeller weighs nothing
-	// ([standing] trusted).
-	Trusted float64
 	// Resolved reports whether this node holds a co-signed receipt of
 	// the disputed receipt's pair and window: the dispute was resolved
 	// after all. Nil: none is.
@@ -93,7 +90,7 @@ func (p *Policy) Config() Config { return p.cfg }
 func (p *Policy) Set() *Set { return p.set }
 
 // Weight is what labeller's labels weigh here: its standing when at least
-// Options.Trusted, a listed reporter's ReporterWeight, and 0 otherwise.
+// MinStanding, a listed reporter's ReporterWeight, and 0 otherwise.
 func (p *Policy) Weight(labeller string) float64 {
 	if rest, ok := strings.CutPrefix(labeller, reporterPrefix); ok {
 		var pk [32]byte
@@ -106,7 +103,7 @@ func (p *Policy) Weight(labeller string) float64 {
 		return 0
 	}
 	s := p.opts.Standing.Of(labeller)
-	if s < p.opts.Trusted || s <= 0 {
+	if s < p.cfg.MinStanding || s <= 0 {
 		return 0
 	}
 	return s

@@ -19,7 +19,7 @@ func testPolicy(t testing.TB, policy string, r mapReader, mod func(*Config, *Opt
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Policy = policy
-	opts := Options{Standing: r, Trusted: 0.001, Now: func() time.Time { return time.Unix(t0+100, 0) }}
+	opts := Options{Standing: r, Now: func() time.Time { return time.Unix(t0+100, 0) }}
 	if mod != nil {
 		mod(&cfg, &opts)
 	}
@@ -63,9 +63,9 @@ func TestPolicy(t *testing.T) {
 	sp := hexOf(spammer.PubKey())
 	honest := mapReader{}
 	for i := 1; i <= 3; i++ {
-		honest[nodeKey(t, i).DID()] = 0.002
+		honest[nodeKey(t, i).DID()] = 0.0004 // two pass the threshold, one does not
 	}
-	honest[nodeKey(t, 4).DID()] = 0.0005 // below trusted
+	honest[nodeKey(t, 4).DID()] = 0.0001 // below min_standing
 	for _, tc := range []struct {
 		name      string
 		policy    string
@@ -81,7 +81,7 @@ func TestPolicy(t *testing.T) {
 		{name: "refuse past the threshold", policy: ActionRefuse, labellers: []int{1, 2}, want: "blocked: author labelled spam"},
 		{name: "below the threshold", policy: ActionRefuse, labellers: []int{1}, want: ""},
 		{name: "one labeller counts once", policy: ActionRefuse, labellers: []int{1, 1, 1}, want: ""},
-		{name: "standing below trusted counts nothing", policy: ActionRefuse, labellers: []int{1, 4}, want: ""},
+		{name: "standing below min_standing counts nothing", policy: ActionRefuse, labellers: []int{1, 4}, want: ""},
 		{name: "no standing at all", policy: ActionRefuse, labellers: []int{5, 6, 7, 8, 9}, want: ""},
 		{name: "hold accepts", policy: ActionHold, labellers: []int{1, 2, 3}, want: ""},
 		{name: "the event itself", policy: ActionRefuse, labellers: []int{1, 2},

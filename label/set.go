@@ -18,7 +18,7 @@ var (
 // Set holds the labels a node knows of, bounded per labeller and in
 // total, and indexes them by target (spec/labels.md "Storage"). A label
 // is kept in one of two tiers by its labeller's standing here when it
-// arrived: trusted (at least the trusted threshold) or not. When the set
+// arrived: trusted (at least the policy's min_standing) or not. When the set
 // is full, a new label evicts the oldest untrusted one; a trusted label is
 // never evicted by another, so a flood of labels from fresh identities
 // cannot push out the labels that count. Its methods are safe for

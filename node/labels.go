@@ -53,7 +53,6 @@ func openLabels(opts Options, rl *relay.Relay, st *store.Store, ap *accountingPa
 	lp := &labelsPart{key: opts.Key, sk: sk, rl: rl, st: st, acct: ap.s, log: opts.Log}
 	lp.p, err = label.NewPolicy(opts.Config.Labels, label.Options{
 		Standing: rawReader{ap.standing},
-		Trusted:  opts.Config.Standing.Trusted,
 		Resolved: ap.standing.resolved,
 		Evict:    lp.evict,
 		Metrics:  label.NewMetrics(reg),
