@@ -307,23 +307,24 @@ func (v *Verdict) counted() int {
 // it names by `x`) whose labels pass the threshold, or nil.
 func (p *Policy) Verdict(ev *nostr.Event) *Verdict {
 	now := p.opts.Now().Unix()
-	var buf [66]byte
-	key := func(k TargetKind, v []byte) string {
-		b := append(append(buf[:0], k[0], ':'), v...)
-		return string(b)
+	// The keys are built in place: the hot path allocates nothing.
+	var key [66]byte
+	key[1] = ':'
+	key[0] = 'p'
+	hex.Encode(key[2:], ev.PubKey[:])
+	if s := p.sum(key[:], now); s >= p.cfg.Threshold {
+		return p.explain(RuleAuthor, Target{Author, string(key[2:])}, now)
 	}
-	var hx [64]byte
-	hex.Encode(hx[:], ev.PubKey[:])
-	if s := p.sum(key(Author, hx[:]), now); s >= p.cfg.Threshold {
-		return p.explain(RuleAuthor, Target{Author, string(hx[:])}, now)
+	key[0] = 'e'
+	hex.Encode(key[2:], ev.ID[:])
+	if s := p.sum(key[:], now); s >= p.cfg.Threshold {
+		return p.explain(RuleEvent, Target{Event, string(key[2:])}, now)
 	}
-	hex.Encode(hx[:], ev.ID[:])
-	if s := p.sum(key(Event, hx[:]), now); s >= p.cfg.Threshold {
-		return p.explain(RuleEvent, Target{Event, string(hx[:])}, now)
-	}
+	key[0] = 'x'
 	for _, t := range ev.Tags {
 		if len(t) >= 2 && t[0] == "x" && len(t[1]) == 64 {
-			if s := p.sum("x:"+t[1], now); s >= p.cfg.Threshold {
+			copy(key[2:], t[1])
+			if s := p.sum(key[:], now); s >= p.cfg.Threshold {
 				return p.explain(RuleBlob, Target{Blob, t[1]}, now)
 			}
 		}
@@ -333,7 +334,7 @@ func (p *Policy) Verdict(ev *nostr.Event) *Verdict {
 
 // sum is the weight of target's distinct labellers here (the hot path:
 // one map read when nothing labels it).
-func (p *Policy) sum(target string, now int64) float64 {
+func (p *Policy) sum(target []byte, now int64) float64 {
 	var seen [8]string
 	n, s := 0, 0.0
 	var more map[string]bool
@@ -423,7 +424,7 @@ func (p *Policy) Explain(t Target) *Verdict {
 // their labeller count.
 func (p *Policy) NodeVerdict(did string) *Verdict {
 	now := p.opts.Now().Unix()
-	if p.sum("r:"+did, now) < p.cfg.Threshold {
+	if p.sum([]byte("r:"+did), now) < p.cfg.Threshold {
 		return nil
 	}
 	return p.explain(RuleNode, Target{Node, did}, now)

@@ -179,10 +179,10 @@ func (s *Set) On(target string, now int64) []*Label {
 
 // each calls fn for the labels held about target, unexpired at now,
 // under the read lock: the policy's hot path, which allocates nothing.
-func (s *Set) each(target string, now int64, fn func(*Label)) {
+func (s *Set) each(target []byte, now int64, fn func(*Label)) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for _, h := range s.byTarget[target] {
+	for _, h := range s.byTarget[string(target)] {
 		if h.l.Expires == 0 || h.l.Expires > now {
 			fn(h.l)
 		}

@@ -113,7 +113,7 @@ func TestSybilLabellers(t *testing.T) {
 				ourRefused++
 			}
 		}
-		sybSum := p.sum("p:"+hexOf(simAuthor(0)), t0)
+		sybSum := p.sum([]byte("p:"+hexOf(simAuthor(0))), t0)
 		raw := 0.0 // what they would weigh with no min_standing
 		for _, s := range syb {
 			raw += rd.s[s]
@@ -134,7 +134,7 @@ func TestSybilLabellers(t *testing.T) {
 			add(v, campaign)
 		}
 		v := refused(campaign)
-		sum := p.sum("p:"+hexOf(campaign), t0)
+		sum := p.sum([]byte("p:"+hexOf(campaign)), t0)
 		fmt.Fprintf(&table, "| %d | %.6f | %.6f | %d%% | %d%% | %.6f | %.6f | %v |\n", o, sybSum, raw, ourRefused*100/authors,
 			countRefused*100/authors, rd.s[q[len(q)-1]], sum, v != nil)
 		if ourRefused != 0 {
