@@ -62,13 +62,7 @@ func openLabels(opts Options, rl *relay.Relay, st *store.Store, ap *accountingPa
 	}
 	adjust := lp.p.Standing
 	ap.standing.adjust.Store(&adjust)
-	rl.RejectEvent = append(rl.RejectEvent, func(_ context.Context, ev *nostr.Event) string { return lp.p.Admit(ev) })
-	rl.OnStored = append(rl.OnStored, func(ev *nostr.Event, _ relay.Origin) {
-		switch ev.Kind {
-		case label.Kind, label.KindReport, nostr.KindDeletion:
-			lp.p.Ingest(ev)
-		}
-	})
+	hookLabels(rl, lp.p)
 	if err := lp.load(); err != nil {
 		return nil, err
 	}
@@ -77,6 +71,19 @@ func openLabels(opts Options, rl *relay.Relay, st *store.Store, ap *accountingPa
 	ctl.HandleFunc("POST /labels/retract", lp.serveRetract)
 	ctl.HandleFunc("GET /labels/why", lp.serveWhy)
 	return lp, nil
+}
+
+// hookLabels puts the policy on the relay: it judges every event before
+// it is stored (a client's and the mesh's alike), and takes in every
+// stored label, report and deletion.
+func hookLabels(rl *relay.Relay, p *label.Policy) {
+	rl.RejectEvent = append(rl.RejectEvent, func(_ context.Context, ev *nostr.Event) string { return p.Admit(ev) })
+	rl.OnStored = append(rl.OnStored, func(ev *nostr.Event, _ relay.Origin) {
+		switch ev.Kind {
+		case label.Kind, label.KindReport, nostr.KindDeletion:
+			p.Ingest(ev)
+		}
+	})
 }
 
 // load reads the labels and listed reports the store holds back into
