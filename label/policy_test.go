@@ -181,13 +181,19 @@ func TestNodeLabels(t *testing.T) {
 		o.Resolved = func(d *receipt.Receipt) bool { return d.WindowStart == resolvedWin }
 	})
 	sk := nostrKey(t, 7)
-	// No dispute: refused before it is stored.
+	// No dispute: refused before it is stored, for the missing dispute,
+	// before any signature is read (TestParseRefuses refuses one signed
+	// properly), so the flood's signatures are one signature copied.
+	sig := b64(keys[0].Sign([]byte("x")))
+	pub, tdid := sk.PubKey(), target.DID()
+	dids := make([]string, len(keys))
+	for i, k := range keys {
+		dids[i] = k.DID()
+	}
 	refused := 0
 	for i := range n {
-		k := keys[i%len(keys)]
-		ev := &nostr.Event{CreatedAt: t0 + int64(i), Kind: Kind, PubKey: sk.PubKey(), Content: fmt.Sprint(i),
-			Tags: nostr.Tags{{"L", Namespace}, {"l", string(Misbehaving), Namespace}, {"r", target.DID()}, {"did", k.DID(), ""}}}
-		ev.Tags[3][2] = b64(k.Sign(signingBytes(ev)))
+		ev := &nostr.Event{CreatedAt: t0 + int64(i), Kind: Kind, PubKey: pub, Content: fmt.Sprint(i),
+			Tags: nostr.Tags{{"L", Namespace}, {"l", string(Misbehaving), Namespace}, {"r", tdid}, {"did", dids[i%len(dids)], sig}}}
 		// The relay checks the Nostr signature before Admit; an id is
 		// all the policy reads of it.
 		ev.ID = ev.ComputeID()

@@ -14,7 +14,7 @@ import (
 	"fleetmesh.org/fleetmesh/standing"
 )
 
-var fullSim = flag.Bool("label.full", false, "Sybil labeller simulation from 200 honest observers (default: 6)")
+var fullSim = flag.Bool("label.full", false, "Sybil labeller simulation from 200 honest observers (default: 3)")
 
 // swapReader is a standing.Reader whose scores the simulation swaps from
 // one observer to the next.
@@ -53,10 +53,10 @@ func simAuthor(i int) (pk [32]byte) {
 //     (the weakest three that qualify) label an author, and the
 //     observer's policy refuses that author.
 //
-// -label.full runs 200 observers instead of 6.
+// -label.full runs 200 observers instead of 3.
 func TestSybilLabellers(t *testing.T) {
 	const n, sybils, authors = 10_000, 1_000, 100
-	observers := 6
+	observers := 3
 	if *fullSim {
 		observers = 200
 	}
