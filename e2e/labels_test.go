@@ -231,3 +231,85 @@ func TestLabelsRefuseAcrossTheMesh(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 }
+
+// TestLabelFloodStaysBounded: one node process with [labels]
+// max_per_labeller = 50 and max_labels = 100 takes a flood of labels
+// from one fresh identity (the first 50 are stored, the rest answered
+// `OK false` "blocked: labeller at its bound …"), then one label each
+// from 150 fresh identities (each taken, the oldest label from a
+// labeller without standing evicted to make room, and deleted from the
+// store too). The node never holds more than 100 labels, by its metrics
+// and by what its store serves.
+func TestLabelFloodStaysBounded(t *testing.T) {
+	cfg := "\n[relay]\nevents_per_second = 10000.0\nevents_burst = 10000\nip_events_per_second = 10000.0\nip_events_burst = 10000\n" +
+		"\n[labels]\nmax_per_labeller = 50\nmax_labels = 100\n"
+	home := newHome(t, cfg)
+	n := startNode(t, home)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := dial(ctx, n.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	victim, err := newUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(k *identity.Key, sk nostr.SecretKey, i int) okMessage {
+		t.Helper()
+		l, err := label.New(k, sk, label.Spam, label.Target{Kind: label.Author, Value: victim.pubHex}, fmt.Sprint("flood ", i), time.Now().Unix(), 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev event
+		if err := json.Unmarshal(l.AppendJSON(nil), &ev); err != nil {
+			t.Fatal(err)
+		}
+		ok, err := publishOne(c, &ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	fresh := func() (*identity.Key, nostr.SecretKey) {
+		k, err := identity.GenerateKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sk, err := nostr.GenerateSecretKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k, sk
+	}
+	k, sk := fresh()
+	for i := range 80 {
+		ok := send(k, sk, i)
+		if i < 50 && !ok.Accepted || i >= 50 && (ok.Accepted || !strings.HasPrefix(ok.Message, "blocked: labeller at its bound")) {
+			t.Fatalf("label %d from one labeller: %+v", i, ok)
+		}
+	}
+	for i := range 150 {
+		k, sk := fresh()
+		if ok := send(k, sk, i); !ok.Accepted {
+			t.Fatalf("label %d from a fresh labeller: %+v", i, ok)
+		}
+	}
+	stored, err := storedEvents(c, "labels", map[string]any{"kinds": []int{label.Kind}, "limit": 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stored) > 100 {
+		t.Fatalf("the store serves %d labels, bound 100", len(stored))
+	}
+	fams, err := metrics(ctx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, _ := sample(fams, "fleetmesh_labels_held", "", "")
+	evicted, _ := sample(fams, "fleetmesh_labels_received_total", "result", "evicted")
+	if held != 100 || evicted != 100 {
+		t.Fatalf("held %v labels (bound 100), evicted %v (want 100: 50 + 150 - 100)", held, evicted)
+	}
+}
