@@ -28,6 +28,9 @@ const reporterPrefix = "nostr:"
 
 // Options are what a Policy reads besides its Config.
 type Options struct {
+	// Self is this node's DID: its own labels weigh 1, the most
+	// standing there is (its operator's own judgement).
+	Self string
 	// Standing is each labeller's standing here (a snapshot: it is read
 	// on the relay's hot path). Nil: no labeller has any.
 	Standing standing.Reader
@@ -89,8 +92,9 @@ func (p *Policy) Config() Config { return p.cfg }
 // Set is the labels the policy holds.
 func (p *Policy) Set() *Set { return p.set }
 
-// Weight is what labeller's labels weigh here: its standing when at least
-// MinStanding, a listed reporter's ReporterWeight, and 0 otherwise.
+// Weight is what labeller's labels weigh here: 1 for this node's own, its
+// standing when at least MinStanding, a listed reporter's ReporterWeight,
+// and 0 otherwise.
 func (p *Policy) Weight(labeller string) float64 {
 	if rest, ok := strings.CutPrefix(labeller, reporterPrefix); ok {
 		var pk [32]byte
@@ -98,6 +102,9 @@ func (p *Policy) Weight(labeller string) float64 {
 			return p.cfg.ReporterWeight
 		}
 		return 0
+	}
+	if labeller == p.opts.Self && labeller != "" {
+		return 1
 	}
 	if p.opts.Standing == nil {
 		return 0

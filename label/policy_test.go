@@ -93,6 +93,8 @@ func TestPolicy(t *testing.T) {
 			mod: func(c *Config, _ *Options) { c.Reporters = []string{hexOf(nostrKey(t, 60).PubKey())} }, want: "blocked: author labelled spam"},
 		{name: "an unlisted reporter", policy: ActionRefuse, reports: []int{61, 62, 63, 64},
 			mod: func(c *Config, _ *Options) { c.Reporters = []string{hexOf(nostrKey(t, 60).PubKey())} }, want: ""},
+		{name: "this node's own label", policy: ActionRefuse, labellers: []int{9},
+			mod: func(_ *Config, o *Options) { o.Self = nodeKey(t, 9).DID() }, want: "blocked: author labelled spam"},
 		{name: "expired labels", policy: ActionRefuse, labellers: []int{1, 2},
 			mod: func(_ *Config, o *Options) { o.Now = func() time.Time { return time.Unix(t0+10*86400, 0) } }, want: ""},
 	} {

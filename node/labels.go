@@ -52,6 +52,7 @@ func openLabels(opts Options, rl *relay.Relay, st *store.Store, ap *accountingPa
 	}
 	lp := &labelsPart{key: opts.Key, sk: sk, rl: rl, st: st, acct: ap.s, log: opts.Log}
 	lp.p, err = label.NewPolicy(opts.Config.Labels, label.Options{
+		Self:     opts.Key.DID(),
 		Standing: rawReader{ap.standing},
 		Resolved: ap.standing.resolved,
 		Evict:    lp.evict,
