@@ -210,7 +210,12 @@ func (p *Policy) keep(l *Label) {
 	added, evicted, err := p.set.Add(l, p.Weight(l.Labeller) > 0)
 	switch {
 	case err != nil:
+		// Admit found room, but another label took it meanwhile: the
+		// store must not keep what the index does not.
 		p.m.received.WithLabelValues(refusedResult(err)).Inc()
+		if p.opts.Evict != nil && !strings.HasPrefix(l.Labeller, reporterPrefix) {
+			p.opts.Evict(l.ID)
+		}
 	case !added:
 		p.m.received.WithLabelValues("duplicate").Inc()
 	default:

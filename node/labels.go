@@ -274,6 +274,9 @@ type Why struct {
 	Threshold float64 `json:"threshold"`
 	// Verdicts are one per target asked about, passing or not.
 	Verdicts []*label.Verdict `json:"verdicts"`
+	// Held lists the events held for review under policy hold, oldest
+	// first, when asked for (held=1).
+	Held []string `json:"held,omitempty"`
 }
 
 func (lp *labelsPart) serveWhy(w http.ResponseWriter, r *http.Request) {
@@ -296,6 +299,12 @@ func (lp *labelsPart) serveWhy(w http.ResponseWriter, r *http.Request) {
 				out.Author = ev.PubKeyHex()
 				return false
 			})
+		}
+	}
+	if q.Get("held") == "1" {
+		out.Held = []string{}
+		for _, id := range lp.p.Held() {
+			out.Held = append(out.Held, hex.EncodeToString(id[:]))
 		}
 	}
 	for _, t := range []label.Target{{Kind: label.Author, Value: out.Author}, {Kind: label.Event, Value: out.Event}, {Kind: label.Node, Value: q.Get("node")}} {

@@ -75,18 +75,22 @@ func runWhy(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	event := fs.String("event", "", "`ID` (64 hex) of the event: its author is found from the refusal or the store")
 	author := fs.String("author", "", "Nostr `PUBKEY` (64 hex) of an author")
 	nodeDID := fs.String("node", "", "`DID` of a node")
-	asJSON := fs.Bool("json", false, "print JSON: {event, author, refused, policy, threshold, verdicts}")
+	held := fs.Bool("held", false, "also list the events held for review under [labels] policy = \"hold\"")
+	asJSON := fs.Bool("json", false, "print JSON: {event, author, refused, policy, threshold, verdicts, held}")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *event == "" && *author == "" && *nodeDID == "" {
-		return fmt.Errorf("%w: give --event ID, --author PUBKEY or --node DID", errUsage)
+	if *event == "" && *author == "" && *nodeDID == "" && !*held {
+		return fmt.Errorf("%w: give --event ID, --author PUBKEY, --node DID or --held", errUsage)
 	}
 	c, err := newControl(*h)
 	if err != nil {
 		return err
 	}
 	q := url.Values{}
+	if *held {
+		q.Set("held", "1")
+	}
 	for k, v := range map[string]string{"event": *event, "author": *author, "node": *nodeDID} {
 		if v != "" {
 			q.Set(k, v)
@@ -107,6 +111,12 @@ func runWhy(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 		fmt.Fprintf(stdout, "event %s: %s\n", why.Event, state)
 	}
 	fmt.Fprintf(stdout, "policy %s, threshold %.4g\n", why.Policy, why.Threshold)
+	if *held {
+		fmt.Fprintf(stdout, "%d events held for review\n", len(why.Held))
+		for _, id := range why.Held {
+			fmt.Fprintf(stdout, "  %s\n", id)
+		}
+	}
 	for _, v := range why.Verdicts {
 		verdict := "below the threshold"
 		if v.Passes() {
