@@ -30,6 +30,7 @@ import (
 	"fleetmesh.org/fleetmesh/clientaddr"
 	"fleetmesh.org/fleetmesh/config/setting"
 	"fleetmesh.org/fleetmesh/dashboard"
+	"fleetmesh.org/fleetmesh/label"
 	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/meshsync"
 	"fleetmesh.org/fleetmesh/nostr"
@@ -68,6 +69,8 @@ type Config struct {
 	// Standing is the walks that turn verified receipts into standing
 	// (spec/standing.md).
 	Standing standing.Config `toml:"standing"`
+	// Labels is the shared threat intelligence policy (spec/labels.md).
+	Labels label.Config `toml:"labels"`
 	// Dashboard is the operator page at /dashboard on the relay port.
 	Dashboard dashboard.Config `toml:"dashboard"`
 	// Manage is the operator's NIP-86 management API (config/manage.go).
@@ -284,6 +287,7 @@ func Default() Config {
 		Dashboard:  dashboard.DefaultConfig(),
 		Manage:     DefaultManage(),
 		Standing:   standing.DefaultConfig(),
+		Labels:     label.DefaultConfig(),
 	}
 }
 
@@ -403,6 +407,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Standing.Check(); err != nil {
 		return fmt.Errorf("standing.%w", err)
+	}
+	if err := c.Labels.Check(); err != nil {
+		return fmt.Errorf("labels.%w", err)
 	}
 	for _, r := range c.Boundary.Rules {
 		if _, err := r.Compile(); err != nil {

@@ -50,6 +50,11 @@ func DefaultPanels() []Panel {
 			{Metric: "fleetmesh_standing_nodes", Name: "nodes in view"},
 			{Metric: "fleetmesh_standing_last_recompute_seconds", Name: "last recomputation"},
 		}},
+		{Title: "Labels", Empty: "No labels yet: lines appear when this node or its peers publish labels about spam, abusive content or misbehaving nodes (fleetmesh label).", Unit: "labels, per second", Series: []Series{
+			{Metric: "fleetmesh_labels_held", By: "tier", Name: "held"},
+			{Metric: "fleetmesh_labels_received_total", Rate: true, By: "result", Name: "received"},
+			{Metric: "fleetmesh_labels_refusals_total", Rate: true, By: "rule", Name: "refused"},
+		}},
 		{Title: "Grants", Empty: "No grant refusals: a line appears if a peer asks for more than its grant allows.", Unit: "refusals/s", Series: []Series{
 			{Metric: "fleetmesh_accounting_grant_refusals_total", Rate: true, By: "service,reason"},
 		}},

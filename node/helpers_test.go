@@ -51,6 +51,8 @@ type partSpec struct {
 	// it returns true (sync: the event came by meshsync, else by
 	// GossipSub): a peer that has not applied a write yet (reads_test.go).
 	hold func(ev *nostr.Event, sync bool) bool
+	// hooks, if set, adds the relay's hooks before the mesh is wired.
+	hooks func(rl *relay.Relay)
 }
 
 // heldLocal is a meshLocal that refuses, while hold says so, the events
@@ -177,6 +179,9 @@ func (p *testPart) start(t testing.TB, spec partSpec) {
 		rcfg = *spec.relay
 	}
 	rl := relay.New(rcfg, st, nil, nil)
+	if spec.hooks != nil {
+		spec.hooks(rl)
+	}
 	var local partLocal = meshLocal{Store: st, r: rl}
 	if spec.hold != nil {
 		local = heldLocal{meshLocal{Store: st, r: rl}, spec.hold}

@@ -141,6 +141,7 @@ type Node struct {
 	relay   *relay.Relay
 	mesh    *meshPart
 	acct    *accountingPart
+	labels  *labelsPart
 	iroh    *irohPart // nil when iroh is off
 	irohOff string    // why iroh is off, "" when it runs
 	// irohRelay is the iroh relay an anchor serves; nil when off.
@@ -261,6 +262,10 @@ func Open(opts Options) (*Node, error) {
 	}
 	mp.rounds.SetPrefer(acct.standing.trusted)
 	mp.m.SetStanding(acct.standing.score)
+	labels, err := openLabels(opts, rl, st, acct, reg)
+	if err != nil {
+		return nil, err
+	}
 	// DIDComm is reachable over the mesh only once the accounting has
 	// registered its protocols: the mesh host is already connecting, and
 	// a peer's proposal answered in between with "unsupported type" would
@@ -311,6 +316,7 @@ func Open(opts Options) (*Node, error) {
 		relay:       rl,
 		mesh:        mp,
 		acct:        acct,
+		labels:      labels,
 		iroh:        ip,
 		irohOff:     irohOff,
 		irohRelay:   irohRelay,
@@ -375,6 +381,7 @@ func (n *Node) Serve(ctx context.Context) error {
 	n.opts.Log.Info("relay listening", "url", n.RelayURL(), "did", n.opts.Key.DID(), "signatures", nostr.Backend)
 	n.mesh.start(n.RelayURL())
 	n.acct.start()
+	n.labels.start()
 	if n.iroh != nil {
 		n.iroh.start()
 		n.iroh.waitIroh()
@@ -411,6 +418,7 @@ func (n *Node) Serve(ctx context.Context) error {
 		n.opts.Log.Warn("relay shutdown", "err", err)
 	}
 	n.srv.Shutdown(sctx)
+	n.labels.close()
 	if err := n.acct.close(); err != nil {
 		n.opts.Log.Warn("accounting close", "err", err)
 	}

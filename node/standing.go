@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"fleetmesh.org/fleetmesh/accounting"
 	"fleetmesh.org/fleetmesh/identity"
+	"fleetmesh.org/fleetmesh/receipt"
 	"fleetmesh.org/fleetmesh/standing"
 )
 
@@ -29,7 +31,15 @@ type standingPart struct {
 	log    *slog.Logger
 	// snap is the view's scores as of the last take: what the hot paths
 	// (GossipSub's scoring, sync's peer order) read.
-	snap   atomic.Pointer[map[string]float64]
+	snap atomic.Pointer[map[string]float64]
+	// cosigned holds "pair window" of every co-signed receipt as of the
+	// last take: a dispute of such a window was resolved (the labels'
+	// policy asks, spec/labels.md).
+	cosigned atomic.Pointer[map[string]struct{}]
+	// adjust, if set, is what the labels' policy makes of a node's
+	// standing (spec/labels.md "Policy"); the services read Of, which
+	// applies it, and the labels' policy reads raw, which does not.
+	adjust atomic.Pointer[func(did string, s float64) float64]
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -59,15 +69,50 @@ func (sp *standingPart) take() {
 	}
 	sc := sp.v.Scores()
 	sp.snap.Store(&sc)
+	done := make(map[string]struct{}, len(cosigned))
+	for _, r := range cosigned {
+		done[windowKey(r)] = struct{}{}
+	}
+	sp.cosigned.Store(&done)
 }
 
-// Of is a peer's node's standing as of the last take (standing.Reader).
+func windowKey(r *receipt.Receipt) string {
+	return r.PairKey() + " " + strconv.FormatInt(r.WindowStart, 10)
+}
+
+// resolved reports whether a co-signed receipt of the disputed
+// receipt's pair and window was held at the last take.
+func (sp *standingPart) resolved(d *receipt.Receipt) bool {
+	m := sp.cosigned.Load()
+	if m == nil {
+		return false
+	}
+	_, ok := (*m)[windowKey(d)]
+	return ok
+}
+
+// Of is a peer's node's standing as of the last take, as the labels'
+// policy leaves it (standing.Reader).
 func (sp *standingPart) Of(did string) float64 {
+	s := sp.raw(did)
+	if f := sp.adjust.Load(); f != nil {
+		return (*f)(did, s)
+	}
+	return s
+}
+
+// raw is a node's standing as of the last take, whatever its labels.
+func (sp *standingPart) raw(did string) float64 {
 	if m := sp.snap.Load(); m != nil {
 		return (*m)[did]
 	}
 	return 0
 }
+
+// rawReader reads raw as a standing.Reader.
+type rawReader struct{ sp *standingPart }
+
+func (r rawReader) Of(did string) float64 { return r.sp.raw(did) }
 
 // score is GossipSub's application score of peer p: its node's standing
 // over the trusted threshold, at most 1.

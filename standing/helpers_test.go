@@ -2,49 +2,8 @@ package standing
 
 import (
 	"math"
-	"math/rand/v2"
-	"slices"
 	"sort"
 )
-
-// powerLaw builds a service graph of n nodes by preferential attachment
-// (Barabási–Albert): each new node makes m counterparties picked in
-// proportion to their degree, so degrees follow a power law. Each pair
-// served each other: two edges, with heavy-tailed weights (log-normal).
-// It returns the pairs too.
-func powerLaw(n, m int, seed uint64) (*graph, [][2]int32) {
-	r := rand.New(rand.NewPCG(seed, 1))
-	g := &graph{}
-	g.grow(n)
-	var ends []int32 // every pair's two ends: picking from it is by degree
-	var pairs [][2]int32
-	for v := int32(0); v < int32(n); v++ {
-		picked := map[int32]bool{}
-		for len(picked) < min(m, int(v)) {
-			var u int32
-			if len(ends) == 0 || r.IntN(10) == 0 {
-				u = r.Int32N(v) // a tenth uniform, so young nodes get picked too
-			} else {
-				u = ends[r.IntN(len(ends))]
-			}
-			if u != v {
-				picked[u] = true
-			}
-		}
-		us := make([]int32, 0, len(picked))
-		for u := range picked {
-			us = append(us, u)
-		}
-		slices.Sort(us)
-		for _, u := range us {
-			g.add(v, u, math.Exp(r.NormFloat64()))
-			g.add(u, v, math.Exp(r.NormFloat64()))
-			ends = append(ends, u, v)
-			pairs = append(pairs, [2]int32{u, v})
-		}
-	}
-	return g, pairs
-}
 
 // hitting is the exact oracle: for every node v, the probability that a
 // walk from seed (continuing with probability alpha, stepping by weight,

@@ -23,43 +23,6 @@ func cloneFor(g *graph, mutate ...int32) *graph {
 	return c
 }
 
-// sybilWeight is what a Sybil receipt records: the attacker co-signs
-// whatever it likes, so far more than honest service (median 1).
-const sybilWeight = 1000
-
-// withSybils adds k Sybils to the attacker a in the given shape:
-// path a–s1–…–sk (both ways), cycle a→s1→…→sk→a, parallel a–si (both
-// ways). It returns the Sybils.
-func withSybils(g *graph, a int32, shape string, k int) []int32 {
-	first := int32(len(g.out))
-	g.grow(len(g.out) + k)
-	s := make([]int32, k)
-	for i := range s {
-		s[i] = first + int32(i)
-	}
-	both := func(x, y int32) { g.add(x, y, sybilWeight); g.add(y, x, sybilWeight) }
-	switch shape {
-	case "path":
-		prev := a
-		for _, x := range s {
-			both(prev, x)
-			prev = x
-		}
-	case "cycle":
-		prev := a
-		for _, x := range s {
-			g.add(prev, x, sybilWeight)
-			prev = x
-		}
-		g.add(prev, a, sybilWeight)
-	case "parallel":
-		for _, x := range s {
-			both(a, x)
-		}
-	}
-	return s
-}
-
 // kendall is Kendall's tau-b of x and y over the indices in idx.
 func kendall(x, y []float64, idx []int) float64 {
 	var c, d, tx, ty float64

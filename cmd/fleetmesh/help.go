@@ -21,6 +21,8 @@ var helpExamples = map[string]string{
 	"leaf":            "fleetmesh leaf --home ~/leaf --pair fmjoin1… --subscribe '{\"kinds\":[1]}' --once",
 	"receipts":        "fleetmesh receipts --home ~/.fleetmesh --node did:key:z6Mk… --verify",
 	"standing":        "fleetmesh standing --home ~/.fleetmesh --json",
+	"label":           "fleetmesh label --home ~/.fleetmesh --author 3bf0c63f…459d --reason spam --note 'floods kind 1' --expires 720h",
+	"why":             "fleetmesh why --home ~/.fleetmesh --event 5c83da77…1b2a",
 	"version":         "fleetmesh version --json",
 	"grants list":     "fleetmesh grants list --home ~/.fleetmesh",
 	"grants offer":    "fleetmesh grants offer --home ~/.fleetmesh --to did:key:z6Mk… --service events --quota 10000",
