@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -119,11 +120,19 @@ func BenchmarkQuery(b *testing.B) {
 	}
 	ctx := context.Background()
 	for _, s := range stores {
-		for _, e := range evs {
-			if _, err := s.Save(ctx, e); err != nil {
-				b.Fatal(err)
-			}
+		var wg sync.WaitGroup
+		var next atomic.Int64
+		for range 32 {
+			wg.Go(func() {
+				for i := next.Add(1) - 1; i < int64(len(evs)); i = next.Add(1) - 1 {
+					if _, err := s.Save(ctx, evs[i]); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
 		}
+		wg.Wait()
 	}
 	filters := map[string]nostr.Filter{
 		"author":     {Authors: c.authors[:1], Kinds: []int{1}},
