@@ -81,30 +81,35 @@ func benchStores(b *testing.B) map[string]benchStore {
 	return map[string]benchStore{"pebble": peb, "postgres": pg}
 }
 
-// BenchmarkSave saves distinct notes from 8 goroutines into each store:
-// ns/op is the wall time per save with 8 in flight.
+// BenchmarkSave saves distinct notes into each store from 8 and from 64
+// goroutines per CPU (GOMAXPROCS): ns/op is the wall time per save with
+// that many in flight, which is what a relay with many publishers sees.
 //
 //	go test -run '^$' -bench 'BenchmarkSave|BenchmarkQuery' -benchtime 3000x ./pgstore/
 func BenchmarkSave(b *testing.B) {
-	for name, s := range benchStores(b) {
-		b.Run(name, func(b *testing.B) {
-			c := newBenchCorpus(500, 1)
-			evs := make([]*nostr.Event, b.N)
-			for i := range evs {
-				evs[i] = c.next()
-			}
-			var next atomic.Int64
-			b.SetParallelism(8)
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if _, err := s.Save(context.Background(), evs[next.Add(1)-1]); err != nil {
-						b.Error(err)
-						return
-					}
+	stores := benchStores(b)
+	for _, par := range []int{8, 64} {
+		for _, name := range []string{"pebble", "postgres"} {
+			s := stores[name]
+			b.Run(fmt.Sprintf("par%d/%s", par, name), func(b *testing.B) {
+				c := newBenchCorpus(500, uint64(par))
+				evs := make([]*nostr.Event, b.N)
+				for i := range evs {
+					evs[i] = c.next()
 				}
+				var next atomic.Int64
+				b.SetParallelism(par)
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if _, err := s.Save(context.Background(), evs[next.Add(1)-1]); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
 			})
-		})
+		}
 	}
 }
 
