@@ -23,6 +23,7 @@ import (
 // (ties: lowest id), and that a deletion request racing the event it
 // names never leaves that event stored.
 func TestOneWinnerAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	fx := newFixture(t, 2)
 	stores := []*Store{fx.s}
 	for range 3 {
@@ -104,6 +105,7 @@ func TestOneWinnerAcrossProcesses(t *testing.T) {
 // TestMigrateOnce starts many stores on one fresh database at once: all
 // open, and the migrations are applied once in all.
 func TestMigrateOnce(t *testing.T) {
+	t.Parallel()
 	url := pgtest.Database(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -29,6 +29,7 @@ var (
 // each unordered listing. -pgstore.seeds and -pgstore.steps make it
 // longer; a failure names its seed, which -pgstore.seed replays.
 func TestAgainstPebble(t *testing.T) {
+	t.Parallel()
 	seeds := make([]int64, 0, *diffSeeds)
 	if *diffSeed >= 0 {
 		seeds = append(seeds, *diffSeed)

@@ -93,6 +93,7 @@ func makeNotes(fx *fixture, n int) []*nostr.Event {
 // events saved as Stored appear as stored changes, and replaying the feed
 // gives exactly the events the store serves.
 func TestFeedOrder(t *testing.T) {
+	t.Parallel()
 	fx := newFixture(t, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -103,8 +104,8 @@ func TestFeedOrder(t *testing.T) {
 		stores = append(stores, s)
 	}
 	f := fx.s.Follow(ctx, 0)
-	evs := makeNotes(fx, 300)
-	for i := range 100 {
+	evs := makeNotes(fx, 200)
+	for i := range 60 {
 		evs = append(evs, fx.event(i%4, 10002, fx.now.Load()-int64(i%13), nil, fmt.Sprint("relays ", i)))
 	}
 	stored := writeAll(ctx, t, stores, evs, false)
@@ -153,6 +154,7 @@ func TestFeedOrder(t *testing.T) {
 // head) in the middle of concurrent writes: its stored part and its live
 // part together hold every matching event exactly once.
 func TestStoredThenLive(t *testing.T) {
+	t.Parallel()
 	fx := newFixture(t, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -162,7 +164,7 @@ func TestStoredThenLive(t *testing.T) {
 		defer s.Close()
 		stores = append(stores, s)
 	}
-	evs := makeNotes(fx, 400)
+	evs := makeNotes(fx, 250)
 	done := make(chan map[[32]byte]bool)
 	go func() { done <- writeAll(ctx, t, stores, evs, false) }()
 	// Open the REQ once some, not all, events are in.
@@ -213,6 +215,7 @@ func TestStoredThenLive(t *testing.T) {
 // the follower reads on from the last change it delivered, and it gets
 // every change once, with no gap.
 func TestFeedResume(t *testing.T) {
+	t.Parallel()
 	fx := newFixtureWith(t, 4, Options{FeedPoll: 200 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -223,7 +226,7 @@ func TestFeedResume(t *testing.T) {
 		stores = append(stores, s)
 	}
 	f := fx.s.Follow(ctx, 0)
-	evs := makeNotes(fx, 400)
+	evs := makeNotes(fx, 200)
 	done := make(chan map[[32]byte]bool)
 	go func() { done <- writeAll(ctx, t, stores, evs, true) }()
 	kills, terminated := 0, 0
@@ -231,7 +234,7 @@ func TestFeedResume(t *testing.T) {
 	for stored == nil {
 		select {
 		case stored = <-done:
-		case <-time.After(30 * time.Millisecond):
+		case <-time.After(50 * time.Millisecond):
 			n, err := pgtest.Terminate(ctx, fx.url)
 			if err != nil {
 				t.Fatal(err)
@@ -270,6 +273,7 @@ func TestFeedResume(t *testing.T) {
 // TestFeedTruncated: a reader behind the changes the feed keeps is told
 // so, and a follower stops with ErrFeedTruncated.
 func TestFeedTruncated(t *testing.T) {
+	t.Parallel()
 	fx := newFixtureWith(t, 1, Options{FeedKeep: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -145,6 +145,7 @@ func ids(evs []*nostr.Event) []string {
 // step, each step a save and its expected result and then a query and
 // its expected answer.
 func TestKindRules(t *testing.T) {
+	t.Parallel()
 	fx := newFixture(t, 2)
 	ts := fx.now.Load() - 100
 	now := fx.now.Load()
@@ -229,6 +230,7 @@ func TestKindRules(t *testing.T) {
 // TestEphemeral: an ephemeral event is never stored; Broadcast puts it
 // on the feed only, and refuses any other kind.
 func TestEphemeral(t *testing.T) {
+	t.Parallel()
 	fx := newFixture(t, 1)
 	ctx := context.Background()
 	e := fx.event(0, 20001, fx.now.Load(), nil, "live only")
@@ -259,6 +261,7 @@ func TestEphemeral(t *testing.T) {
 // TestFull: at MaxBytes a save that would write fails with ErrFull, and
 // one that writes nothing (a duplicate) is still answered.
 func TestFull(t *testing.T) {
+	t.Parallel()
 	fx := newFixture(t, 1)
 	e := fx.event(0, 1, fx.now.Load(), nil, "before the bound")
 	fx.save(e)
@@ -275,8 +278,9 @@ func TestFull(t *testing.T) {
 // each save either reports Stored, and its event is in the database, or
 // fails with ErrClosed.
 func TestCloseCommitsAccepted(t *testing.T) {
+	t.Parallel()
 	fx := newFixture(t, 1)
-	evs := makeNotes(fx, 200)
+	evs := makeNotes(fx, 100)
 	results := make([]error, len(evs))
 	stored := make([]bool, len(evs))
 	var wg sync.WaitGroup
@@ -285,6 +289,18 @@ func TestCloseCommitsAccepted(t *testing.T) {
 			r, err := fx.s.Save(context.Background(), e)
 			results[i], stored[i] = err, r == eventstore.Stored
 		})
+	}
+	// Close once some saves have committed, with the rest in flight.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		h, err := fx.s.Head(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h >= 10 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
 	}
 	fx.s.Close()
 	wg.Wait()
