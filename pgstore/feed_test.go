@@ -297,3 +297,43 @@ func TestFeedTruncated(t *testing.T) {
 		t.Fatalf("follower stopped with %v, want ErrFeedTruncated", f.Err())
 	}
 }
+
+// TestFeedNotifyWakes sets the poll floor to ten minutes, so that only a
+// NOTIFY can wake the follower within the test's deadline: a change
+// reaches it, and so does one saved after every connection was killed
+// (the listener connects again and LISTENs anew).
+func TestFeedNotifyWakes(t *testing.T) {
+	t.Parallel()
+	fx := newFixtureWith(t, 1, Options{FeedPoll: 10 * time.Minute})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	writer := fx.open()
+	defer writer.Close()
+	f := fx.s.Follow(ctx, 0)
+	// The follower's first read may come before the listener listens;
+	// the listener wakes it once it does, so the save below is seen
+	// whichever comes first.
+	e1 := fx.event(0, 1, fx.now.Load(), nil, "first")
+	if r, err := writer.Save(ctx, e1); err != nil || r != eventstore.Stored {
+		t.Fatalf("save: %v %v", r, err)
+	}
+	if cs := drain(ctx, t, f, 0, 1); cs[0].ID != e1.ID {
+		t.Fatalf("first change: %x", cs[0].ID[:4])
+	}
+	if _, err := pgtest.Terminate(ctx, fx.url); err != nil {
+		t.Fatal(err)
+	}
+	e2 := fx.event(0, 1, fx.now.Load(), nil, "after the kill")
+	for {
+		r, err := writer.Save(ctx, e2)
+		if err == nil && (r == eventstore.Stored || r == eventstore.Duplicate) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("save after the kill: %v", err)
+		}
+	}
+	if cs := drain(ctx, t, f, 1, 2); cs[0].ID != e2.ID {
+		t.Fatalf("second change: %x", cs[0].ID[:4])
+	}
+}
