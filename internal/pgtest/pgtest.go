@@ -77,29 +77,25 @@ func Start(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "pgtest-")
-	if err != nil {
-		return nil, fmt.Errorf("pgtest: %w", err)
+	s := &Server{bin: bin, asPG: os.Geteuid() == 0}
+	if s.dir, err = s.tempDir(); err != nil {
+		return nil, err
 	}
-	s := &Server{bin: bin, dir: dir, asPG: os.Geteuid() == 0}
-	if s.asPG {
-		pg, err := user.Lookup("postgres")
-		if err != nil {
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("pgtest: running as root needs the postgres user (apt-get install postgresql): %w", err)
-		}
-		uid, _ := strconv.Atoi(pg.Uid)
-		gid, _ := strconv.Atoi(pg.Gid)
-		if err := os.Chown(dir, uid, gid); err != nil {
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("pgtest: %w", err)
-		}
-	}
-	data := filepath.Join(dir, "data")
+	data := filepath.Join(s.dir, "data")
 	if out, err := s.run("initdb", "-D", data, "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"); err != nil {
-		os.RemoveAll(dir)
+		os.RemoveAll(s.dir)
 		return nil, fmt.Errorf("pgtest: initdb: %w\n%s", err, out)
 	}
+	if err := s.start(opts); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// start starts the server of s.dir/data on a free port.
+func (s *Server) start(opts Options) error {
+	data := filepath.Join(s.dir, "data")
 	settings := "-c listen_addresses=127.0.0.1 -c max_connections=200 -c log_min_messages=warning"
 	if !opts.Durable {
 		settings += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
@@ -107,24 +103,65 @@ func Start(opts Options) (*Server, error) {
 	// A free port can be taken between choosing it and the server binding
 	// it; a few tries make that harmless.
 	for try := 0; ; try++ {
-		s.port, err = freePort()
+		port, err := freePort()
 		if err == nil {
+			s.port = port
 			var out []byte
-			out, err = s.run("pg_ctl", "-D", data, "-l", filepath.Join(dir, "log"), "-w", "-t", "60",
-				"-o", fmt.Sprintf("-p %d -k %s %s", s.port, dir, settings), "start")
+			out, err = s.run("pg_ctl", "-D", data, "-l", filepath.Join(s.dir, "log"), "-w", "-t", "60",
+				"-o", fmt.Sprintf("-p %d -k %s %s", s.port, s.dir, settings), "start")
 			if err != nil {
-				log, _ := os.ReadFile(filepath.Join(dir, "log"))
+				log, _ := os.ReadFile(filepath.Join(s.dir, "log"))
 				err = fmt.Errorf("pgtest: pg_ctl start: %w\n%s%s", err, out, log)
 			}
 		}
-		if err == nil {
-			return s, nil
-		}
-		if try == 2 {
-			s.Stop()
-			return nil, err
+		if err == nil || try == 2 {
+			return err
 		}
 	}
+}
+
+// StartReplica starts a streaming replica of s (pg_basebackup -R, then
+// a hot standby on its own port), for tests of reads from a replica. Stop
+// it when done.
+func (s *Server) StartReplica(opts Options) (*Server, error) {
+	dir, err := s.tempDir()
+	if err != nil {
+		return nil, err
+	}
+	r := &Server{bin: s.bin, dir: dir, asPG: s.asPG}
+	if out, err := r.run("pg_basebackup", "-D", filepath.Join(dir, "data"), "-R", "-X", "stream", "-c", "fast",
+		"-h", "127.0.0.1", "-p", strconv.Itoa(s.port), "-U", "postgres"); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("pgtest: pg_basebackup: %w\n%s", err, out)
+	}
+	if err := r.start(opts); err != nil {
+		r.Stop()
+		return nil, err
+	}
+	return r, nil
+}
+
+// tempDir makes a directory for a server's data and socket, owned by the
+// user the server runs as.
+func (s *Server) tempDir() (string, error) {
+	dir, err := os.MkdirTemp("", "pgtest-")
+	if err != nil {
+		return "", fmt.Errorf("pgtest: %w", err)
+	}
+	if s.asPG {
+		pg, err := user.Lookup("postgres")
+		if err != nil {
+			os.RemoveAll(dir)
+			return "", fmt.Errorf("pgtest: running as root needs the postgres user (apt-get install postgresql): %w", err)
+		}
+		uid, _ := strconv.Atoi(pg.Uid)
+		gid, _ := strconv.Atoi(pg.Gid)
+		if err := os.Chown(dir, uid, gid); err != nil {
+			os.RemoveAll(dir)
+			return "", fmt.Errorf("pgtest: %w", err)
+		}
+	}
+	return dir, nil
 }
 
 func (s *Server) run(name string, args ...string) ([]byte, error) {
