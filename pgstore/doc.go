@@ -95,7 +95,11 @@
 // a REQ and reads the head in one REPEATABLE READ snapshot, so the stored
 // answer holds exactly the events of the changes up to that head and a
 // subscription that then follows the feed from it gets every later event
-// once. NOTIFY (channel fleetmesh_feed, no payload) only wakes followers;
+// once. That holds with the query on a streaming replica
+// (Options.ReadURL) and the feed followed on the primary: the replica's
+// snapshot is a prefix 1..H of the primary's changes too, and the
+// follower reads the rest from H. NOTIFY (channel fleetmesh_feed, no
+// payload) only wakes followers;
 // they also read the feed every Options.FeedPoll, so a notification lost
 // while the listener reconnects costs a poll's delay, never an event, and
 // a follower whose read fails (pg_terminate_backend, a failover) retries

@@ -75,7 +75,7 @@ func (s *Store) QueryRaw(ctx context.Context, f *nostr.Filter, limit int, fn fun
 	if s.closed() {
 		return ErrClosed
 	}
-	return s.query(ctx, s.pool, f, limit, true, fn)
+	return s.query(ctx, s.read, f, limit, true, fn)
 }
 
 // ListRaw is QueryRaw in no particular order, for callers that list a
@@ -84,7 +84,7 @@ func (s *Store) ListRaw(ctx context.Context, f *nostr.Filter, limit int, fn func
 	if s.closed() {
 		return ErrClosed
 	}
-	return s.query(ctx, s.pool, f, limit, false, fn)
+	return s.query(ctx, s.read, f, limit, false, fn)
 }
 
 // QueryRawHead is QueryRaw with the feed's position in the same snapshot:
@@ -95,7 +95,7 @@ func (s *Store) QueryRawHead(ctx context.Context, f *nostr.Filter, limit int, fn
 	if s.closed() {
 		return 0, ErrClosed
 	}
-	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err = pgx.BeginTxFunc(ctx, s.read, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var h int64
 		if err := tx.QueryRow(ctx, "SELECT seq FROM fleetmesh.feed_head").Scan(&h); err != nil {
 			return err
@@ -119,7 +119,7 @@ func (s *Store) Count(ctx context.Context, f *nostr.Filter) (n int64, approximat
 		return 0, false, nil
 	}
 	q, args := buildQuery(f, s.opts.Now().Unix(), s.opts.MaxScan, false, "1")
-	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM ("+q+") m", args...).Scan(&n); err != nil {
+	if err := s.read.QueryRow(ctx, "SELECT count(*) FROM ("+q+") m", args...).Scan(&n); err != nil {
 		return 0, false, fmt.Errorf("pgstore: count: %w", err)
 	}
 	return n, n >= int64(s.opts.MaxScan), nil

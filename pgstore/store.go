@@ -25,6 +25,14 @@ type Options struct {
 	// MaxConns bounds the connections of the store's pool (default 8).
 	// Following the feed holds one more, outside the pool, for LISTEN.
 	MaxConns int32
+	// ReadURL, when set, is a streaming replica's connection string:
+	// Query, QueryRaw, ListRaw, Count and QueryRawHead read it, with a
+	// pool of MaxConns of its own, while saves, the feed and Head use the
+	// primary. A replica lags its primary, so an event just saved may be
+	// missing from a query answered there for that long; QueryRawHead's
+	// head is the replica's, and following the primary's feed from it
+	// still misses nothing and repeats nothing (doc.go).
+	ReadURL string
 	// MaxBatch is how many saves one transaction gathers at most
 	// (default 256; writer.go).
 	MaxBatch int
@@ -98,6 +106,8 @@ func (o *Options) fill() {
 // process that opens the same database.
 type Store struct {
 	pool *pgxpool.Pool
+	// read is the pool queries use: a replica's (Options.ReadURL), or pool.
+	read *pgxpool.Pool
 	opts Options
 
 	// writes carries saves to the writers. Save sends on it only under
@@ -142,10 +152,23 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
+	read := pool
+	if opts.ReadURL != "" {
+		rcfg, err := pgxpool.ParseConfig(opts.ReadURL)
+		if err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("pgstore: the replica's connection string: %w", err)
+		}
+		rcfg.MaxConns = opts.MaxConns
+		if read, err = pgxpool.NewWithConfig(ctx, rcfg); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("pgstore: replica: %w", err)
+		}
+	}
 	if n > 0 {
 		opts.Logger.Info("pgstore: schema migrated", "applied", n, "version", SchemaVersion())
 	}
-	s := &Store{pool: pool, opts: opts, wakeCh: make(chan struct{}), writes: make(chan *saveReq, opts.MaxBatch)}
+	s := &Store{pool: pool, read: read, opts: opts, wakeCh: make(chan struct{}), writes: make(chan *saveReq, opts.MaxBatch)}
 	s.bg, s.cancel = context.WithCancel(context.Background())
 	s.measure(ctx)
 	s.wg.Add(1 + opts.Writers)
@@ -165,6 +188,9 @@ func (s *Store) Close() error {
 		s.mu.Unlock()
 		s.cancel()
 		s.wg.Wait()
+		if s.read != s.pool {
+			s.read.Close()
+		}
 		s.pool.Close()
 	})
 	return nil
