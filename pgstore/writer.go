@@ -125,8 +125,10 @@ func (s *Store) runBatch(ctx context.Context, batch []*saveReq) error {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue("SELECT count(pg_advisory_xact_lock(k)) FROM unnest($1::bigint[]) AS k", locks)
-	for _, r := range batch {
+	raws := make([][]byte, len(batch))
+	for i, r := range batch {
 		ev := r.ev
+		raws[i] = ev.AppendJSON(nil)
 		var exp *int64
 		if e, ok := ev.Expiration(); ok {
 			exp = &e
@@ -141,7 +143,7 @@ func (s *Store) runBatch(ctx context.Context, batch []*saveReq) error {
 			kinds[i], ds[i] = int32(sl.kind), []byte(sl.d)
 		}
 		b.Queue("SELECT result, replaced, deleted FROM fleetmesh.save_event($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-			ev.ID[:], ev.PubKey[:], ev.CreatedAt, ev.Kind, dOf(ev), exp, ev.AppendJSON(nil), tagValues(ev),
+			ev.ID[:], ev.PubKey[:], ev.CreatedAt, ev.Kind, dOf(ev), exp, raws[i], tagValues(ev),
 			del.ids, kinds, ds, full)
 	}
 	var changes changeList
@@ -154,7 +156,7 @@ func (s *Store) runBatch(ctx context.Context, batch []*saveReq) error {
 		if _, err := br.Exec(); err != nil {
 			return err
 		}
-		for _, r := range batch {
+		for i, r := range batch {
 			var (
 				res      int32
 				replaced []byte
@@ -176,7 +178,7 @@ func (s *Store) runBatch(ctx context.Context, batch []*saveReq) error {
 				changes.removed(replaced)
 			}
 			if rr == eventstore.Stored {
-				changes.stored(r.ev.ID[:], r.ev.AppendJSON(nil))
+				changes.stored(r.ev.ID[:], raws[i])
 			}
 			for _, id := range deleted {
 				changes.removed(id)
