@@ -1,0 +1,108 @@
+package pgstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"fleetmesh.org/fleetmesh/eventstore"
+	"fleetmesh.org/fleetmesh/internal/pgtest"
+	"fleetmesh.org/fleetmesh/nostr"
+)
+
+// TestReplicaReads runs a store whose queries read a streaming replica
+// (Options.ReadURL) while it writes to the primary: a REQ answered on the
+// replica mid-writes and then followed on the primary's feed from the
+// replica's head sees every event exactly once, and the replica comes to
+// serve every event.
+func TestReplicaReads(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	primary, err := pgtest.Start(pgtest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer primary.Stop()
+	url, err := primary.CreateDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replica, err := primary.StartReplica(pgtest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer replica.Stop()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx := &fixture{t: t, url: url}
+	fx.now.Store(1_700_000_000)
+	k, err := nostr.GenerateSecretKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx.keys = []nostr.SecretKey{k}
+	fx.opts = Options{ReadURL: replica.URL(cfg.Database)}
+	fx.s = fx.open()
+	defer fx.s.Close()
+
+	evs := makeNotes(fx, 100)
+	done := make(chan map[[32]byte]bool)
+	go func() { done <- writeAll(ctx, t, []*Store{fx.s}, evs, false) }()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		h, err := fx.s.Head(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h >= 20 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	seen := map[[32]byte]int{}
+	f := nostr.Filter{Kinds: []int{1}}
+	head, err := fx.s.QueryRawHead(ctx, &f, 10_000, func(r eventstore.Raw) bool {
+		seen[r.ID()]++
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	follower := fx.s.Follow(ctx, head)
+	stored := <-done
+	final, err := fx.s.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("replica's answer: %d events at head %d; primary's feed after it: %d changes", len(seen), head, final-head)
+	for _, c := range drain(ctx, t, follower, head, final) {
+		seen[c.ID]++
+	}
+	if len(seen) != len(stored) {
+		t.Fatalf("the REQ saw %d events of %d", len(seen), len(stored))
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("event %x seen %d times", id[:4], n)
+		}
+	}
+	// The replica catches up and serves every event.
+	for {
+		n, _, err := fx.s.Count(ctx, &f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == int64(len(evs)) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the replica serves %d events of %d", n, len(evs))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
