@@ -41,9 +41,10 @@ type Origin int
 
 // Origins.
 const (
-	FromClient  Origin = iota // published by a client of this relay
-	FromMesh                  // handed in by the mesh
-	FromBackend               // handed in by a gateway from its private backend
+	FromClient   Origin = iota // published by a client of this relay
+	FromMesh                   // handed in by the mesh
+	FromBackend                // handed in by a gateway from its private backend
+	FromFrontEnd               // stored by another front-end sharing this node's store (Deliver)
 )
 
 // Relay is a Nostr relay. Its hook slices must be set before it serves.
@@ -88,6 +89,17 @@ type Relay struct {
 	// which way, n is the event's JSON bytes as framed. It runs on the
 	// connection's goroutines and must not block.
 	Served func(party string, sent bool, n int)
+	// FeedHead, if set, says the store is shared by several front-ends
+	// and live delivery comes from its change feed: it returns the
+	// feed's last committed position. Stored events then reach live
+	// subscriptions, and the OnStored hooks, only through Deliver, which
+	// the front-end following the feed calls for every event, this
+	// relay's own included; ephemeral events are delivered here at once.
+	FeedHead func(ctx context.Context) (uint64, error)
+
+	// feedOrigins are where events this relay stored came from, until
+	// the feed delivers them (FeedHead set).
+	feedOrigins feedOrigins
 
 	upgrader websocket.Upgrader
 	// corkBufs holds the buffers corked connections collect a batch of
@@ -301,21 +313,35 @@ func (r *Relay) refuse(ctx context.Context, ev *nostr.Event) string {
 // accept stores (or, if ephemeral, only delivers) a verified, admitted event.
 func (r *Relay) accept(ctx context.Context, ev *nostr.Event, from Origin) (eventstore.Result, error) {
 	res := eventstore.Stored
+	fed := r.FeedHead != nil && nostr.ClassOf(ev.Kind) != nostr.Ephemeral
+	if fed {
+		// Remembered before the save: the feed may deliver the event
+		// before Save returns.
+		r.feedOrigins.put(ev.ID, from)
+	}
 	if nostr.ClassOf(ev.Kind) != nostr.Ephemeral {
 		start := time.Now()
 		var err error
 		res, err = r.store.Save(ctx, ev)
 		r.m.saveSeconds.Observe(time.Since(start).Seconds())
+		if fed && (err != nil || res != eventstore.Stored) {
+			r.feedOrigins.take(ev.ID)
+		}
 		if err != nil {
 			r.m.rejected.WithLabelValues("store_error").Inc()
 			return res, err
 		}
 	}
 	r.m.stored.WithLabelValues(res.String()).Inc()
+	if fed {
+		// The feed brings it back to every front-end, this one too
+		// (Deliver), with its hooks.
+		return res, nil
+	}
 	if res == eventstore.Stored {
 		// Live delivery runs off the publisher's path: its OK does not
 		// wait for every matching subscription to be written to.
-		r.fanout.add(ev)
+		r.fanout.add(ev, 0, nil)
 		for _, h := range r.OnStored {
 			h(ev, from)
 		}
