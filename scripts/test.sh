@@ -20,6 +20,9 @@ command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 # Debian's chromium, driven by playwright-core from interop/, loads the
 # operator dashboard (e2e/dashboard_test.go); no browser is downloaded.
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+# PostgreSQL's server binaries: the PostgreSQL event store's tests start
+# their own throwaway server on loopback (internal/pgtest).
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq
