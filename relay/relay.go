@@ -94,8 +94,11 @@ type Relay struct {
 	// feed's last committed position. Stored events then reach live
 	// subscriptions, and the OnStored hooks, only through Deliver, which
 	// the front-end following the feed calls for every event, this
-	// relay's own included; ephemeral events are delivered here at once.
+	// relay's own included.
 	FeedHead func(ctx context.Context) (uint64, error)
+	// Broadcast, set with FeedHead, puts an ephemeral event on the feed
+	// for every front-end, this one too (Deliver), without storing it.
+	Broadcast func(ctx context.Context, ev *nostr.Event) error
 
 	// feedOrigins are where events this relay stored came from, until
 	// the feed delivers them (FeedHead set).
@@ -313,13 +316,20 @@ func (r *Relay) refuse(ctx context.Context, ev *nostr.Event) string {
 // accept stores (or, if ephemeral, only delivers) a verified, admitted event.
 func (r *Relay) accept(ctx context.Context, ev *nostr.Event, from Origin) (eventstore.Result, error) {
 	res := eventstore.Stored
-	fed := r.FeedHead != nil && nostr.ClassOf(ev.Kind) != nostr.Ephemeral
+	ephemeral := nostr.ClassOf(ev.Kind) == nostr.Ephemeral
+	fed := r.FeedHead != nil && (!ephemeral || r.Broadcast != nil)
 	if fed {
 		// Remembered before the save: the feed may deliver the event
 		// before Save returns.
 		r.feedOrigins.put(ev.ID, from)
 	}
-	if nostr.ClassOf(ev.Kind) != nostr.Ephemeral {
+	if ephemeral && fed {
+		if err := r.Broadcast(ctx, ev); err != nil {
+			r.feedOrigins.take(ev.ID)
+			r.m.rejected.WithLabelValues("store_error").Inc()
+			return res, err
+		}
+	} else if !ephemeral {
 		start := time.Now()
 		var err error
 		res, err = r.store.Save(ctx, ev)
