@@ -17,6 +17,10 @@ import (
 // plus the time the mesh takes to start.
 const RolePoll = 2 * time.Second
 
+// roleCheckTimeout bounds the holder's check of its session: generous,
+// as a check cut short ends the session and with it the role.
+const roleCheckTimeout = 30 * time.Second
+
 // RoleLockKey is the advisory lock key of a node's mesh role: taken from
 // the node's DID, so that nodes sharing a database server never share a
 // lock.
@@ -103,7 +107,9 @@ func (r *Role) watch(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		pctx, cancel := context.WithTimeout(ctx, RolePoll)
+		// A ping cut short closes the connection, and so ends the lock:
+		// it is given long enough that only a dead session fails it.
+		pctx, cancel := context.WithTimeout(ctx, roleCheckTimeout)
 		err := r.conn.Ping(pctx)
 		cancel()
 		if err != nil && ctx.Err() == nil {
