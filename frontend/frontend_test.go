@@ -3,6 +3,7 @@ package frontend
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"fleetmesh.org/fleetmesh/internal/pgtest"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/pgstore"
+	"fleetmesh.org/fleetmesh/store"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -187,4 +189,75 @@ func TestFollowerAcrossTerminatedConnections(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// TestCopyFromPebble copies a Pebble store into PostgreSQL: the database
+// then answers as the Pebble store did, and a second run copies nothing
+// new.
+func TestCopyFromPebble(t *testing.T) {
+	ctx := context.Background()
+	src, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	var keys []nostr.SecretKey
+	for range 3 {
+		k, _ := nostr.GenerateSecretKey()
+		keys = append(keys, k)
+	}
+	base := time.Now().Unix() - 1000
+	sign := func(k nostr.SecretKey, kind int, at int64, tags nostr.Tags) *nostr.Event {
+		ev := &nostr.Event{CreatedAt: at, Kind: kind, Tags: tags, Content: "c"}
+		if tags == nil {
+			ev.Tags = nostr.Tags{}
+		}
+		if err := k.Sign(ev); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := src.Save(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+		return ev
+	}
+	for i := range 300 {
+		sign(keys[i%3], 1, base+int64(i), nostr.Tags{{"t", "x"}})
+	}
+	for i := range 5 {
+		sign(keys[0], 0, base+int64(i), nil) // one winner
+	}
+	doomed := sign(keys[1], 1, base+500, nil)
+	sign(keys[1], 5, base+501, nostr.Tags{{"e", doomed.IDHex()}})
+
+	dst, err := pgstore.Open(ctx, pgtest.Database(t), pgstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	got, err := CopyFromPebble(ctx, src, dst, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Read != 302 || got.Results["stored"] != 302 {
+		t.Fatalf("copied %+v, want 302 read and stored (300 notes, a profile, a deletion)", got)
+	}
+	all := func(q interface {
+		Query(context.Context, *nostr.Filter, int, func(*nostr.Event) bool) error
+	}) []string {
+		var ids []string
+		if err := q.Query(ctx, &nostr.Filter{}, 1000, func(ev *nostr.Event) bool { ids = append(ids, ev.IDHex()); return true }); err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	if a, b := all(src), all(dst); !slices.Equal(a, b) {
+		t.Fatalf("PostgreSQL answers %d events, Pebble %d, or in another order", len(b), len(a))
+	}
+	again, err := CopyFromPebble(ctx, src, dst, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Results["duplicate"] != 302 {
+		t.Fatalf("a second copy gave %+v, want 302 duplicates", again.Results)
+	}
 }

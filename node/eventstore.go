@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
 
 	"fleetmesh.org/fleetmesh/config"
+	"fleetmesh.org/fleetmesh/frontend"
 	"fleetmesh.org/fleetmesh/pgstore"
 	"fleetmesh.org/fleetmesh/relay"
 	"fleetmesh.org/fleetmesh/store"
@@ -33,7 +35,7 @@ func openStore(opts Options, files relay.FileBudget, log *slog.Logger) (st Event
 	if cfg.Store.Backend == config.StorePostgres {
 		ctx, cancel := context.WithTimeout(context.Background(), storeOpenTimeout)
 		defer cancel()
-		pg, err := pgstore.Open(ctx, cfg.Store.PostgresURL, pgstore.Options{MaxBytes: cfg.Mesh.StorageMaxBytes, Logger: log})
+		pg, err := pgstore.Open(ctx, withApplicationName(cfg.Store.PostgresURL, "fleetmesh "+frontend.Name(cfg.Relay.Listen)), pgstore.Options{MaxBytes: cfg.Mesh.StorageMaxBytes, Logger: log})
 		if err != nil {
 			return nil, nil, fmt.Errorf("node: [store] postgres_url: %w", err)
 		}
@@ -50,4 +52,21 @@ func openStore(opts Options, files relay.FileBudget, log *slog.Logger) (st Event
 		return nil, nil, err
 	}
 	return ps, nil, nil
+}
+
+// withApplicationName sets the sessions' application_name in a
+// postgres:// URL that sets none, so that pg_stat_activity tells the
+// front-ends apart.
+func withApplicationName(raw, name string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	q := u.Query()
+	if q.Get("application_name") != "" {
+		return raw
+	}
+	q.Set("application_name", name)
+	u.RawQuery = q.Encode()
+	return u.String()
 }

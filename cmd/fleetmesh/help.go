@@ -22,6 +22,7 @@ var helpExamples = map[string]string{
 	"receipts":        "fleetmesh receipts --home ~/.fleetmesh --node did:key:z6Mk… --verify",
 	"standing":        "fleetmesh standing --home ~/.fleetmesh --json",
 	"version":         "fleetmesh version --json",
+	"store migrate":   "fleetmesh store migrate --home ~/.fleetmesh --to postgres://fleetmesh:secret@127.0.0.1:5432/fleetmesh",
 	"grants list":     "fleetmesh grants list --home ~/.fleetmesh",
 	"grants offer":    "fleetmesh grants offer --home ~/.fleetmesh --to did:key:z6Mk… --service events --quota 10000",
 	"grants revoke":   "fleetmesh grants revoke --home ~/.fleetmesh --id GRANT_ID",
@@ -52,6 +53,9 @@ func init() {
 	}
 	for n, s := range grantsVerbs {
 		verbSummaries["grants "+n] = s
+	}
+	for n, s := range storeVerbs {
+		verbSummaries["store "+n] = s
 	}
 }
 
