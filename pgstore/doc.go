@@ -48,24 +48,29 @@
 //
 // # One winner per slot, across processes
 //
-// Every save is one READ COMMITTED transaction that first takes
-// transaction-level advisory locks (pg_advisory_xact_lock) on its id, on
-// its replacement slot if it has one, and, for a deletion request, on
-// every id and address it names; all of them at once, in ascending key
-// order, so two transactions never wait for each other in a cycle. Two
-// saves that could decide each other's outcome (the same slot, the same
-// id, a deletion and what it names) therefore run one after the other,
-// whichever connection or process they come through, and the second's
-// checks, each statement reading a fresh snapshot, see the first's
-// commit: PostgreSQL releases a transaction's locks only after its commit
-// is visible. The unique index events_by_slot backs the rule up: a second
-// winner could not be inserted. Saves that touch different ids and slots
-// do not wait for each other until the feed (below).
+// Saves are committed in batches: each Store runs Options.Writers writer
+// goroutines, each gathering the saves waiting (up to Options.MaxBatch)
+// into one READ COMMITTED transaction (writer.go). The transaction first
+// takes transaction-level advisory locks (pg_advisory_xact_lock) on every
+// save's id, on its replacement slot if it has one, and, for a deletion
+// request, on every id and address it names; all of them at once, in
+// ascending key order, so two transactions never wait for each other in a
+// cycle. Two saves that could decide each other's outcome (the same slot,
+// the same id, a deletion and what it names) therefore run one after the
+// other, whichever connection or process they come through, and the
+// second's checks, each statement reading a fresh snapshot, see the
+// first's commit: PostgreSQL releases a transaction's locks only after its
+// commit is visible. Within a batch the saves run in order, each seeing
+// the ones before it. The unique index events_by_slot backs the rule up:
+// a second winner could not be inserted. Saves that touch different ids
+// and slots do not wait for each other until the feed (below).
 //
-// A save takes three round trips: BEGIN, the locks and every check
-// (duplicate, tombstone, address deletion, the slot's current version) in
-// one pipelined batch; the writes in a second; the feed, the NOTIFY and
-// the COMMIT in a third.
+// Each save's checks and writes are one call of the SQL function
+// fleetmesh.save_event (migrations/0002_save_event.sql, the Pebble store's
+// apply in PL/pgSQL), so a batch takes two round trips however many saves
+// it holds: BEGIN, the locks and every save_event call, pipelined; then
+// the feed, the NOTIFY and the COMMIT. A batch that fails on a statement
+// is run again one save at a time, so a bad save fails alone.
 //
 // # The change feed, gap-free in commit order
 //

@@ -2,8 +2,10 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -252,4 +254,73 @@ func TestEphemeral(t *testing.T) {
 	if got, err := cs[0].Event(); err != nil || got.ID != e.ID || got.Content != e.Content {
 		t.Fatalf("feed event decodes to %+v (err %v)", got, err)
 	}
+}
+
+// TestFull: at MaxBytes a save that would write fails with ErrFull, and
+// one that writes nothing (a duplicate) is still answered.
+func TestFull(t *testing.T) {
+	fx := newFixture(t, 1)
+	e := fx.event(0, 1, fx.now.Load(), nil, "before the bound")
+	fx.save(e)
+	fx.s.opts.MaxBytes = 1 // any database is past it
+	if _, err := fx.s.Save(context.Background(), fx.event(0, 1, fx.now.Load(), nil, "past the bound")); !errors.Is(err, eventstore.ErrFull) {
+		t.Fatalf("save past the bound: %v, want ErrFull", err)
+	}
+	if r := fx.save(e); r != eventstore.Duplicate {
+		t.Fatalf("duplicate past the bound: %v", r)
+	}
+}
+
+// TestCloseCommitsAccepted closes a store while saves are in flight:
+// each save either reports Stored, and its event is in the database, or
+// fails with ErrClosed.
+func TestCloseCommitsAccepted(t *testing.T) {
+	fx := newFixture(t, 1)
+	evs := makeNotes(fx, 200)
+	results := make([]error, len(evs))
+	stored := make([]bool, len(evs))
+	var wg sync.WaitGroup
+	for i, e := range evs {
+		wg.Go(func() {
+			r, err := fx.s.Save(context.Background(), e)
+			results[i], stored[i] = err, r == eventstore.Stored
+		})
+	}
+	fx.s.Close()
+	wg.Wait()
+	fx.s = fx.open()
+	n := 0
+	for i, e := range evs {
+		got := len(fx.query(nostr.Filter{IDs: [][32]byte{e.ID}}, 1)) == 1
+		switch {
+		case results[i] == nil && stored[i] && got:
+			n++
+		case errors.Is(results[i], ErrClosed) && !got:
+		default:
+			t.Fatalf("save %d: err %v, stored %v, in the database %v", i, results[i], stored[i], got)
+		}
+	}
+	t.Logf("%d of %d saves committed before Close", n, len(evs))
+}
+
+// FuzzParseAddress: an "a" tag value either parses into a slot that
+// prints back to an address that parses the same, or is refused.
+func FuzzParseAddress(f *testing.F) {
+	f.Add("30023:" + fmt.Sprintf("%064x", 7) + ":my-article")
+	f.Add("10002:" + fmt.Sprintf("%064x", 1) + ":ignored")
+	f.Add("1::")
+	f.Add("-1:zz:")
+	f.Fuzz(func(t *testing.T, a string) {
+		sl, ok := parseAddress(a)
+		if !ok {
+			return
+		}
+		if sl.kind < 0 || sl.kind > nostr.MaxKind {
+			t.Fatalf("%q parsed to kind %d", a, sl.kind)
+		}
+		again, ok := parseAddress(fmt.Sprintf("%d:%x:%s", sl.kind, sl.pubkey, sl.d))
+		if !ok || again != sl {
+			t.Fatalf("%q parsed to %+v, which prints to an address that parses to %+v (ok %v)", a, sl, again, ok)
+		}
+	})
 }

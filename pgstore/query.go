@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -157,61 +158,79 @@ func (s *Store) query(ctx context.Context, db querier, f *nostr.Filter, limit in
 	return nil
 }
 
+// maxLateral bounds how many index walks one query is split into (for
+// example authors × kinds), as the Pebble store's maxRanges does; past it
+// the planner gets the plain predicate.
+const maxLateral = 256
+
 // buildQuery writes the SELECT of cols that answers f: the conditions of
 // f over the events table, events past their NIP-40 expiration left out,
-// newest first (ties: lowest id) when ordered, at most limit rows.
+// at most limit rows, newest first (ties: lowest id) when ordered.
 //
-// A filter with tag conditions is driven from the tags table when its
-// tag with the fewest values has one value: the index tags_by_value then
-// yields that tag's events newest first, and the limit stops the walk.
-// Any other condition is a plain predicate whose index the planner picks
-// (see the indexes of migrations/0001_schema.sql).
+// An ordered query is split as the Pebble store's planner splits it into
+// key ranges: by (author, kind) pairs, else by the values of the tag with
+// the fewest, else by author, else by kind. Each part is a LATERAL
+// subquery that walks one index (events_by_author_kind, tags_by_value,
+// events_by_author, events_by_kind) newest first and stops at the limit,
+// and the outer query merges the parts. PostgreSQL 15 cannot walk an
+// index in order for "= ANY(list)", so without the split a 50-author
+// feed sorts every note of the 50 authors to return 50 of them.
 func buildQuery(f *nostr.Filter, now int64, limit int, ordered bool, cols string) (string, []any) {
-	var (
-		args  []any
-		conds []string
-	)
+	var args []any
 	arg := func(v any) string {
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
 	}
-	conds = append(conds, "(e.expiration IS NULL OR e.expiration > "+arg(now)+")")
+	authors, kinds := dedup(bytesList(f.Authors)), dedupInts(f.Kinds)
+	// The part of the query each LATERAL walk takes: "authorkind",
+	// "tag", "author", "kind", or "" for none.
+	drive := ""
+	best := ""
+	for name, vals := range f.Tags {
+		if best == "" || len(vals) < len(f.Tags[best]) || (len(vals) == len(f.Tags[best]) && name < best) {
+			best = name
+		}
+	}
+	switch {
+	case !ordered || f.IDs != nil:
+	case f.Authors != nil && f.Kinds != nil && len(authors)*len(kinds) <= maxLateral:
+		drive = "authorkind"
+	case best != "" && len(best) == 1 && len(f.Tags[best]) <= maxLateral:
+		drive = "tag"
+	case f.Authors != nil && len(authors) <= maxLateral:
+		drive = "author"
+	case f.Kinds != nil && len(kinds) <= maxLateral:
+		drive = "kind"
+	}
+
+	conds := []string{"(e.expiration IS NULL OR e.expiration > " + arg(now) + ")"}
 	if f.IDs != nil {
 		conds = append(conds, "e.id = ANY("+arg(bytesList(f.IDs))+"::bytea[])")
 	}
-	if f.Authors != nil {
-		conds = append(conds, "e.pubkey = ANY("+arg(bytesList(f.Authors))+"::bytea[])")
-	}
-	if f.Kinds != nil {
-		ks := make([]int32, len(f.Kinds))
-		for i, k := range f.Kinds {
-			ks[i] = int32(k)
-		}
-		conds = append(conds, "e.kind = ANY("+arg(ks)+"::integer[])")
-	}
-	timeCol := "e.created_at"
+	var outer string // the FROM items the walks are laterally joined to
 	from := "fleetmesh.events e"
-	// The tag driving the walk: the one with the fewest values, as the
-	// Pebble store's planner picks, if it has exactly one.
-	drive := ""
-	for name, vals := range f.Tags {
-		if drive == "" || len(vals) < len(f.Tags[drive]) || (len(vals) == len(f.Tags[drive]) && name < drive) {
-			drive = name
-		}
-	}
-	if drive != "" && (len(drive) != 1 || len(f.Tags[drive]) != 1 || f.IDs != nil) {
-		drive = ""
-	}
-	if drive != "" {
+	timeCol := "e.created_at"
+	switch drive {
+	case "authorkind":
+		outer = "unnest(" + arg(authors) + "::bytea[]) AS a(v) CROSS JOIN unnest(" + arg(kinds) + "::integer[]) AS k(v)"
+		conds = append(conds, "e.pubkey = a.v", "e.kind = k.v")
+	case "author":
+		outer = "unnest(" + arg(authors) + "::bytea[]) AS a(v)"
+		conds = append(conds, "e.pubkey = a.v")
+	case "kind":
+		outer = "unnest(" + arg(kinds) + "::integer[]) AS k(v)"
+		conds = append(conds, "e.kind = k.v")
+	case "tag":
+		outer = "unnest(" + arg(tagValues1(best, f.Tags[best])) + "::bytea[]) AS t0(v)"
 		from = "fleetmesh.tags t JOIN fleetmesh.events e ON e.serial = t.serial"
 		timeCol = "t.created_at"
-		conds = append(conds, "t.tv = "+arg(tagValue(drive, f.Tags[drive][0])))
-		if f.Since != 0 {
-			conds = append(conds, "e.created_at >= "+arg(f.Since))
-		}
-		if f.HasUntil {
-			conds = append(conds, "e.created_at <= "+arg(f.Until))
-		}
+		conds = append(conds, "t.tv = t0.v")
+	}
+	if f.Authors != nil && drive != "authorkind" && drive != "author" {
+		conds = append(conds, "e.pubkey = ANY("+arg(authors)+"::bytea[])")
+	}
+	if f.Kinds != nil && drive != "authorkind" && drive != "kind" {
+		conds = append(conds, "e.kind = ANY("+arg(kinds)+"::integer[])")
 	}
 	if f.Since != 0 {
 		conds = append(conds, timeCol+" >= "+arg(f.Since))
@@ -220,32 +239,68 @@ func buildQuery(f *nostr.Filter, now int64, limit int, ordered bool, cols string
 		conds = append(conds, timeCol+" <= "+arg(f.Until))
 	}
 	for name, vals := range f.Tags {
-		if name == drive {
+		if drive == "tag" && name == best {
 			continue
 		}
-		tvs := make([][]byte, len(vals))
-		for i, v := range vals {
-			tvs[i] = tagValue(name, v)
-		}
 		if len(name) != 1 {
-			// Only single-letter tags are indexed; nothing else matches.
+			// Only single-letter tags are indexed, and a filter names
+			// no other (nostr.Filter).
 			conds = append(conds, "false")
 			continue
 		}
-		conds = append(conds, "EXISTS (SELECT 1 FROM fleetmesh.tags x WHERE x.serial = e.serial AND x.tv = ANY("+arg(tvs)+"::bytea[]))")
+		conds = append(conds, "EXISTS (SELECT 1 FROM fleetmesh.tags x WHERE x.serial = e.serial AND x.tv = ANY("+arg(tagValues1(name, vals))+"::bytea[]))")
 	}
+	lim := arg(limit)
 	var sb strings.Builder
-	sb.WriteString("SELECT ")
-	sb.WriteString(cols)
-	sb.WriteString(" FROM ")
-	sb.WriteString(from)
-	sb.WriteString(" WHERE ")
-	sb.WriteString(strings.Join(conds, " AND "))
-	if ordered {
-		sb.WriteString(" ORDER BY " + timeCol + " DESC, e.id")
+	if drive == "" {
+		sb.WriteString("SELECT " + cols + " FROM " + from + " WHERE " + strings.Join(conds, " AND "))
+		if ordered {
+			sb.WriteString(" ORDER BY e.created_at DESC, e.id")
+		}
+		sb.WriteString(" LIMIT " + lim)
+		return sb.String(), args
 	}
-	sb.WriteString(" LIMIT " + arg(limit))
+	// Values of one tag can name the same event twice.
+	distinct := ""
+	if drive == "tag" && len(f.Tags[best]) > 1 {
+		distinct = "DISTINCT ON (e.created_at, e.id) "
+	}
+	sb.WriteString("SELECT " + distinct + cols + " FROM " + outer + " CROSS JOIN LATERAL (")
+	sb.WriteString("SELECT e.* FROM " + from + " WHERE " + strings.Join(conds, " AND "))
+	sb.WriteString(" ORDER BY " + timeCol + " DESC, e.id LIMIT " + lim + ") e")
+	sb.WriteString(" ORDER BY e.created_at DESC, e.id LIMIT " + lim)
 	return sb.String(), args
+}
+
+// dedup drops repeated values, so that no two walks cover one range.
+func dedup(l [][]byte) [][]byte {
+	out := l[:0:0]
+	seen := make(map[string]bool, len(l))
+	for _, b := range l {
+		if !seen[string(b)] {
+			seen[string(b)] = true
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func dedupInts(l []int) []int32 {
+	out := make([]int32, 0, len(l))
+	for _, k := range l {
+		if !slices.Contains(out, int32(k)) {
+			out = append(out, int32(k))
+		}
+	}
+	return out
+}
+
+func tagValues1(name string, vals []string) [][]byte {
+	tvs := make([][]byte, 0, len(vals))
+	for _, v := range vals {
+		tvs = append(tvs, tagValue(name, v))
+	}
+	return dedup(tvs)
 }
 
 func bytesList(ids [][32]byte) [][]byte {

@@ -25,6 +25,12 @@ type Options struct {
 	// MaxConns bounds the connections of the store's pool (default 8).
 	// Following the feed holds one more, outside the pool, for LISTEN.
 	MaxConns int32
+	// MaxBatch is how many saves one transaction gathers at most
+	// (default 256; writer.go).
+	MaxBatch int
+	// Writers is how many transactions of saves the store runs at once
+	// (default 2), so that one batch's checks overlap another's commit.
+	Writers int
 	// MaxBytes bounds the database's size (0: no bound): once the size
 	// last measured (every SweepEvery) reaches it, saves fail with ErrFull.
 	MaxBytes uint64
@@ -55,6 +61,12 @@ type Options struct {
 func (o *Options) fill() {
 	if o.MaxConns <= 0 {
 		o.MaxConns = 8
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 256
+	}
+	if o.Writers <= 0 {
+		o.Writers = 2
 	}
 	if o.MaxScan <= 0 {
 		o.MaxScan = 200_000
@@ -87,6 +99,13 @@ func (o *Options) fill() {
 type Store struct {
 	pool *pgxpool.Pool
 	opts Options
+
+	// writes carries saves to the writers. Save sends on it only under
+	// mu held shared and while !isClosed, so that once Close has set
+	// isClosed the writers find every accepted save queued.
+	writes   chan *saveReq
+	mu       sync.RWMutex
+	isClosed bool
 
 	// size is the database's size in bytes as last measured.
 	size atomic.Uint64
@@ -126,18 +145,24 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if n > 0 {
 		opts.Logger.Info("pgstore: schema migrated", "applied", n, "version", SchemaVersion())
 	}
-	s := &Store{pool: pool, opts: opts, wakeCh: make(chan struct{})}
+	s := &Store{pool: pool, opts: opts, wakeCh: make(chan struct{}), writes: make(chan *saveReq, opts.MaxBatch)}
 	s.bg, s.cancel = context.WithCancel(context.Background())
 	s.measure(ctx)
-	s.wg.Add(1)
+	s.wg.Add(1 + opts.Writers)
 	go s.sweeper()
+	for range opts.Writers {
+		go s.writer()
+	}
 	return s, nil
 }
 
-// Close stops the store's goroutines (followers end with ErrClosed) and
-// closes its connections.
+// Close commits every save already accepted, stops the store's goroutines
+// (followers end with ErrClosed) and closes its connections.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.isClosed = true
+		s.mu.Unlock()
 		s.cancel()
 		s.wg.Wait()
 		s.pool.Close()
