@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 
 	"fleetmesh.org/fleetmesh/config"
 	"fleetmesh.org/fleetmesh/frontend"
@@ -67,6 +68,7 @@ func withApplicationName(raw, name string) string {
 		return raw
 	}
 	q.Set("application_name", name)
-	u.RawQuery = q.Encode()
+	// A space as %20: pgx reads a '+' in the query as itself.
+	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
 	return u.String()
 }

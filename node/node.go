@@ -297,6 +297,14 @@ func Open(opts Options) (*Node, error) {
 		mux.Handle("/didcomm", dc)
 		acct.mount(mux, rcfg.TrustedProxies)
 		irohRelay = openIrohRelay(opts, mp, mux)
+	} else {
+		// A load balancer in front takes 503 to mean "try the next
+		// front-end" (deploy/nginx-frontends.conf).
+		notHere := func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "this front-end does not hold the node's mesh role: another one serves this", http.StatusServiceUnavailable)
+		}
+		mux.HandleFunc("/didcomm", notHere)
+		mux.HandleFunc("/accounting/", notHere)
 	}
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	health := &healthChecks{}
