@@ -44,6 +44,19 @@ type Role struct {
 // front-end holds it. It returns nil, nil when another does. name is set
 // as the session's application_name, which status shows as the holder.
 func TryRole(ctx context.Context, url string, key int64, name string) (*Role, error) {
+	conn, err := connectRole(ctx, url, name)
+	if err != nil {
+		return nil, err
+	}
+	r, err := tryOn(ctx, conn, key)
+	if r == nil {
+		conn.Close(context.Background())
+	}
+	return r, err
+}
+
+// connectRole opens the session the role is held on.
+func connectRole(ctx context.Context, url, name string) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("frontend: store.postgres_url: %w", err)
@@ -53,13 +66,16 @@ func TryRole(ctx context.Context, url string, key int64, name string) (*Role, er
 	if err != nil {
 		return nil, fmt.Errorf("frontend: connect for the mesh role: %w", err)
 	}
+	return conn, nil
+}
+
+// tryOn asks for the lock on conn; a Role that owns conn if it got it.
+func tryOn(ctx context.Context, conn *pgx.Conn, key int64) (*Role, error) {
 	var got bool
 	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&got); err != nil {
-		conn.Close(context.Background())
 		return nil, fmt.Errorf("frontend: take the mesh role: %w", err)
 	}
 	if !got {
-		conn.Close(context.Background())
 		return nil, nil
 	}
 	wctx, cancel := context.WithCancel(context.Background())
@@ -68,16 +84,34 @@ func TryRole(ctx context.Context, url string, key int64, name string) (*Role, er
 	return r, nil
 }
 
-// WaitRole asks for the mesh role every RolePoll until this front-end
-// gets it or ctx ends. A failed attempt (the database unreachable) is
-// retried as a refused one is.
+// WaitRole asks for the mesh role every RolePoll, on one session kept
+// open between the asks, until this front-end gets it or ctx ends. A
+// failed attempt (the database unreachable) is retried on a new session.
 func WaitRole(ctx context.Context, url string, key int64, name string, onErr func(error)) (*Role, error) {
 	t := time.NewTicker(RolePoll)
 	defer t.Stop()
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
 	for {
-		r, err := TryRole(ctx, url, key, name)
-		if r != nil {
-			return r, nil
+		var err error
+		if conn == nil {
+			conn, err = connectRole(ctx, url, name)
+		}
+		if err == nil {
+			var r *Role
+			r, err = tryOn(ctx, conn, key)
+			if r != nil {
+				conn = nil // the Role owns it now
+				return r, nil
+			}
+			if err != nil {
+				conn.Close(context.Background())
+				conn = nil
+			}
 		}
 		if err != nil && ctx.Err() == nil && onErr != nil {
 			onErr(err)
