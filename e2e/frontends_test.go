@@ -51,7 +51,7 @@ func frontEndsDB(t *testing.T) string {
 	return url
 }
 
-// frontEndHome makes a node home whose store is the database at url, its
+// frontEndHomes makes a node home whose store is the database at url, its
 // relay's limits opened for load, with extra appended to its config, and
 // copies of it for the other front-ends: n homes with one key and one
 // config.toml.
@@ -60,7 +60,7 @@ func frontEndHomes(t *testing.T, url string, n int, extra string) []string {
 	config := nodeConfig(map[string]string{"max_limit": "100000", "ip_max_subscriptions": "1000", "max_subscriptions": "1000", "max_connections_per_ip": "1000",
 		"req_ms_per_second": "1000000", "ip_req_ms_per_second": "1000000", "req_rows_per_second": "100000000", "ip_req_rows_per_second": "100000000"})
 	config = strings.Replace(config, "[store]\ndir = \"data\"\n", fmt.Sprintf("[store]\nbackend = 'postgres'\npostgres_url = '%s'\n", url), 1)
-	config += "\n[mesh]\nsync_interval = \"2s\"\nmaintain_interval = \"1s\"\n" + extra
+	config += extra
 	first := newHome(t, config)
 	homes := []string{first}
 	for i := 1; i < n; i++ {
@@ -325,7 +325,7 @@ var frontEndsFull = flag.Bool("frontends.full", false, "TestFrontEnds: 10,000 ev
 func TestFrontEnds(t *testing.T) {
 	needBinary(t)
 	url := frontEndsDB(t)
-	homes := frontEndHomes(t, url, 3, "")
+	homes := frontEndHomes(t, url, 3, meshConfig)
 	var fes []*node
 	for _, h := range homes {
 		fes = append(fes, startFrontEnd(t, h))
@@ -718,7 +718,7 @@ func TestFrontEndMeshRoleTakeover(t *testing.T) {
 	needBinary(t)
 	peer := startMeshNode(t, newHome(t, nodeConfig(nil)+meshConfig))
 	url := frontEndsDB(t)
-	homes := frontEndHomes(t, url, 2, fmt.Sprintf("bootstrap = ['%s']\n", peer.mesh))
+	homes := frontEndHomes(t, url, 2, meshConfig+fmt.Sprintf("bootstrap = ['%s']\n", peer.mesh))
 	fes := []*node{startFrontEnd(t, homes[0]), startFrontEnd(t, homes[1])}
 	u, err := newUser()
 	if err != nil {
