@@ -217,8 +217,16 @@ type RelaySection struct {
 	relay.Config
 }
 
-// StoreConfig configures the embedded event store.
+// StoreConfig configures the event store: the embedded Pebble store (the
+// default) or PostgreSQL, shared by several front-end processes of one
+// node (docs/operators.md, "Many front-ends over PostgreSQL").
 type StoreConfig struct {
+	// Backend is pebble (the embedded store under dir) or postgres (the
+	// database at postgres_url).
+	Backend string `toml:"backend" comment:"pebble (the embedded store under dir) or postgres (the database at postgres_url, which several front-ends of this node may share)"`
+	// PostgresURL is the PostgreSQL connection string, used with backend
+	// postgres.
+	PostgresURL string `toml:"postgres_url" comment:"with backend postgres: the connection string (postgres://user:pass@host:5432/db); through pgbouncer only in session mode"`
 	// Dir is the store directory, relative to the node home unless absolute.
 	Dir string `toml:"dir" comment:"the event store's directory, relative to the node home unless absolute"`
 	// CacheMB is the store's block cache in MiB; 0 takes 64.
@@ -249,7 +257,7 @@ func Default() Config {
 	return Config{
 		Class:    ClassAuto,
 		Relay:    RelaySection{Listen: DefaultListen, Config: rc},
-		Store:    StoreConfig{Dir: "data", CacheMB: 64, MemTableMB: 16},
+		Store:    StoreConfig{Backend: StorePebble, Dir: "data", CacheMB: 64, MemTableMB: 16},
 		Boundary: BoundaryConfig{Rules: []boundary.RuleSpec{}},
 		Runtime:  RuntimeConfig{GCPercent: 200},
 		Iroh:     DefaultIroh(),
@@ -341,6 +349,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Runtime.GCPercent < 0 {
 		return fmt.Errorf("runtime: gc_percent %d: must be >= 0 (0 = Go's default; to turn the collector off set GOGC=off)", c.Runtime.GCPercent)
+	}
+	if err := c.Store.validate(); err != nil {
+		return err
 	}
 	if c.Store.CacheMB < 0 {
 		return fmt.Errorf("store.cache_mb %d: must be >= 0 (0 = 64)", c.Store.CacheMB)

@@ -45,6 +45,10 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"[accounting]\nrequire_grant = ['beer']\n", `accounting.require_grant: unknown service "beer" (events, bytes,`},
 		{"[relay]\ntrusted_proxies = ['nginx']\n", `relay.trusted_proxies: "nginx" is not an address`},
 		{"[relay\n", FileName},
+		{"[store]\nbackend = 'mysql'\n", `store.backend "mysql": must be 'pebble' or 'postgres'`},
+		{"[store]\nbackend = 'postgres'\n", "store.postgres_url: backend 'postgres' needs a connection string"},
+		{"[store]\nbackend = 'postgres'\npostgres_url = 'mysql://u:hunter2@h/db'\n", "store.postgres_url: \"mysql://u:xxxxx@h/db\" is not a postgres:// URL"},
+		{"[store]\nbackend = 'postgres'\npostgres_url = 'postgres://u@127.0.0.1:5432'\n", "names no database"},
 		{"[[boundary.rules]]\nname = \"x\"\nclass = \"secret\"\nkinds = [1]\n", "class \"secret\""},
 	} {
 		path := filepath.Join(t.TempDir(), FileName)

@@ -114,47 +114,7 @@ func TestTLSBehindNginx(t *testing.T) {
 		}
 		site = strings.ReplaceAll(site, r[0], r[1])
 	}
-	if err := os.WriteFile(filepath.Join(dir, "site.conf"), []byte(site), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// A minimal main config around the server block, as Debian's
-	// /etc/nginx/nginx.conf is around sites-enabled.
-	user := ""
-	if os.Geteuid() == 0 {
-		user = "user root;\n"
-	}
-	main := fmt.Sprintf(`%sdaemon off;
-worker_processes 1;
-pid %[2]s/nginx.pid;
-error_log %[2]s/error.log;
-events { worker_connections 64; }
-http {
-    access_log off;
-    client_body_temp_path %[2]s/body;
-    proxy_temp_path %[2]s/proxy;
-    fastcgi_temp_path %[2]s/fastcgi;
-    uwsgi_temp_path %[2]s/uwsgi;
-    scgi_temp_path %[2]s/scgi;
-    include %[2]s/site.conf;
-}
-`, user, dir)
-	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(main), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(nginx, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"))
-	var out lockedBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	// nginx's worker outlives a killed master: run them in a process group
-	// of their own and stop the whole group.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		cmd.Wait()
-	})
+	out := startNginx(t, nginx, dir, site)
 
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(certPEM)
@@ -311,4 +271,54 @@ func TestContainerLayoutRunsIroh(t *testing.T) {
 	if st := irohStatus(t, home); st.State != "up" {
 		t.Fatalf("fleetmesh status --json: iroh %+v, want up", st)
 	}
+}
+
+// startNginx runs nginx with site, a server block (and whatever it
+// declares beside it), in a minimal main config under dir, as Debian's
+// /etc/nginx/nginx.conf is around sites-enabled; it is stopped when the
+// test ends. It returns nginx's output.
+func startNginx(t *testing.T, nginx, dir, site string) *lockedBuffer {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "site.conf"), []byte(site), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A minimal main config around the server block, as Debian's
+	// /etc/nginx/nginx.conf is around sites-enabled.
+	user := ""
+	if os.Geteuid() == 0 {
+		user = "user root;\n"
+	}
+	main := fmt.Sprintf(`%sdaemon off;
+worker_processes 1;
+pid %[2]s/nginx.pid;
+error_log %[2]s/error.log;
+events { worker_connections 64; }
+http {
+    access_log off;
+    client_body_temp_path %[2]s/body;
+    proxy_temp_path %[2]s/proxy;
+    fastcgi_temp_path %[2]s/fastcgi;
+    uwsgi_temp_path %[2]s/uwsgi;
+    scgi_temp_path %[2]s/scgi;
+    include %[2]s/site.conf;
+}
+`, user, dir)
+	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(main), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(nginx, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"))
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	// nginx's worker outlives a killed master: run them in a process group
+	// of their own and stop the whole group.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	})
+	return out
 }

@@ -19,7 +19,6 @@ import (
 	"fleetmesh.org/fleetmesh/internal/progress"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
-	"fleetmesh.org/fleetmesh/store"
 )
 
 // Directions, as metric labels.
@@ -47,10 +46,16 @@ type Options struct {
 	// Key answers the backend's NIP-42 AUTH.
 	Key      nostr.SecretKey
 	Relay    *relay.Relay
-	Store    *store.Store
+	Store    Store
 	Policy   *boundary.Policy
 	Registry prometheus.Registerer
 	Log      *slog.Logger
+}
+
+// Store is what a gateway reads of the node's event store: the Pebble
+// store or PostgreSQL, whichever the node runs on.
+type Store interface {
+	Query(ctx context.Context, f *nostr.Filter, limit int, fn func(*nostr.Event) bool) error
 }
 
 // Gateway carries events between the node and one backend relay.
@@ -58,7 +63,7 @@ type Gateway struct {
 	s      Settings
 	key    nostr.SecretKey
 	relay  *relay.Relay
-	store  *store.Store
+	store  Store
 	policy *boundary.Policy
 	log    *slog.Logger
 	m      *metrics

@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"fleetmesh.org/fleetmesh/nostr"
-	"fleetmesh.org/fleetmesh/store"
 )
 
 // fullWalk is the catch-up that makes a connection lossless when NIP-77
@@ -127,7 +126,7 @@ func (g *Gateway) walked(w *fullWalk) {
 // next returns the walk's next fetchChunk local events, newest first, and
 // moves it on; fewer than that when the store has no more, and then the
 // walk is done.
-func (w *outWalk) next(ctx context.Context, st *store.Store) ([]*nostr.Event, error) {
+func (w *outWalk) next(ctx context.Context, st Store) ([]*nostr.Event, error) {
 	f := w.f
 	f.Until, f.HasUntil = w.until, w.bounded
 	var batch []*nostr.Event

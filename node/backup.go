@@ -360,6 +360,11 @@ func (n *Node) serveBackup(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "a backup needs the token in the node home's "+RunFile+" (fleetmesh backup --home DIR reads it)", http.StatusUnauthorized)
 		return
 	}
+	pebble, ok := n.store.(*store.Store)
+	if !ok || n.didcomm == nil {
+		http.Error(w, "this node's events are in PostgreSQL ([store] backend = 'postgres'): back the database up with pg_dump, and the node home (node.key, config.toml, accounting/, didcomm/) of the front-end holding the mesh role by copying it with the node stopped", http.StatusConflict)
+		return
+	}
 	held := map[string]boltsnap.Func{
 		path.Join(DIDCommDir, agent.SnapshotPath): n.didcomm.Snapshot,
 	}
@@ -369,7 +374,7 @@ func (n *Node) serveBackup(w http.ResponseWriter, r *http.Request) {
 	held[manage.FileName] = n.lists.Snapshot
 	w.Header().Set("Content-Type", "application/x-tar")
 	tw := tar.NewWriter(w)
-	m, err := writeBackup(n.opts.Home, n.opts.Config, n.opts.Key.DID(), true, n.store.Checkpoint, held, tarSink{tw})
+	m, err := writeBackup(n.opts.Home, n.opts.Config, n.opts.Key.DID(), true, pebble.Checkpoint, held, tarSink{tw})
 	if err != nil {
 		// The stream ends without its manifest, which the client reports.
 		n.opts.Log.Error("backup failed", "err", err)

@@ -182,9 +182,9 @@ func (p *testPart) start(t testing.TB, spec partSpec) {
 	if spec.hooks != nil {
 		spec.hooks(rl)
 	}
-	var local partLocal = meshLocal{Store: st, r: rl}
+	var local partLocal = meshLocal{EventStore: st, r: rl}
 	if spec.hold != nil {
-		local = heldLocal{meshLocal{Store: st, r: rl}, spec.hold}
+		local = heldLocal{meshLocal{EventStore: st, r: rl}, spec.hold}
 	}
 	m, err := mesh.New(p.h, spec.mesh, mesh.Hooks{
 		Sink:             local,

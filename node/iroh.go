@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -325,6 +326,9 @@ func hostIP(s string) (net.IP, error) {
 // be opened. The node's own requests (agent.Service.Request: mediation,
 // grants, receipts, fork proofs) are sent this way.
 func (n *Node) SendDIDComm(ctx context.Context, p peer.ID, packed []byte) ([]byte, error) {
+	if n.mesh == nil {
+		return nil, errors.New("node: this front-end does not hold the node's mesh role; DIDComm goes through the one that does")
+	}
 	if n.iroh == nil {
 		return transport.SendLibp2p(ctx, n.mesh.m.Host(), p, packed)
 	}

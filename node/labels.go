@@ -20,7 +20,6 @@ import (
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/receipt"
 	"fleetmesh.org/fleetmesh/relay"
-	"fleetmesh.org/fleetmesh/store"
 )
 
 // LabelKeyFile is the label key's file name in a node home: the
@@ -37,7 +36,7 @@ type labelsPart struct {
 	key  *identity.Key
 	sk   nostr.SecretKey
 	rl   *relay.Relay
-	st   *store.Store
+	st   EventStore
 	acct *accounting.Service
 	log  *slog.Logger
 
@@ -45,7 +44,7 @@ type labelsPart struct {
 	wg     sync.WaitGroup
 }
 
-func openLabels(opts Options, rl *relay.Relay, st *store.Store, ap *accountingPart, reg prometheus.Registerer) (*labelsPart, error) {
+func openLabels(opts Options, rl *relay.Relay, st EventStore, ap *accountingPart, reg prometheus.Registerer) (*labelsPart, error) {
 	sk, _, err := nostrkey.LoadOrCreate(opts.Home.Path(LabelKeyFile), "labels: label key")
 	if err != nil {
 		return nil, err

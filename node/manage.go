@@ -9,13 +9,12 @@ import (
 	"fleetmesh.org/fleetmesh/manage"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
-	"fleetmesh.org/fleetmesh/store"
 )
 
 // openManage opens the operator's lists in the node home, puts them on the
 // relay's event and connection paths, and serves NIP-86 on the relay URL
 // (package manage).
-func openManage(opts Options, st *store.Store, rl *relay.Relay, reg prometheus.Registerer) (*manage.Lists, error) {
+func openManage(opts Options, st EventStore, rl *relay.Relay, reg prometheus.Registerer) (*manage.Lists, error) {
 	cfg := opts.Config.Manage
 	admins, err := cfg.AdminKeys()
 	if err != nil {

@@ -21,7 +21,6 @@ import (
 	"fleetmesh.org/fleetmesh/meter"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
-	"fleetmesh.org/fleetmesh/store"
 )
 
 // MeshDir holds the mesh's state (the address book) in a node home.
@@ -46,7 +45,7 @@ type meshPart struct {
 	interest *clientInterest
 	// st and reprovide drive the re-announcement of durably held events
 	// (node/reprovide.go); reprovide 0 turns it off.
-	st        *store.Store
+	st        EventStore
 	reprovide time.Duration
 
 	cancel context.CancelFunc
@@ -57,7 +56,7 @@ type meshPart struct {
 // replicated events enter through the relay, which verifies, stores and
 // delivers them to live subscribers.
 type meshLocal struct {
-	*store.Store
+	EventStore
 	r *relay.Relay
 }
 
@@ -71,14 +70,14 @@ func (l meshLocal) Ingest(ctx context.Context, ev *nostr.Event, _ peer.ID) error
 	return err
 }
 
-func openMesh(opts Options, st *store.Store, rl *relay.Relay, policy *boundary.Policy, acct *accountingPart) (_ *meshPart, err error) {
+func openMesh(opts Options, st EventStore, rl *relay.Relay, policy *boundary.Policy, acct *accountingPart) (_ *meshPart, err error) {
 	mc := opts.Config.Mesh
 	sched, err := mc.SyncScheduler()
 	if err != nil {
 		return nil, err
 	}
 	maintain := mc.MaintainInterval.Duration
-	local := meshLocal{Store: st, r: rl}
+	local := meshLocal{EventStore: st, r: rl}
 	mcfg := mesh.Config{
 		ListenAddrs: append([]string{}, mc.Listen...),
 		// The defaults move to a free port when another node holds 4001;

@@ -25,6 +25,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,13 +37,13 @@ import (
 	"fleetmesh.org/fleetmesh/config"
 	"fleetmesh.org/fleetmesh/dashboard"
 	"fleetmesh.org/fleetmesh/didcomm/agent"
+	"fleetmesh.org/fleetmesh/frontend"
 	"fleetmesh.org/fleetmesh/identity"
 	irohrelay "fleetmesh.org/fleetmesh/iroh/relay"
 	"fleetmesh.org/fleetmesh/manage"
 	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
-	"fleetmesh.org/fleetmesh/store"
 )
 
 // KeyFile is the node key's file name in a node home.
@@ -128,6 +129,10 @@ type Options struct {
 	// Version is the build's version as `fleetmesh version` says it, for
 	// the status and the dashboard.
 	Version string
+	// MeshRole, with [store] backend = 'postgres', is the node's mesh role
+	// this front-end already holds (TakenRole after ErrRoleChanged); nil
+	// takes it if no other front-end holds it.
+	MeshRole *frontend.Role
 }
 
 // Node is a running node.
@@ -135,15 +140,23 @@ type Node struct {
 	opts     Options
 	boundary *boundary.Policy
 	// lists are the operator's own bans and allows (NIP-86).
-	lists   *manage.Lists
-	store   *store.Store
-	didcomm *agent.Service
-	relay   *relay.Relay
-	mesh    *meshPart
-	acct    *accountingPart
-	labels  *labelsPart
-	iroh    *irohPart // nil when iroh is off
-	irohOff string    // why iroh is off, "" when it runs
+	lists *manage.Lists
+	store EventStore
+	// fe is the front-end's side of a PostgreSQL store shared with the
+	// node's other front-ends; nil with Pebble. Without the mesh role
+	// (fe.role nil) didcomm, mesh, acct, iroh and irohRelay are nil.
+	fe *frontEndPart
+	// roleChanged is closed when this front-end takes or loses the mesh
+	// role (Serve then returns ErrRoleChanged).
+	roleChanged chan struct{}
+	roleOnce    sync.Once
+	labels      *labelsPart // nil without the mesh role
+	didcomm     *agent.Service
+	relay       *relay.Relay
+	mesh        *meshPart
+	acct        *accountingPart
+	iroh        *irohPart // nil when iroh is off
+	irohOff     string    // why iroh is off, "" when it runs
 	// irohRelay is the iroh relay an anchor serves; nil when off.
 	irohRelay *irohrelay.Server
 	ln        net.Listener
@@ -198,13 +211,7 @@ func Open(opts Options) (*Node, error) {
 	if err != nil {
 		opts.Log.Warn("node: file limit", "err", err)
 	}
-	st, err := store.Open(opts.Home.Path(cfg.Store.Dir), store.Options{
-		CacheBytes:    int64(cfg.Store.CacheMB) << 20,
-		MemTableBytes: uint64(cfg.Store.MemTableMB) << 20,
-		MaxBytes:      cfg.Mesh.StorageMaxBytes,
-		MaxOpenFiles:  files.Store,
-		Logger:        opts.Log,
-	})
+	st, pg, err := openStore(opts, files, opts.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -246,51 +253,76 @@ func Open(opts Options) (*Node, error) {
 		return nil, err
 	}
 	undo.push(lists.Close)
-	dc, err := agent.New(opts.Key, opts.Home.Path(DIDCommDir), opts.Log)
-	if err != nil {
-		return nil, err
+	var fe *frontEndPart
+	if pg != nil {
+		if fe, err = openFrontEnd(opts, pg, rl, cfg.Relay.Listen); err != nil {
+			return nil, err
+		}
+		undo.push(fe.close)
 	}
-	undo.push(dc.Close)
-	acct := newMeter(opts)
-	mp, err := openMesh(opts, st, rl, policy, acct)
-	if err != nil {
-		return nil, err
+	var (
+		dc      *agent.Service
+		acct    *accountingPart
+		mp      *meshPart
+		labels  *labelsPart
+		ip      *irohPart
+		irohOff = "this front-end does not hold the node's mesh role"
+	)
+	if fe == nil || fe.role != nil {
+		if dc, err = agent.New(opts.Key, opts.Home.Path(DIDCommDir), opts.Log); err != nil {
+			return nil, err
+		}
+		undo.push(dc.Close)
+		acct = newMeter(opts)
+		if mp, err = openMesh(opts, st, rl, policy, acct); err != nil {
+			return nil, err
+		}
+		undo.push(mp.close)
+		if err := acct.open(opts, dc, mp.m.Host(), mp.sync.FetchReceipts, reg); err != nil {
+			return nil, err
+		}
+		mp.rounds.SetPrefer(acct.standing.trusted)
+		mp.m.SetStanding(acct.standing.score)
+		if labels, err = openLabels(opts, rl, st, acct, reg); err != nil {
+			return nil, err
+		}
+		// DIDComm is reachable over the mesh only once the accounting has
+		// registered its protocols: the mesh host is already connecting, and
+		// a peer's proposal answered in between with "unsupported type" would
+		// be taken for a node without accounting and its window disputed at
+		// that peer alone.
+		dc.AttachLibp2p(mp.m.Host())
+		dc.TrustProxies(rcfg.TrustedProxies)
+		acct.meterRelay(rl, dc)
+		ip, irohOff = openIroh(opts, mp, dc, rl.FileBudget().Iroh)
+		reg.MustRegister(newIrohCollector(ip))
+		mp.registerMetrics(reg)
+		reg.MustRegister(newMeshCollector(mp.m), newMeshObserver(mp))
 	}
-	undo.push(mp.close)
-	if err := acct.open(opts, dc, mp.m.Host(), mp.sync.FetchReceipts, reg); err != nil {
-		return nil, err
-	}
-	mp.rounds.SetPrefer(acct.standing.trusted)
-	mp.m.SetStanding(acct.standing.score)
-	labels, err := openLabels(opts, rl, st, acct, reg)
-	if err != nil {
-		return nil, err
-	}
-	// DIDComm is reachable over the mesh only once the accounting has
-	// registered its protocols: the mesh host is already connecting, and
-	// a peer's proposal answered in between with "unsupported type" would
-	// be taken for a node without accounting and its window disputed at
-	// that peer alone.
-	dc.AttachLibp2p(mp.m.Host())
-	dc.TrustProxies(rcfg.TrustedProxies)
-	acct.meterRelay(rl, dc)
-	ip, irohOff := openIroh(opts, mp, dc, rl.FileBudget().Iroh)
-	reg.MustRegister(newIrohCollector(ip))
-	mp.registerMetrics(reg)
-	reg.MustRegister(newMeshCollector(mp.m), newMeshObserver(mp))
 
 	var n *Node
 	mux := http.NewServeMux()
 	mux.Handle("/", rl)
 	mux.HandleFunc(StatusPath, func(w http.ResponseWriter, r *http.Request) { n.serveStatus(w, r) })
 	mux.HandleFunc(BackupPath, func(w http.ResponseWriter, r *http.Request) { n.serveBackup(w, r) })
-	mux.Handle("/didcomm", dc)
-	acct.mount(mux, rcfg.TrustedProxies)
-	irohRelay := openIrohRelay(opts, mp, mux)
+	var irohRelay *irohrelay.Server
+	if mp != nil {
+		mux.Handle("/didcomm", dc)
+		acct.mount(mux, rcfg.TrustedProxies)
+		irohRelay = openIrohRelay(opts, mp, mux)
+	} else {
+		// A load balancer in front takes 503 to mean "try the next
+		// front-end" (deploy/nginx-frontends.conf).
+		notHere := func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "this front-end does not hold the node's mesh role: another one serves this", http.StatusServiceUnavailable)
+		}
+		mux.HandleFunc("/didcomm", notHere)
+		mux.HandleFunc("/accounting/", notHere)
+	}
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	health := &healthChecks{}
 	mux.Handle("/healthz", health)
-	if opts.DebugMesh {
+	if opts.DebugMesh && mp != nil {
 		mux.HandleFunc("/debug/mesh", mp.serveDebug)
 	}
 	var dash *dashboard.Dashboard
@@ -312,6 +344,8 @@ func Open(opts Options) (*Node, error) {
 		boundary:    policy,
 		lists:       lists,
 		store:       st,
+		fe:          fe,
+		roleChanged: make(chan struct{}),
 		didcomm:     dc,
 		relay:       rl,
 		mesh:        mp,
@@ -346,17 +380,29 @@ func (c closers) close() {
 }
 
 // MeshAddrs are the node's libp2p multiaddrs with its PeerID, as another
-// node would give them to --bootstrap.
-func (n *Node) MeshAddrs() []string { return n.mesh.addrs() }
+// node would give them to --bootstrap; none on a front-end without the
+// mesh role.
+func (n *Node) MeshAddrs() []string {
+	if n.mesh == nil {
+		return nil
+	}
+	return n.mesh.addrs()
+}
 
-// Mesh is the node's mesh part, for tests and metrics.
-func (n *Node) Mesh() *mesh.Mesh { return n.mesh.m }
+// Mesh is the node's mesh part, for tests and metrics; nil on a front-end
+// without the mesh role.
+func (n *Node) Mesh() *mesh.Mesh {
+	if n.mesh == nil {
+		return nil
+	}
+	return n.mesh.m
+}
 
 // RelayURL is the URL clients connect to.
 func (n *Node) RelayURL() string { return n.relay.Config().URL }
 
 // Store is the node's event store.
-func (n *Node) Store() *store.Store { return n.store }
+func (n *Node) Store() EventStore { return n.store }
 
 // Relay is the node's client relay, for wiring hooks.
 func (n *Node) Relay() *relay.Relay { return n.relay }
@@ -365,8 +411,14 @@ func (n *Node) Relay() *relay.Relay { return n.relay }
 // path and the gateway apply too.
 func (n *Node) Boundary() *boundary.Policy { return n.boundary }
 
-// Accounting is the node's accounting: receipts, grants, reports.
-func (n *Node) Accounting() *accounting.Service { return n.acct.s }
+// Accounting is the node's accounting: receipts, grants, reports; nil on
+// a front-end without the mesh role.
+func (n *Node) Accounting() *accounting.Service {
+	if n.acct == nil {
+		return nil
+	}
+	return n.acct.s
+}
 
 // Registry is the node's Prometheus registry, for other parts' metrics.
 func (n *Node) Registry() *prometheus.Registry { return n.reg }
@@ -379,9 +431,14 @@ func (n *Node) Serve(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- n.srv.Serve(n.ln) }()
 	n.opts.Log.Info("relay listening", "url", n.RelayURL(), "did", n.opts.Key.DID(), "signatures", nostr.Backend)
-	n.mesh.start(n.RelayURL())
-	n.acct.start()
-	n.labels.start()
+	if n.mesh != nil {
+		n.mesh.start(n.RelayURL())
+		n.acct.start()
+		n.labels.start()
+	}
+	if n.fe != nil {
+		n.fe.start(func() { n.roleOnce.Do(func() { close(n.roleChanged) }) }, n.opts.Log.Warn)
+	}
 	if n.iroh != nil {
 		n.iroh.start()
 		n.iroh.waitIroh()
@@ -409,6 +466,8 @@ func (n *Node) Serve(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 	case serveErr = <-errc:
+	case <-n.roleChanged:
+		serveErr = ErrRoleChanged
 	}
 	stopDash()
 	n.opts.Log.Info("shutting down")
@@ -418,9 +477,13 @@ func (n *Node) Serve(ctx context.Context) error {
 		n.opts.Log.Warn("relay shutdown", "err", err)
 	}
 	n.srv.Shutdown(sctx)
-	n.labels.close()
-	if err := n.acct.close(); err != nil {
-		n.opts.Log.Warn("accounting close", "err", err)
+	if n.labels != nil {
+		n.labels.close()
+	}
+	if n.acct != nil {
+		if err := n.acct.close(); err != nil {
+			n.opts.Log.Warn("accounting close", "err", err)
+		}
 	}
 	if n.iroh != nil {
 		n.iroh.close()
@@ -428,11 +491,18 @@ func (n *Node) Serve(ctx context.Context) error {
 	if n.irohRelay != nil {
 		n.irohRelay.Close()
 	}
-	if err := n.mesh.close(); err != nil {
-		n.opts.Log.Warn("mesh close", "err", err)
+	if n.mesh != nil {
+		if err := n.mesh.close(); err != nil {
+			n.opts.Log.Warn("mesh close", "err", err)
+		}
+		if err := n.didcomm.Close(); err != nil {
+			n.opts.Log.Warn("didcomm close", "err", err)
+		}
 	}
-	if err := n.didcomm.Close(); err != nil {
-		n.opts.Log.Warn("didcomm close", "err", err)
+	if n.fe != nil {
+		if err := n.fe.close(); err != nil {
+			n.opts.Log.Warn("front-end close", "err", err)
+		}
 	}
 	if err := n.lists.Close(); err != nil {
 		n.opts.Log.Warn("manage close", "err", err)
@@ -441,6 +511,9 @@ func (n *Node) Serve(ctx context.Context) error {
 	n.lock.release()
 	if err != nil {
 		return fmt.Errorf("node: close store: %w", err)
+	}
+	if errors.Is(serveErr, ErrRoleChanged) {
+		return serveErr
 	}
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return serveErr

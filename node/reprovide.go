@@ -8,7 +8,6 @@ import (
 	"fleetmesh.org/fleetmesh/internal/periodic"
 	"fleetmesh.org/fleetmesh/mesh"
 	"fleetmesh.org/fleetmesh/nostr"
-	"fleetmesh.org/fleetmesh/store"
 )
 
 const (
@@ -32,7 +31,7 @@ const (
 // hours in kad-dht, and a stored event is announced once when it arrives,
 // so without this content routing would find only events younger than
 // that (spec/mesh-placement.md, "Content routing").
-func (mp *meshPart) runReprovide(ctx context.Context, st *store.Store, every time.Duration, log *slog.Logger) {
+func (mp *meshPart) runReprovide(ctx context.Context, st EventStore, every time.Duration, log *slog.Logger) {
 	if st == nil || every <= 0 || !mp.m.ContentRouting() {
 		return
 	}
@@ -52,7 +51,7 @@ func (mp *meshPart) runReprovide(ctx context.Context, st *store.Store, every tim
 // reprovidePass walks the store from the newest event to the oldest and
 // queues the announcement of each event in a durably held shard, waiting
 // whenever the queue is busy. It returns how many it queued.
-func (mp *meshPart) reprovidePass(ctx context.Context, st *store.Store) (int, error) {
+func (mp *meshPart) reprovidePass(ctx context.Context, st EventStore) (int, error) {
 	queued := 0
 	offer := func(ev *nostr.Event) error {
 		if !mp.m.HoldsDurable(mesh.ShardOf(ev.PubKey)) {

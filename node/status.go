@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"fleetmesh.org/fleetmesh/frontend"
 	"fleetmesh.org/fleetmesh/internal/progress"
 )
 
@@ -73,6 +74,12 @@ type Status struct {
 	// Gateway is a gateway's catch-up with its backend; absent on a node
 	// that is not one (fleetmesh gateway sets it: SetGatewayStatus).
 	Gateway *StatusGateway `json:"gateway,omitempty"`
+	// FrontEnds, with [store] backend = 'postgres', are the node's
+	// front-ends over the shared database, the one holding the mesh role
+	// marked; MeshRole says whether this front-end does. Without the
+	// role the mesh figures above are empty.
+	FrontEnds []frontend.Member `json:"front_ends,omitempty"`
+	MeshRole  bool              `json:"mesh_role"`
 	// Errors are the most recent warnings and errors the node logged,
 	// oldest first.
 	Errors        []StatusError `json:"errors"`
@@ -260,6 +267,9 @@ func (h *errorRing) recent() []StatusError {
 // status gathers the node's Status now.
 func (n *Node) status() Status {
 	mp := n.mesh
+	if mp == nil {
+		return n.frontEndStatus()
+	}
 	m := mp.m
 	nat := m.NATStatus()
 	st := Status{
@@ -297,14 +307,64 @@ func (n *Node) status() Status {
 		StorageNodes: stats.StorageNodes,
 	}
 	st.Shards.BelowReplication, st.Shards.Replication = shardsBelowR(m.Placement())
-	dir := n.opts.Home.Path(n.opts.Config.Store.Dir)
-	st.Storage = StatusStorage{Dir: dir, Bytes: int64(n.store.DiskBytes()), MaxBytes: int64(n.store.MaxBytes()), FileBytes: dirBytes(dir)}
+	st.Storage = n.storageStatus()
 	st.Sync = StatusSyncOf(mp.sync.Progress())
+	st.MeshRole = true
+	n.addFrontEnds(&st)
 	if n.gatewayStatus != nil {
 		gs := n.gatewayStatus()
 		st.Gateway = &gs
 	}
 	return st
+}
+
+// storageStatus is the store's part of the status: its directory, or
+// with PostgreSQL "postgres" and the database's size.
+func (n *Node) storageStatus() StatusStorage {
+	if n.fe != nil {
+		return StatusStorage{Dir: "postgres", Bytes: int64(n.store.DiskBytes()), MaxBytes: int64(n.store.MaxBytes())}
+	}
+	dir := n.opts.Home.Path(n.opts.Config.Store.Dir)
+	return StatusStorage{Dir: dir, Bytes: int64(n.store.DiskBytes()), MaxBytes: int64(n.store.MaxBytes()), FileBytes: dirBytes(dir)}
+}
+
+// frontEndStatus is the status of a front-end without the mesh role: its
+// relay, its store and the front-ends.
+func (n *Node) frontEndStatus() Status {
+	st := Status{
+		Version:      n.opts.Version,
+		DID:          n.opts.Key.DID(),
+		PeerID:       n.opts.Key.PeerID().String(),
+		Class:        n.opts.Config.Class,
+		ClassConfig:  n.opts.Config.Class,
+		Reachability: "unknown",
+		Relays:       []string{},
+		RelayURL:     n.RelayURL(),
+		MeshAddrs:    []string{},
+		PeerKinds:    []StatusPeerKind{},
+		Errors:       n.errs.recent(),
+		StartedAt:    n.started,
+		Iroh:         n.irohStatus(),
+		Storage:      n.storageStatus(),
+	}
+	st.UptimeSeconds = int64(time.Since(n.started) / time.Second)
+	n.addFrontEnds(&st)
+	return st
+}
+
+// addFrontEnds lists the node's front-ends in st, with PostgreSQL.
+func (n *Node) addFrontEnds(st *Status) {
+	if n.fe == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	list, err := n.fe.list(ctx)
+	if err != nil {
+		st.Errors = append(st.Errors, StatusError{Time: time.Now(), Level: "ERROR", Message: err.Error(), Count: 1})
+		return
+	}
+	st.FrontEnds = list
 }
 
 // irohStatus is the iroh part of the status.

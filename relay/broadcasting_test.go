@@ -55,7 +55,7 @@ func BenchmarkBroadcast(b *testing.B) {
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				r.broadcast(ev, 1)
+				r.broadcast(ev, 1, 1)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(64*tc.subs), "ns/sub")
 		})
@@ -176,7 +176,7 @@ func TestFanoutWaitBesideAdd(t *testing.T) {
 		go func() {
 			defer close(done)
 			for range 20000 {
-				f.add(ev)
+				f.add(ev, 0, nil)
 			}
 		}()
 		for waiting := true; waiting; {

@@ -69,10 +69,39 @@ type subscription struct {
 	// opened is the fan-out's number when the subscription opened: it is
 	// given live only events queued after (fanout.seq).
 	opened uint64
-	// absorbed are the events this subscription's own lookups stored
-	// (lookup.go): its stored answer has them, so they are not given to
-	// it live as well. Guarded by the connection's mu; nil until one is.
+	// absorbed are the events its stored answer sent and those its own
+	// lookups stored (lookup.go): they are not given to it live as well.
+	// live are the events given to it live while its stored part runs,
+	// which that part then leaves out; nil once EOSE is sent. absorbed
+	// is dropped once the delivery passes trimAt, the position at EOSE:
+	// no later event can be one the stored answer read. All guarded by
+	// the connection's mu; the maps are nil until needed.
 	absorbed map[[32]byte]struct{}
+	live     map[[32]byte]struct{}
+	eosed    bool
+	trimAt   uint64
+}
+
+// claim says whether the stored part may send the event id: not when
+// the live part already has. It remembers that the stored part did.
+func (c *conn) claim(s *subscription, id [32]byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, sent := s.live[id]; sent {
+		return false
+	}
+	if s.absorbed == nil {
+		s.absorbed = make(map[[32]byte]struct{})
+	}
+	s.absorbed[id] = struct{}{}
+	return true
+}
+
+// storedDone marks the end of s's stored part at feed position pos.
+func (c *conn) storedDone(s *subscription, pos uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s.eosed, s.live, s.trimAt = true, nil, pos
 }
 
 // end stops the subscription and tells the Interest hook it is gone.

@@ -73,6 +73,9 @@ func (c *conn) answerWithLookup(ctx context.Context, subID string, sub *subscrip
 	})
 	for _, ev := range evs[:min(len(evs), limit)] {
 		seen[ev.id] = struct{}{}
+		if !c.claim(sub, ev.id) {
+			continue
+		}
 		c.r.m.sent.Inc()
 		if !c.sendEvent(ctx, subID, ev.frame) {
 			return nil

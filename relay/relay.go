@@ -41,9 +41,10 @@ type Origin int
 
 // Origins.
 const (
-	FromClient  Origin = iota // published by a client of this relay
-	FromMesh                  // handed in by the mesh
-	FromBackend               // handed in by a gateway from its private backend
+	FromClient   Origin = iota // published by a client of this relay
+	FromMesh                   // handed in by the mesh
+	FromBackend                // handed in by a gateway from its private backend
+	FromFrontEnd               // stored by another front-end sharing this node's store (Deliver)
 )
 
 // Relay is a Nostr relay. Its hook slices must be set before it serves.
@@ -98,10 +99,23 @@ type Relay struct {
 	// requests to the relay URL with Content-Type
 	// application/nostr+json+rpc. It does its own authorization.
 	Manage http.Handler
+	// FeedHead, if set, says the store is shared by several front-ends
+	// and live delivery comes from its change feed: it returns the
+	// feed's last committed position. Stored events then reach live
+	// subscriptions, and the OnStored hooks, only through Deliver, which
+	// the front-end following the feed calls for every event, this
+	// relay's own included.
+	FeedHead func(ctx context.Context) (uint64, error)
+	// Broadcast, set with FeedHead, puts an ephemeral event on the feed
+	// for every front-end, this one too (Deliver), without storing it.
+	Broadcast func(ctx context.Context, ev *nostr.Event) error
 
 	// info holds the NIP-11 name, description and icon the operator set
 	// at run time (SetInfo), over the configured ones.
 	info atomic.Pointer[Info]
+	// feedOrigins are where events this relay stored came from, until
+	// the feed delivers them (FeedHead set).
+	feedOrigins feedOrigins
 
 	upgrader websocket.Upgrader
 	// corkBufs holds the buffers corked connections collect a batch of
@@ -381,21 +395,42 @@ func (r *Relay) refuse(ctx context.Context, ev *nostr.Event) string {
 // accept stores (or, if ephemeral, only delivers) a verified, admitted event.
 func (r *Relay) accept(ctx context.Context, ev *nostr.Event, from Origin) (eventstore.Result, error) {
 	res := eventstore.Stored
-	if nostr.ClassOf(ev.Kind) != nostr.Ephemeral {
+	ephemeral := nostr.ClassOf(ev.Kind) == nostr.Ephemeral
+	fed := r.FeedHead != nil && (!ephemeral || r.Broadcast != nil)
+	if fed {
+		// Remembered before the save: the feed may deliver the event
+		// before Save returns.
+		r.feedOrigins.put(ev.ID, from)
+	}
+	if ephemeral && fed {
+		if err := r.Broadcast(ctx, ev); err != nil {
+			r.feedOrigins.take(ev.ID)
+			r.m.rejected.WithLabelValues("store_error").Inc()
+			return res, err
+		}
+	} else if !ephemeral {
 		start := time.Now()
 		var err error
 		res, err = r.store.Save(ctx, ev)
 		r.m.saveSeconds.Observe(time.Since(start).Seconds())
+		if fed && (err != nil || res != eventstore.Stored) {
+			r.feedOrigins.take(ev.ID)
+		}
 		if err != nil {
 			r.m.rejected.WithLabelValues("store_error").Inc()
 			return res, err
 		}
 	}
 	r.m.stored.WithLabelValues(res.String()).Inc()
+	if fed {
+		// The feed brings it back to every front-end, this one too
+		// (Deliver), with its hooks.
+		return res, nil
+	}
 	if res == eventstore.Stored {
 		// Live delivery runs off the publisher's path: its OK does not
 		// wait for every matching subscription to be written to.
-		r.fanout.add(ev)
+		r.fanout.add(ev, 0, nil)
 		for _, h := range r.OnStored {
 			h(ev, from)
 		}

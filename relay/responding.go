@@ -100,6 +100,9 @@ func (c *conn) handleReq(m *nostr.ClientMessage) {
 						return true
 					}
 					seen[id] = struct{}{}
+					if !c.claim(s, id) {
+						return true
+					}
 					c.r.m.sent.Inc()
 					return c.sendEvent(ctx, m.SubID, eventFrame(m.SubID, appendJSON))
 				})
@@ -118,8 +121,26 @@ func (c *conn) handleReq(m *nostr.ClientMessage) {
 			}
 		}
 		c.r.m.reqSeconds.Observe(time.Since(start).Seconds())
+		c.storedDone(s, c.r.eosePosition(ctx))
 		c.sendAnswer(ctx, encode(nostr.RelayMessage{Type: nostr.MsgEOSE, SubID: m.SubID}))
 	}()
+}
+
+// eosePosition is the delivery position a stored answer ending now has
+// read up to: the feed's head with a shared store (Relay.FeedHead), else
+// the number of the last event queued. Asking the feed failing, it is
+// the largest position, so the answer is remembered for the
+// subscription's life rather than an event sent twice.
+func (r *Relay) eosePosition(ctx context.Context) uint64 {
+	if r.FeedHead == nil {
+		return r.fanout.position()
+	}
+	head, err := r.FeedHead(ctx)
+	if err != nil {
+		r.log.Warn("relay: feed head", "err", err)
+		return ^uint64(0)
+	}
+	return head
 }
 
 // rawQuerier is the optional part of a Store that hands out matches as
@@ -231,17 +252,27 @@ func (c *conn) handleCount(m *nostr.ClientMessage) {
 	}()
 }
 
-// deliver sends a new event, queued for delivery as seq, to each of this
-// connection's subscriptions it matches that were open when it was
-// queued. evJSON caches the event's encoding across connections.
-func (c *conn) deliver(ev *nostr.Event, seq uint64, evJSON *[]byte) {
+// deliver sends a new event, queued for delivery as seq at feed position
+// pos, to each of this connection's subscriptions it matches that were
+// open when it was queued and whose stored answer did not have it.
+// evJSON caches the event's encoding across connections.
+func (c *conn) deliver(ev *nostr.Event, seq, pos uint64, evJSON *[]byte) {
 	c.mu.Lock()
 	var matched []string
 	for id, s := range c.subs {
+		if s.eosed && s.absorbed != nil && pos != 0 && pos > s.trimAt {
+			s.absorbed = nil
+		}
 		if _, own := s.absorbed[ev.ID]; own {
 			continue
 		}
 		if s.opened < seq && nostr.MatchesAny(s.filters, ev) {
+			if !s.eosed {
+				if s.live == nil {
+					s.live = make(map[[32]byte]struct{})
+				}
+				s.live[ev.ID] = struct{}{}
+			}
 			matched = append(matched, id)
 		}
 	}

@@ -63,7 +63,7 @@ func runGateway(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 		return err
 	}
 
-	n, opts, err := nf.openNode(ctx, stdout, stderr)
+	n, opts, err := nf.openNode(ctx, stdout, stderr, nil)
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ var helpExamples = map[string]string{
 	"label":           "fleetmesh label --home ~/.fleetmesh --author 3bf0c63f…459d --reason spam --note 'floods kind 1' --expires 720h",
 	"why":             "fleetmesh why --home ~/.fleetmesh --event 5c83da77…1b2a",
 	"version":         "fleetmesh version --json",
+	"store migrate":   "fleetmesh store migrate --home ~/.fleetmesh --to postgres://fleetmesh:secret@127.0.0.1:5432/fleetmesh",
 	"grants list":     "fleetmesh grants list --home ~/.fleetmesh",
 	"grants offer":    "fleetmesh grants offer --home ~/.fleetmesh --to did:key:z6Mk… --service events --quota 10000",
 	"grants revoke":   "fleetmesh grants revoke --home ~/.fleetmesh --id GRANT_ID",
@@ -54,6 +55,9 @@ func init() {
 	}
 	for n, s := range grantsVerbs {
 		verbSummaries["grants "+n] = s
+	}
+	for n, s := range storeVerbs {
+		verbSummaries["store "+n] = s
 	}
 }
 

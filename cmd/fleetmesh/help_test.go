@@ -27,6 +27,10 @@ func TestEveryCommandHasHelp(t *testing.T) {
 			for v := range grantsVerbs {
 				names = append(names, "grants "+v)
 			}
+		case "store":
+			for v := range storeVerbs {
+				names = append(names, "store "+v)
+			}
 		default:
 			names = append(names, n)
 		}

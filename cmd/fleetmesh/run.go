@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"strings"
 
 	"fleetmesh.org/fleetmesh/config"
+	"fleetmesh.org/fleetmesh/frontend"
 	"fleetmesh.org/fleetmesh/node"
 )
 
@@ -47,7 +49,7 @@ func addNodeFlags(fs *flag.FlagSet) *nodeFlags {
 // openNode makes the home if needed, loads its config, applies the flags
 // (finding the peers --join names) and opens the node. ready runs once the
 // relay serves.
-func (nf *nodeFlags) openNode(ctx context.Context, stdout, stderr io.Writer) (*node.Node, node.Options, error) {
+func (nf *nodeFlags) openNode(ctx context.Context, stdout, stderr io.Writer, role *frontend.Role) (*node.Node, node.Options, error) {
 	h := home(*nf.home)
 	key, created, err := node.Init(h, "")
 	if err != nil {
@@ -85,6 +87,7 @@ func (nf *nodeFlags) openNode(ctx context.Context, stdout, stderr io.Writer) (*n
 		Key:       key,
 		Log:       log,
 		Pprof:     *nf.pprof,
+		MeshRole:  role,
 		DebugMesh: *nf.debugMesh,
 		Ready: func(url string) {
 			fmt.Fprintf(stdout, "did %s\n", key.DID())
@@ -110,11 +113,23 @@ func runRun(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	n, _, err := nf.openNode(ctx, stdout, stderr)
-	if err != nil {
-		return err
+	var role *frontend.Role
+	for {
+		n, _, err := nf.openNode(ctx, stdout, stderr, role)
+		if err != nil {
+			return err
+		}
+		err = n.Serve(ctx)
+		if !errors.Is(err, node.ErrRoleChanged) || ctx.Err() != nil {
+			if r := n.TakenRole(); r != nil {
+				r.Release()
+			}
+			return err
+		}
+		// A front-end over PostgreSQL took the mesh role or lost it:
+		// it opens again, with its mesh side or without.
+		role = n.TakenRole()
 	}
-	return n.Serve(ctx)
 }
 
 func newLogger(c config.LogConfig, w io.Writer) *slog.Logger {

@@ -101,6 +101,7 @@ func printStatus(w io.Writer, st node.Status) {
 			}
 		}
 	}
+	printFrontEnds(w, st)
 	fmt.Fprintf(w, "uptime        %s\n", time.Duration(st.UptimeSeconds)*time.Second)
 	if len(st.Errors) == 0 {
 		fmt.Fprintln(w, "errors        none")
@@ -176,7 +177,33 @@ func storageLine(s node.StatusStorage) string {
 	} else {
 		used += ", no bound (storage_max_bytes = 0)"
 	}
+	if s.Dir == "postgres" {
+		return used + " in PostgreSQL (the database's size)"
+	}
 	return fmt.Sprintf("%s in %s; the files' lengths add up to %s", used, s.Dir, bytesText(s.FileBytes))
+}
+
+// printFrontEnds lists a node's front-ends over PostgreSQL, one line
+// each, the mesh role's holder marked.
+func printFrontEnds(w io.Writer, st node.Status) {
+	if len(st.FrontEnds) == 0 {
+		return
+	}
+	role := "this front-end does not hold the mesh role"
+	if st.MeshRole {
+		role = "this front-end holds the mesh role"
+	}
+	fmt.Fprintf(w, "front-ends    %d over PostgreSQL; %s\n", len(st.FrontEnds), role)
+	for _, f := range st.FrontEnds {
+		mark := ""
+		if f.MeshRole {
+			mark = " [mesh role]"
+		}
+		if f.Stale {
+			mark += " [stale: no heartbeat since " + f.Heartbeat.UTC().Format(time.RFC3339) + "]"
+		}
+		fmt.Fprintf(w, "front-end     %s %s pid %d%s\n", f.Name, f.RelayURL, f.PID, mark)
+	}
 }
 
 // bytesText is n in bytes with its decimal-prefixed size when large.
