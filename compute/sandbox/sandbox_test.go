@@ -54,7 +54,7 @@ func runners(t testing.TB) (*Runner, *Runner) {
 // deadline is far beyond them so that a stop by any other bound shows the
 // bound, not the clock, stopped the run.
 var hostileLimits = Limits{
-	Fuel:        1_000_000,
+	Fuel:        300_000,
 	MemoryPages: 64,
 	OutputBytes: 1 << 20,
 	CallDepth:   500,
