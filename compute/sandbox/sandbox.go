@@ -188,9 +188,10 @@ type Runner struct {
 	engine Engine
 	rt     wazero.Runtime
 
-	mu    sync.Mutex
-	cache map[[32]byte]*entry
-	order [][32]byte // insertion order, for eviction
+	mu        sync.Mutex
+	cacheSize int // MaxCompiledModules; tests lower it
+	cache     map[[32]byte]*entry
+	order     [][32]byte // insertion order, for eviction
 }
 
 type entry struct {
@@ -221,7 +222,7 @@ func New(ctx context.Context, e Engine) (*Runner, error) {
 		_ = rt.Close(ctx)
 		return nil, fmt.Errorf("sandbox: WASI: %w", err)
 	}
-	return &Runner{engine: e, rt: rt, cache: map[[32]byte]*entry{}}, nil
+	return &Runner{engine: e, rt: rt, cacheSize: MaxCompiledModules, cache: map[[32]byte]*entry{}}, nil
 }
 
 // Close releases the runtime and every compiled module.
@@ -243,7 +244,7 @@ func (r *Runner) compile(ctx context.Context, module []byte) (*entry, error) {
 	e = &entry{ready: make(chan struct{}), users: 1}
 	r.cache[key] = e
 	r.order = append(r.order, key)
-	for len(r.order) > MaxCompiledModules {
+	for len(r.order) > r.cacheSize {
 		old := r.order[0]
 		r.order = r.order[1:]
 		oe := r.cache[old]

@@ -203,3 +203,48 @@ func TestDeadlineStopsEverything(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentRuns shares one Runner per engine between goroutines that
+// run different modules (so the compile cache fills and evicts under
+// concurrency); every result must match the one run alone.
+func TestConcurrentRuns(t *testing.T) {
+	comp, interp := runners(t)
+	ctx := context.Background()
+	mods := [][]byte{wat(t, "echo"), wat(t, "nan_floats"), wat(t, "deep_recursion")}
+	for seed := uint64(0); seed < 6; seed++ {
+		mods = append(mods, generateModule(5000+seed))
+	}
+	for _, r := range []*Runner{comp, interp} {
+		r.cacheSize = 4
+		want := make([]Result, len(mods))
+		for i, m := range mods {
+			res, err := r.Run(ctx, m, []byte("in"), corpusLimits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[i] = res
+		}
+		errs := make(chan error, 4)
+		for g := 0; g < 4; g++ {
+			go func() {
+				for i := range mods {
+					j := (i + g*17) % len(mods)
+					res, err := r.Run(ctx, mods[j], []byte("in"), corpusLimits)
+					if err == nil && (res.Outcome != want[j].Outcome || res.Hash != want[j].Hash || res.Fuel != want[j].Fuel) {
+						err = errors.New(r.engine.String() + ": a concurrent run differs from the run alone")
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+		for g := 0; g < 4; g++ {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
