@@ -254,7 +254,13 @@ func (c *coder) body() error {
 			if err := r.blockType(); err != nil {
 				return err
 			}
-			kind := map[byte]frameKind{opBlock: kindBlock, opLoop: kindLoop, opIf: kindIf}[op]
+			kind := kindBlock
+			switch op {
+			case opLoop:
+				kind = kindLoop
+			case opIf:
+				kind = kindIf
+			}
 			c.ctl = append(c.ctl, frame{kind: kind})
 			boundary = op != opBlock
 		case op == opElse:
