@@ -205,6 +205,12 @@ type entry struct {
 
 // New makes a Runner on engine e.
 func New(ctx context.Context, e Engine) (*Runner, error) {
+	return newRunner(ctx, e, e == Interpreter)
+}
+
+// newRunner makes a Runner; closeOnDone turns on wazero's own deadline
+// check (benchmarks compare the compiler with and without it).
+func newRunner(ctx context.Context, e Engine, closeOnDone bool) (*Runner, error) {
 	var cfg wazero.RuntimeConfig
 	switch e {
 	case Compiler:
@@ -216,7 +222,7 @@ func New(ctx context.Context, e Engine) (*Runner, error) {
 	}
 	cfg = cfg.WithCoreFeatures(api.CoreFeaturesV2).
 		WithMemoryLimitPages(MaxMemoryPages).
-		WithCloseOnContextDone(e == Interpreter)
+		WithCloseOnContextDone(closeOnDone)
 	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
 		_ = rt.Close(ctx)
