@@ -64,6 +64,7 @@ const (
 	Interpreter
 )
 
+// String names the engine.
 func (e Engine) String() string {
 	if e == Interpreter {
 		return "interpreter"

@@ -103,6 +103,25 @@ func TestHostileModulesAgreeAcrossEngines(t *testing.T) {
 	}
 }
 
+// TestMaxCallDepthIsBelowEngineLimits recurses to MaxCallDepth on both
+// engines: the metering counter, not wazero's own stack limit (2000
+// frames on the interpreter), must stop it.
+func TestMaxCallDepthIsBelowEngineLimits(t *testing.T) {
+	comp, interp := runners(t)
+	mod := wat(t, "deep_recursion")
+	var fuels []uint64
+	for _, r := range []*Runner{comp, interp} {
+		res, err := r.Run(context.Background(), mod, nil, Limits{CallDepth: MaxCallDepth + 100})
+		if err != nil || res.Outcome != StackExhausted {
+			t.Fatalf("%s: %v %s %s", r.engine, err, res.Outcome, res.Detail)
+		}
+		fuels = append(fuels, res.Fuel)
+	}
+	if fuels[0] != fuels[1] {
+		t.Fatalf("fuel differs: %v", fuels)
+	}
+}
+
 func TestNaNsAreCanonical(t *testing.T) {
 	comp, _ := runners(t)
 	res, err := comp.Run(context.Background(), wat(t, "nan_floats"), nil, Limits{})
