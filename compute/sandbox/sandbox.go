@@ -206,7 +206,11 @@ type entry struct {
 
 // New makes a Runner on engine e.
 func New(ctx context.Context, e Engine) (*Runner, error) {
-	return newRunner(ctx, e, e == Interpreter)
+	// wazero's check at loop headers exits to Go, which is also where the
+	// Go scheduler can preempt a run: compiled wasm cannot be preempted
+	// otherwise, so a long run would stall every garbage collection of the
+	// process (and the deadline watchdog with it).
+	return newRunner(ctx, e, true)
 }
 
 // newRunner makes a Runner; closeOnDone turns on wazero's own deadline
