@@ -5,8 +5,21 @@ import (
 	"fmt"
 )
 
-// globals are the indices of the globals the pass adds.
-type globals struct{ fuel, depth, maxPages, reason uint32 }
+// globals are the indices of the globals the pass adds, the index of the
+// refuel import, and where defined functions start (before the import was
+// added: their indices move up by one).
+type globals struct {
+	fuel, depth, maxPages, reason uint32
+	refuel                        uint32
+}
+
+// remap moves a function index past the added import.
+func (g globals) remap(f uint32) uint32 {
+	if f >= g.refuel {
+		return f + 1
+	}
+	return f
+}
 
 // Opcodes the rewriter emits or treats specially.
 const (
@@ -20,6 +33,8 @@ const (
 	opBrIf        = 0x0d
 	opBrTable     = 0x0e
 	opReturn      = 0x0f
+	opCall        = 0x10
+	opRefFunc     = 0xd2
 	opSelect      = 0x1b
 	opLocalGet    = 0x20
 	opLocalSet    = 0x21
@@ -124,9 +139,6 @@ func meterCode(code []byte, nparams uint32, bt []byte, g globals) ([]byte, error
 	c.out = appendU32(c.out, g.depth)
 	c.out = append(c.out, opI32Const, 1, opI32Sub, opGlobalSet)
 	c.out = appendU32(c.out, g.depth)
-	// An empty loop: wazero's close-on-context-done checks at loop
-	// headers, so this lets a deadline stop loop-free recursion too.
-	c.out = append(c.out, opLoop, 0x40, opEnd)
 	c.out = append(c.out, opBlock)
 	c.out = append(c.out, bt...)
 
@@ -175,13 +187,21 @@ func (c *coder) flush() {
 	c.checkNext = false
 }
 
-// checkAndStore appends, with fuel and a charge on the stack: subtract,
-// trap if the result is negative, else store it.
+// checkAndStore appends, with fuel and a charge on the stack: subtract;
+// if the result is negative, call the host's refuel with it, which either
+// moves fuel from the job's budget so that the result is not negative, or
+// stops the run (out of fuel, or past the deadline); store the result. The
+// host call every slice of fuel is also where the Go scheduler can preempt
+// a compiled run, which it cannot do inside native code.
 func (c *coder) checkAndStore(b []byte) []byte {
 	b = append(b, opI64Sub, opLocalTee)
 	b = appendU32(b, c.t64)
-	b = append(b, opI64Const, 0, opI64LtS, opIf, 0x40)
-	b = c.trap(b, ReasonFuel)
+	b = append(b, opI64Const, 0, opI64LtS, opIf, 0x40, opLocalGet)
+	b = appendU32(b, c.t64)
+	b = append(b, opCall)
+	b = appendU32(b, c.g.refuel)
+	b = append(b, opLocalSet)
+	b = appendU32(b, c.t64)
 	b = append(b, opEnd, opLocalGet)
 	b = appendU32(b, c.t64)
 	b = append(b, opGlobalSet)
@@ -309,10 +329,14 @@ func (c *coder) body() error {
 			c.seg = appendU32(c.seg, uint32(len(c.ctl)))
 			copyIt = false
 			boundary = true
-		case op == 0x10: // call
-			if _, err := r.u32(); err != nil {
+		case op == opCall:
+			f, err := r.u32()
+			if err != nil {
 				return err
 			}
+			c.seg = append(c.seg, opCall)
+			c.seg = appendU32(c.seg, c.g.remap(f))
+			copyIt = false
 		case op == 0x11: // call_indirect
 			if _, err := r.u32(); err != nil {
 				return err
@@ -373,10 +397,14 @@ func (c *coder) body() error {
 				return err
 			}
 		case op == 0xd1: // ref.is_null
-		case op == 0xd2: // ref.func
-			if _, err := r.u32(); err != nil {
+		case op == opRefFunc:
+			f, err := r.u32()
+			if err != nil {
 				return err
 			}
+			c.seg = append(c.seg, opRefFunc)
+			c.seg = appendU32(c.seg, c.g.remap(f))
+			copyIt = false
 		case op == opPrefixFC:
 			var err error
 			copyIt, err = c.prefixFC(start)

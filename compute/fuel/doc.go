@@ -9,11 +9,20 @@
 //     the start of every straight-line segment of code with the number of
 //     instructions in that segment: at function entry, at each loop header,
 //     at both arms of an if, after a br_if/br_table/br/return, and after the
-//     end of an if or of a block that some branch targets. A charge that
-//     would take the global below zero traps before the segment runs, so a
-//     run stops at the same instruction with the same fuel left on every
-//     engine. Bulk operations (memory.fill, memory.copy, memory.init,
-//     table.*) and memory.grow are charged in proportion to their length.
+//     end of an if or of a block that some branch targets. Charges at
+//     function entry and loop headers check: when the global would go below
+//     zero they call the host's refuel import ([ImportModule].
+//     [ImportRefuel]), which either tops the global up from the job's budget
+//     or stops the run; other charges only subtract (the next check, which
+//     no loop or call can skip, settles them). A run therefore stops at the
+//     same instruction with the same fuel used on every engine, and the
+//     host is called back once per slice of fuel, which is where it checks
+//     the deadline and where Go can preempt compiled code. Bulk operations
+//     (memory.fill, memory.copy, memory.init, table.*) and memory.grow are
+//     charged in proportion to their length, with a check. The import is
+//     appended to the module's imports, so every defined function's index
+//     moves up by one: calls, ref.func, exports, element segments and
+//     global initialisers are renumbered.
 //   - Call depth. A mutable i32 global ([ExportDepth]) holds the frames left;
 //     every function decrements it at entry (trapping at zero) and increments
 //     it on every way out. Wasm's own stack limits differ between engines
@@ -31,9 +40,9 @@
 //     the pass replaces a NaN by the canonical quiet NaN at exactly those
 //     points. Canonicalising after every arithmetic instruction instead
 //     would cost about twice as much in float-heavy loops.
-//   - A reason. Each trap the pass adds first stores why in an i32 global
-//     ([ExportReason]), so the runner can tell a metering stop from the
-//     program's own trap.
+//   - A reason. Each trap the pass adds (call depth, memory) first stores
+//     why in an i32 global ([ExportReason]), so the runner can tell a
+//     metering stop from the program's own trap.
 //
 // The pass refuses what it cannot make deterministic or bounded: SIMD,
 // threads (atomics and shared memories), exceptions, tail calls, typed

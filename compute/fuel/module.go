@@ -15,10 +15,18 @@ const (
 	ExportReason   = "fleetmesh_reason"    // i32, why an added check trapped (Reason*)
 )
 
+// The function the metered module imports from its host: refuel(v i64)
+// i64 is called when a charge would take the fuel global to v < 0, and
+// returns the new, non-negative value of the global (taken from the job's
+// budget) or stops the run.
+const (
+	ImportModule = "fleetmesh"
+	ImportRefuel = "refuel"
+)
+
 // Values of the reason global after a trap.
 const (
 	ReasonNone   = 0 // the program's own trap, or no trap
-	ReasonFuel   = 1 // out of fuel
 	ReasonDepth  = 2 // call depth exhausted
 	ReasonMemory = 3 // memory.grow or table.grow past its bound
 )
@@ -98,8 +106,12 @@ type module struct {
 	memories    int
 	globalCount uint32
 	globalRest  []byte // global section after its count
+	importRest  []byte // import section after its count
+	importCount uint32
 	exports     []byte // export section after its count
 	exportCount uint32
+	elements    []byte // element section after its count
+	elemCount   uint32
 	codes       [][]byte
 	dataCount   *uint32
 	info        Info
@@ -205,6 +217,7 @@ func (m *module) readSection(id byte, body []byte) error {
 			m.types = append(m.types, ft)
 		}
 	case secImport:
+		m.importCount, m.importRest = n, body[r.pos:]
 		for i := uint32(0); i < n; i++ {
 			var im Import
 			if im.Module, err = r.name(); err != nil {
@@ -288,6 +301,7 @@ func (m *module) readSection(id byte, body []byte) error {
 			}
 		}
 	case secElement:
+		m.elemCount, m.elements = n, body[r.pos:]
 		for i := uint32(0); i < n; i++ {
 			if err := r.elementSegment(); err != nil {
 				return err
@@ -296,7 +310,17 @@ func (m *module) readSection(id byte, body []byte) error {
 	case secGlobal:
 		m.globalCount = n
 		m.globalRest = body[r.pos:]
-		r.pos = len(r.b)
+		for i := uint32(0); i < n; i++ {
+			if _, err := r.valType(); err != nil {
+				return err
+			}
+			if _, err := r.byte(); err != nil {
+				return err
+			}
+			if err := r.constExpr(); err != nil {
+				return err
+			}
+		}
 	case secExport:
 		m.exportCount = n
 		m.exports = body[r.pos:]
@@ -504,9 +528,11 @@ func (m *module) rewrite() ([]byte, error) {
 		depth:    m.importGlobs + m.globalCount + 1,
 		maxPages: m.importGlobs + m.globalCount + 2,
 		reason:   m.importGlobs + m.globalCount + 3,
+		refuel:   m.importFuncs,
 	}
 	extraTypes := map[string]uint32{}
-	var newTypes []funcType
+	refuelType := funcType{params: []byte{typeI64}, results: []byte{typeI64}}
+	newTypes := []funcType{refuelType}
 	codes := make([][]byte, len(m.codes))
 	for i, code := range m.codes {
 		ft := m.types[m.funcs[i]]
@@ -534,25 +560,51 @@ func (m *module) rewrite() ([]byte, error) {
 	}
 
 	newSection := map[byte][]byte{}
-	if len(newTypes) > 0 {
-		b := appendU32(nil, uint32(len(m.types)+len(newTypes)))
-		for _, ft := range m.types {
-			b = appendType(b, ft)
-		}
-		for _, ft := range newTypes {
-			b = appendType(b, ft)
-		}
-		newSection[secType] = b
+	b := appendU32(nil, uint32(len(m.types)+len(newTypes)))
+	for _, ft := range m.types {
+		b = appendType(b, ft)
 	}
+	for _, ft := range newTypes {
+		b = appendType(b, ft)
+	}
+	newSection[secType] = b
+	ib := appendU32(nil, m.importCount+1)
+	ib = append(ib, m.importRest...)
+	ib = appendName(ib, ImportModule)
+	ib = appendName(ib, ImportRefuel)
+	ib = append(ib, 0)
+	ib = appendU32(ib, uint32(len(m.types))) // refuelType, the first new type
+	newSection[secImport] = ib
+
 	gb := appendU32(nil, m.globalCount+4)
-	gb = append(gb, m.globalRest...)
+	r := &reader{b: m.globalRest}
+	for i := uint32(0); i < m.globalCount; i++ {
+		t, _ := r.byte()
+		mut, _ := r.byte()
+		gb = append(gb, t, mut)
+		var err error
+		if gb, err = r.remapConstExpr(gb, g); err != nil {
+			return nil, err
+		}
+	}
 	gb = append(gb, typeI64, 1, 0x42, 0, 0x0b) // fuel
 	gb = append(gb, typeI32, 1, 0x41, 0, 0x0b) // depth
 	gb = append(gb, typeI64, 1, 0x42, 0, 0x0b) // max pages
 	gb = append(gb, typeI32, 1, 0x41, 0, 0x0b) // reason
 	newSection[secGlobal] = gb
 	eb := appendU32(nil, m.exportCount+4)
-	eb = append(eb, m.exports...)
+	r = &reader{b: m.exports}
+	for i := uint32(0); i < m.exportCount; i++ {
+		name, _ := r.name()
+		kind, _ := r.byte()
+		idx, _ := r.u32()
+		if kind == 0 {
+			idx = g.remap(idx)
+		}
+		eb = appendName(eb, name)
+		eb = append(eb, kind)
+		eb = appendU32(eb, idx)
+	}
 	for _, e := range []struct {
 		name string
 		idx  uint32
@@ -562,6 +614,13 @@ func (m *module) rewrite() ([]byte, error) {
 		eb = appendU32(eb, e.idx)
 	}
 	newSection[secExport] = eb
+	if m.elements != nil {
+		el, err := m.remapElements(g)
+		if err != nil {
+			return nil, err
+		}
+		newSection[secElement] = el
+	}
 	cb := appendU32(nil, uint32(len(codes)))
 	for _, c := range codes {
 		cb = appendU32(cb, uint32(len(c)))
@@ -576,7 +635,7 @@ func (m *module) rewrite() ([]byte, error) {
 		out = append(out, body...)
 	}
 	// Sections the module lacks but the pass adds go where the order puts them.
-	pending := []byte{secGlobal, secExport}
+	pending := []byte{secType, secImport, secGlobal, secExport}
 	flushBefore := func(rank int) {
 		for len(pending) > 0 && sectionRank[pending[0]] < rank {
 			id := pending[0]
@@ -614,4 +673,99 @@ func appendType(b []byte, ft funcType) []byte {
 	b = append(b, ft.params...)
 	b = appendU32(b, uint32(len(ft.results)))
 	return append(b, ft.results...)
+}
+
+// remapConstExpr copies a constant expression, moving ref.func indices
+// past the added import.
+func (r *reader) remapConstExpr(out []byte, g globals) ([]byte, error) {
+	for {
+		start := r.pos
+		op, err := r.byte()
+		if err != nil {
+			return nil, err
+		}
+		switch op {
+		case opEnd:
+			return append(out, opEnd), nil
+		case opRefFunc:
+			f, err := r.u32()
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, opRefFunc)
+			out = appendU32(out, g.remap(f))
+			continue
+		case opI32Const:
+			_, err = r.signed(32)
+		case opI64Const:
+			_, err = r.signed(64)
+		case opF32Const:
+			_, err = r.bytes(4)
+		case opF64Const:
+			_, err = r.bytes(8)
+		case 0xd0:
+			_, err = r.byte()
+		case opGlobalGet:
+			_, err = r.u32()
+		case opI32Add, opI32Sub, 0x6c, opI64Add, opI64Sub, opI64Mul:
+		default:
+			return nil, fmt.Errorf("opcode 0x%02x in a constant expression", op)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r.b[start:r.pos]...)
+	}
+}
+
+// remapElements rewrites the element section, moving function indices
+// past the added import.
+func (m *module) remapElements(g globals) ([]byte, error) {
+	r := &reader{b: m.elements}
+	out := appendU32(nil, m.elemCount)
+	for i := uint32(0); i < m.elemCount; i++ {
+		flags, err := r.u32()
+		if err != nil {
+			return nil, err
+		}
+		out = appendU32(out, flags)
+		if flags&2 != 0 && flags&1 == 0 {
+			t, err := r.u32()
+			if err != nil {
+				return nil, err
+			}
+			out = appendU32(out, t)
+		}
+		if flags&1 == 0 {
+			if out, err = r.remapConstExpr(out, g); err != nil {
+				return nil, err
+			}
+		}
+		if flags&3 != 0 {
+			k, err := r.byte()
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, k)
+		}
+		n, err := r.count()
+		if err != nil {
+			return nil, err
+		}
+		out = appendU32(out, n)
+		for j := uint32(0); j < n; j++ {
+			if flags&4 != 0 {
+				if out, err = r.remapConstExpr(out, g); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			f, err := r.u32()
+			if err != nil {
+				return nil, err
+			}
+			out = appendU32(out, g.remap(f))
+		}
+	}
+	return out, nil
 }

@@ -325,7 +325,7 @@ func BenchmarkStopAtLimit(b *testing.B) {
 }
 
 // BenchmarkDeadlineCheck runs the metered infinite loop for 1,000,000 fuel
-// on the compiler with the fuel watchdog alone (what the sandbox uses) and
+// on the compiler with the refuel call alone (what the sandbox uses) and
 // with wazero's close-on-context-done check at loop headers as well.
 //
 //	go test -run '^$' -bench DeadlineCheck ./compute/sandbox/
@@ -333,7 +333,7 @@ func BenchmarkDeadlineCheck(b *testing.B) {
 	ctx := context.Background()
 	mod := wat(b, "infinite_loop")
 	for _, closeOnDone := range []bool{false, true} {
-		name := "fuel-watchdog"
+		name := "refuel"
 		if closeOnDone {
 			name = "close-on-context-done"
 		}

@@ -4,24 +4,23 @@
 // every engine and CPU (spec/compute-sandbox.md).
 //
 // A run is bounded five ways, each a distinct outcome: fuel (the metering
-// pass traps when it runs out), call depth (the pass's frame counter),
-// memory (the pass traps memory.grow past Limits.MemoryPages, and the
-// runtime is capped at MaxMemoryPages besides), output (stdout past
-// Limits.OutputBytes stops the run at that write), and a wall-clock
-// deadline. The first four are exact and engine independent; the deadline
-// is the one wall-clock bound, a guard against a slow host rather than part
-// of a result. On the compiler a watchdog stops a run at its deadline by
-// setting the fuel global to zero (every millisecond until the run
-// returns, since the program's own store may overwrite one); the next
-// charge, at the latest the next function entry or loop header, traps.
-// wazero's close-on-context-done would do the same at a cost of a call per
-// loop iteration (measured in docs/benchmarks/compute.md). The interpreter
-// keeps wazero's check, which is cheap there, because its globals are Go
-// values a second goroutine may not write; the metering pass opens an empty
-// loop at every function entry so that the check stops loop-free recursion
-// too. Running out of fuel, memory,
-// stack or time is Inconclusive: the job was too big for the limits, never
-// a wrong answer.
+// pass charges it; the host hands it out FuelSlice at a time through the
+// pass's refuel import and stops the run when the job's budget cannot
+// cover a charge), call depth (the pass's frame counter), memory (the pass
+// traps memory.grow past Limits.MemoryPages, and the runtime is capped at
+// MaxMemoryPages besides), output (stdout past Limits.OutputBytes stops the
+// run at that write), and a wall-clock deadline. The first four are exact
+// and engine independent; the deadline is the one wall-clock bound, a
+// guard against a slow host rather than part of a result. It is checked in
+// the same refuel call, so it stops loops and loop-free recursion alike
+// within one slice of fuel, and that call is also where the Go scheduler
+// can preempt a compiled run (it cannot inside native code, so without it
+// a long job would stall every garbage collection of the process).
+// wazero's own close-on-context-done check is not used: it calls into Go
+// at every loop header, which costs an order of magnitude on tight loops
+// (docs/benchmarks/compute.md). Running out of fuel, memory, stack or time
+// is Inconclusive: the job was too big for the limits, never a wrong
+// answer.
 //
 // The module sees no clock, randomness or filesystem beyond fixed values:
 // wall time is a constant, monotonic time advances 1 ms per read, sleeps
@@ -206,15 +205,11 @@ type entry struct {
 
 // New makes a Runner on engine e.
 func New(ctx context.Context, e Engine) (*Runner, error) {
-	// wazero's check at loop headers exits to Go, which is also where the
-	// Go scheduler can preempt a run: compiled wasm cannot be preempted
-	// otherwise, so a long run would stall every garbage collection of the
-	// process (and the deadline watchdog with it).
-	return newRunner(ctx, e, true)
+	return newRunner(ctx, e, false)
 }
 
 // newRunner makes a Runner; closeOnDone turns on wazero's own deadline
-// check (benchmarks compare the compiler with and without it).
+// check at loop headers as well (benchmarks compare its cost).
 func newRunner(ctx context.Context, e Engine, closeOnDone bool) (*Runner, error) {
 	var cfg wazero.RuntimeConfig
 	switch e {
@@ -232,6 +227,15 @@ func newRunner(ctx context.Context, e Engine, closeOnDone bool) (*Runner, error)
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
 		_ = rt.Close(ctx)
 		return nil, fmt.Errorf("sandbox: WASI: %w", err)
+	}
+	_, err := rt.NewHostModuleBuilder(fuel.ImportModule).
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(refuel), []api.ValueType{api.ValueTypeI64}, []api.ValueType{api.ValueTypeI64}).
+		Export(fuel.ImportRefuel).
+		Instantiate(ctx)
+	if err != nil {
+		_ = rt.Close(ctx)
+		return nil, fmt.Errorf("sandbox: refuel host module: %w", err)
 	}
 	return &Runner{engine: e, rt: rt, cacheSize: MaxCompiledModules, cache: map[[32]byte]*entry{}}, nil
 }
@@ -378,28 +382,28 @@ func (r *Runner) Run(ctx context.Context, module, input []byte, lim Limits) (Res
 	depthG := mod.ExportedGlobal(fuel.ExportDepth).(api.MutableGlobal)
 	pagesG := mod.ExportedGlobal(fuel.ExportMaxPages).(api.MutableGlobal)
 	reasonG := mod.ExportedGlobal(fuel.ExportReason)
-	fuelG.Set(lim.Fuel)
 	depthG.Set(uint64(lim.CallDepth))
 	pagesG.Set(uint64(lim.MemoryPages))
 
-	stopped := func() (bool, uint64) { return false, 0 }
-	if r.engine == Compiler {
-		stopped = watchdog(runCtx, fuelG)
-	}
-	_, callErr := mod.ExportedFunction("_start").Call(runCtx)
-	fired, left := stopped()
-	if !fired {
-		left = fuelG.Get()
-	}
-	res := Result{Fuel: lim.Fuel - left}
+	st := &budget{ctx: runCtx, remaining: lim.Fuel}
+	first := min(st.remaining, FuelSlice)
+	st.remaining -= first
+	fuelG.Set(first)
+	_, callErr := mod.ExportedFunction("_start").Call(context.WithValue(runCtx, budgetKey{}, st))
+	// Fuel left: the global (which may be below zero after charges that
+	// do not check) and what the host has not handed out yet.
+	left := int64(fuelG.Get()) + int64(st.remaining)
+	res := Result{Fuel: uint64(int64(lim.Fuel) - left)}
 	var exit *sys.ExitError
 	switch {
-	case fired || (errors.As(callErr, &exit) && (exit.ExitCode() == sys.ExitCodeDeadlineExceeded || exit.ExitCode() == sys.ExitCodeContextCanceled)):
+	case errors.Is(callErr, errDeadline):
 		if ctx.Err() != nil {
 			return Result{}, fmt.Errorf("sandbox: run cancelled: %w", ctx.Err())
 		}
 		res.Outcome = Deadline
 		res.Detail = fmt.Sprintf("stopped after %s", lim.Deadline)
+	case errors.Is(callErr, errOutOfFuel):
+		res.Outcome = OutOfFuel
 	case callErr == nil:
 		res.Outcome = OK
 	case errors.As(callErr, &exit):
@@ -414,8 +418,6 @@ func (r *Runner) Run(ctx context.Context, module, input []byte, lim Limits) (Res
 		res.Detail = fmt.Sprintf("output exceeds %d bytes", lim.OutputBytes)
 	default:
 		switch reasonG.Get() {
-		case fuel.ReasonFuel:
-			res.Outcome = OutOfFuel
 		case fuel.ReasonDepth:
 			res.Outcome = StackExhausted
 		case fuel.ReasonMemory:
@@ -431,39 +433,52 @@ func (r *Runner) Run(ctx context.Context, module, input []byte, lim Limits) (Res
 	return finish(res), nil
 }
 
-// watchdog stops a compiled run when ctx ends by zeroing its fuel global
-// until the run returns. The returned func, called after the run, waits for
-// the watchdog and reports whether it fired and how much fuel was left when
-// it did.
-func watchdog(ctx context.Context, fuelG api.MutableGlobal) func() (bool, uint64) {
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	var fired bool
-	var left uint64
-	go func() {
-		defer close(finished)
-		select {
-		case <-done:
-			return
-		case <-ctx.Done():
-		}
-		fired, left = true, fuelG.Get()
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		for {
-			fuelG.Set(0)
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return func() (bool, uint64) {
-		close(done)
-		<-finished
-		return fired, left
+// FuelSlice is the most fuel the host hands a run at a time. Each time a
+// run uses up a slice it calls back into the host (package fuel's refuel
+// import), where the deadline is checked and where the Go scheduler can
+// preempt it: compiled wasm cannot be preempted in native code, so a run
+// that never left it would stall every garbage collection of the process.
+// At 65,536 instructions that is about every 0.1 ms on the compiler.
+const FuelSlice = 1 << 16
+
+var (
+	errOutOfFuel = errors.New("out of fuel")
+	errDeadline  = errors.New("deadline")
+)
+
+type budgetKey struct{}
+
+// budget is the fuel of one run not yet handed to the module.
+type budget struct {
+	ctx       context.Context
+	remaining uint64
+}
+
+// grant returns the new value of the fuel global when a charge took it to
+// v < 0 (or v = 0 at the start): v plus what is moved from the budget,
+// at least -v and at most FuelSlice more. It panics with errOutOfFuel when
+// the budget cannot cover -v, and with errDeadline once the deadline has
+// passed; wazero turns the panic into the run's error.
+func (b *budget) grant(v int64) int64 {
+	if b.ctx.Err() != nil {
+		panic(errDeadline)
 	}
+	need := uint64(-v)
+	if need > b.remaining {
+		panic(errOutOfFuel)
+	}
+	give := min(b.remaining, max(need, FuelSlice))
+	b.remaining -= give
+	return v + int64(give)
+}
+
+// refuel is the host side of package fuel's refuel import.
+func refuel(ctx context.Context, _ api.Module, stack []uint64) {
+	b, ok := ctx.Value(budgetKey{}).(*budget)
+	if !ok {
+		panic(errOutOfFuel) // called outside Run: no budget
+	}
+	stack[0] = uint64(b.grant(int64(stack[0])))
 }
 
 func finish(r Result) Result {

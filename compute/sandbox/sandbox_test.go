@@ -70,6 +70,7 @@ func TestHostileModulesAgreeAcrossEngines(t *testing.T) {
 		want  Outcome
 	}{
 		{"echo", "hello, sandbox", OK},
+		{"indirect", "", OK},
 		{"infinite_loop", "", OutOfFuel},
 		{"exp_recursion", "", OutOfFuel},
 		{"memory_grow_bomb", "", OutOfMemory},
@@ -98,6 +99,9 @@ func TestHostileModulesAgreeAcrossEngines(t *testing.T) {
 			}
 			if tc.name == "echo" && string(c.Output) != tc.input {
 				t.Fatalf("echo output %q", c.Output)
+			}
+			if tc.name == "indirect" && string(c.Output) != "ACB" {
+				t.Fatalf("indirect output %q, want ACB", c.Output)
 			}
 		})
 	}
