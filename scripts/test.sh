@@ -23,6 +23,7 @@ command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 # PostgreSQL's server binaries: the PostgreSQL event store's tests start
 # their own throwaway server on loopback (internal/pgtest).
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
+command -v wat2wasm >/dev/null 2>&1 || missing+=(wabt) # compute/sandbox builds its WAT fixtures
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq
