@@ -36,12 +36,12 @@ func runLabel(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	c, err := newControl(*h)
-	if err != nil {
-		return err
-	}
 	var ans node.LabelAnswer
 	if *retract != "" {
+		c, err := newControl(*h)
+		if err != nil {
+			return err
+		}
 		if err := c.do(ctx, "POST", "/labels/retract", node.LabelAnswer{ID: *retract}, &ans); err != nil {
 			return err
 		}
@@ -61,6 +61,10 @@ func runLabel(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		return fmt.Errorf("%w: --expires %s: give a positive duration, e.g. 720h", errUsage, *expires)
 	}
 	req.Expires = int64(expires.Seconds())
+	c, err := newControl(*h)
+	if err != nil {
+		return err
+	}
 	if err := c.do(ctx, "POST", "/labels", req, &ans); err != nil {
 		return err
 	}
