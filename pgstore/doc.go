@@ -70,7 +70,9 @@
 // apply in PL/pgSQL), so a batch takes two round trips however many saves
 // it holds: BEGIN, the locks and every save_event call, pipelined; then
 // the feed, the NOTIFY and the COMMIT. A batch that fails on a statement
-// is run again one save at a time, so a bad save fails alone.
+// is run again one save at a time, so a bad save fails alone; one that
+// loses its connection is run again whole, and a save that had committed
+// is then answered Duplicate.
 //
 // # The change feed, gap-free in commit order
 //

@@ -138,7 +138,9 @@ func (s *Store) Broadcast(ctx context.Context, ev *nostr.Event) error {
 // there is none).
 func (s *Store) Head(ctx context.Context) (uint64, error) {
 	var h int64
-	if err := s.pool.QueryRow(ctx, "SELECT seq FROM fleetmesh.feed_head").Scan(&h); err != nil {
+	if err := s.retryConn(func() error {
+		return s.pool.QueryRow(ctx, "SELECT seq FROM fleetmesh.feed_head").Scan(&h)
+	}, func() bool { return true }); err != nil {
 		return 0, fmt.Errorf("pgstore: feed head: %w", err)
 	}
 	return uint64(h), nil

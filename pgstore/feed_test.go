@@ -260,6 +260,14 @@ func TestFeedResume(t *testing.T) {
 	if len(got) != len(evs) || len(stored) != len(evs) {
 		t.Fatalf("the feed stored %d events, the writers %d, of %d", len(got), len(stored), len(evs))
 	}
+	// A query and a save right after a kill succeed: the store drops the
+	// dead connections it finds and dials anew.
+	if _, err := pgtest.Terminate(ctx, fx.url); err != nil {
+		t.Fatal(err)
+	}
+	if got := fx.query(nostr.Filter{IDs: [][32]byte{evs[0].ID}}, 1); len(got) != 1 {
+		t.Fatalf("query right after a kill: %d events, want 1", len(got))
+	}
 	// The follower is still live after the last kill: a new event reaches it.
 	e := fx.event(0, 1, fx.now.Load(), nil, "after the kills")
 	if r := fx.save(e); r != eventstore.Stored {

@@ -75,7 +75,19 @@ func (s *Store) QueryRaw(ctx context.Context, f *nostr.Filter, limit int, fn fun
 	if s.closed() {
 		return ErrClosed
 	}
-	return s.query(ctx, s.read, f, limit, true, fn)
+	return s.queryRetry(ctx, f, limit, true, fn)
+}
+
+// queryRetry is query on the read pool, run again if its connection was
+// lost before it handed out any event (retryConn).
+func (s *Store) queryRetry(ctx context.Context, f *nostr.Filter, limit int, ordered bool, fn func(eventstore.Raw) bool) error {
+	handed := false
+	return s.retryConn(func() error {
+		return s.query(ctx, s.read, f, limit, ordered, func(r eventstore.Raw) bool {
+			handed = true
+			return fn(r)
+		})
+	}, func() bool { return !handed })
 }
 
 // ListRaw is QueryRaw in no particular order, for callers that list a
@@ -84,7 +96,7 @@ func (s *Store) ListRaw(ctx context.Context, f *nostr.Filter, limit int, fn func
 	if s.closed() {
 		return ErrClosed
 	}
-	return s.query(ctx, s.read, f, limit, false, fn)
+	return s.queryRetry(ctx, f, limit, false, fn)
 }
 
 // QueryRawHead is QueryRaw with the feed's position in the same snapshot:
@@ -119,7 +131,9 @@ func (s *Store) Count(ctx context.Context, f *nostr.Filter) (n int64, approximat
 		return 0, false, nil
 	}
 	q, args := buildQuery(f, s.opts.Now().Unix(), s.opts.MaxScan, false, "1")
-	if err := s.read.QueryRow(ctx, "SELECT count(*) FROM ("+q+") m", args...).Scan(&n); err != nil {
+	if err := s.retryConn(func() error {
+		return s.read.QueryRow(ctx, "SELECT count(*) FROM ("+q+") m", args...).Scan(&n)
+	}, func() bool { return true }); err != nil {
 		return 0, false, fmt.Errorf("pgstore: count: %w", err)
 	}
 	return n, n >= int64(s.opts.MaxScan), nil

@@ -76,7 +76,9 @@ func (s *Store) writer() {
 func (s *Store) commitBatch(batch []*saveReq) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.bg), batchTimeout)
 	defer cancel()
-	err := s.runBatch(ctx, batch)
+	// A batch that lost its connection is run again: a save that did
+	// commit is then a Duplicate, which is what it is.
+	err := s.retryConn(func() error { return s.runBatch(ctx, batch) }, func() bool { return true })
 	if err != nil && len(batch) > 1 && !isConnError(err) {
 		for _, r := range batch {
 			s.commitBatch([]*saveReq{r})
@@ -91,10 +93,36 @@ func (s *Store) commitBatch(batch []*saveReq) {
 	}
 }
 
-// isConnError reports whether err lost the connection, not a statement.
+// isConnError reports whether err lost the connection (a network error,
+// a server that ended the session: SQLSTATE classes 08 and 57, as
+// pg_terminate_backend or a restart do), not a statement's error.
 func isConnError(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
 	var pgErr interface{ SQLState() string }
-	return !errors.As(err, &pgErr)
+	if !errors.As(err, &pgErr) {
+		return true
+	}
+	class := pgErr.SQLState()[:2]
+	return class == "08" || class == "57"
+}
+
+// retryConn runs fn, and again while it loses its connection and retry
+// says nothing was handed out yet, up to once per connection the pool may
+// hold and once more: a pooled connection that the server ended while it
+// sat idle (pg_terminate_backend, a restart) fails its first use and is
+// dropped, the pool pings only those idle over a second, and after all of
+// them the pool dials anew.
+func (s *Store) retryConn(fn func() error, retry func() bool) error {
+	err := fn()
+	for range s.opts.MaxConns + 1 {
+		if err == nil || !isConnError(err) || !retry() {
+			break
+		}
+		err = fn()
+	}
+	return err
 }
 
 // saveResults maps save_event's results to Save's.
