@@ -83,9 +83,9 @@ func TestMeterRefuses(t *testing.T) {
 
 // TestMeterCharges reads back the charges the pass emits for a known body.
 func TestMeterCharges(t *testing.T) {
-	// loop (i32.const 1, br_if 0) end: the loop header starts a segment of
-	// 2 instructions (const, br_if); the function entry's segment is
-	// loop + end-of-loop... end of function.
+	// loop (i32.const 1, br_if 0) end, end: the function entry's segment
+	// is the loop instruction, the loop body's the const and the br_if,
+	// and after the br_if come the loop's end and the function's.
 	body := []byte{0, opLoop, 0x40, opI32Const, 1, opBrIf, 0, opEnd, opEnd}
 	out, info, err := Meter(oneFunc(body...))
 	if err != nil {
