@@ -28,6 +28,7 @@ import (
 
 	"fleetmesh.org/fleetmesh/boundary"
 	"fleetmesh.org/fleetmesh/clientaddr"
+	"fleetmesh.org/fleetmesh/compute"
 	"fleetmesh.org/fleetmesh/config/setting"
 	"fleetmesh.org/fleetmesh/dashboard"
 	"fleetmesh.org/fleetmesh/mesh"
@@ -68,6 +69,9 @@ type Config struct {
 	// Standing is the walks that turn verified receipts into standing
 	// (spec/standing.md).
 	Standing standing.Config `toml:"standing"`
+	// Compute is the compute market: whether this node executes jobs for
+	// others, and their bounds (spec/compute.md).
+	Compute compute.Config `toml:"compute"`
 	// Dashboard is the operator page at /dashboard on the relay port.
 	Dashboard dashboard.Config `toml:"dashboard"`
 }
@@ -281,6 +285,7 @@ func Default() Config {
 		Accounting: DefaultAccounting(),
 		Dashboard:  dashboard.DefaultConfig(),
 		Standing:   standing.DefaultConfig(),
+		Compute:    compute.DefaultConfig(),
 	}
 }
 
@@ -397,6 +402,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Standing.Check(); err != nil {
 		return fmt.Errorf("standing.%w", err)
+	}
+	if err := c.Compute.Check(); err != nil {
+		return fmt.Errorf("compute.%w", err)
 	}
 	for _, r := range c.Boundary.Rules {
 		if _, err := r.Compile(); err != nil {
