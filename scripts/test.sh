@@ -20,6 +20,7 @@ command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 # Debian's chromium, driven by playwright-core from interop/, loads the
 # operator dashboard (e2e/dashboard_test.go); no browser is downloaded.
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v wat2wasm >/dev/null 2>&1 || missing+=(wabt) # compute/sandbox builds its WAT fixtures
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq
