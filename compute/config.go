@@ -38,9 +38,11 @@ type Config struct {
 	MaxDeadline    setting.Duration `toml:"max_deadline" comment:"longest wall-clock time one job may run here"`
 	MaxModuleBytes int              `toml:"max_module_bytes" comment:"largest module taken in"`
 	MaxInputBytes  int              `toml:"max_input_bytes" comment:"largest job input taken in"`
-	// Redundancy is how many executors a job this node requests runs on
-	// when `fleetmesh job run` names none.
-	Redundancy int `toml:"redundancy" comment:"executors a job requested here runs on when job run names none"`
+	// Redundancy is the least number of executors a job this node
+	// requests runs on when `fleetmesh job run` names none; the
+	// verification (package compute/verify) adds a seasoned executor
+	// beside new identities and audits at random on top of it.
+	Redundancy int `toml:"redundancy" comment:"least executors a job requested here runs on when job run names none (verification adds more and audits as needed)"`
 	// JobTimeout bounds one requested job from offer to verdict.
 	JobTimeout setting.Duration `toml:"job_timeout" comment:"longest a requested job may take, from offer to verdict"`
 }
@@ -52,11 +54,11 @@ func DefaultConfig() Config {
 		MaxFuel:        1_000_000_000,
 		MaxMemoryPages: 256,
 		MaxOutputBytes: 64 << 10,
-		MaxCallDepth:   10_000,
+		MaxCallDepth:   1000,
 		MaxDeadline:    setting.DurationOf(10 * time.Second),
 		MaxModuleBytes: MaxModuleBytes,
 		MaxInputBytes:  64 << 10,
-		Redundancy:     3,
+		Redundancy:     1,
 		JobTimeout:     setting.DurationOf(time.Minute),
 	}
 }

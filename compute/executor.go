@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"fleetmesh.org/fleetmesh/compute/verify"
 	"fleetmesh.org/fleetmesh/didcomm"
 	"fleetmesh.org/fleetmesh/identity"
 )
@@ -213,10 +214,11 @@ func (e *Executor) input(ctx context.Context, m *didcomm.Message) (*didcomm.Mess
 	r, err := e.run(rctx, module, in, j.offer.Limits)
 	if err != nil {
 		e.forget(b.JobID)
-		return nil, &didcomm.Problem{Code: didcomm.CodeInternal, Err: fmt.Errorf("compute: job %s: %w", b.JobID, err)}
-	}
-	if e.hooks.Gave != nil {
-		e.hooks.Gave(m.From, Units(r.Fuel))
+		code := didcomm.CodeInternal
+		if errors.Is(err, ErrRefused) {
+			code = didcomm.CodeMalformed
+		}
+		return nil, &didcomm.Problem{Code: code, Err: fmt.Errorf("compute: job %s: %w", b.JobID, err)}
 	}
 	if e.hooks.Ran != nil {
 		e.hooks.Ran(r.Outcome, r.Fuel)
@@ -225,7 +227,7 @@ func (e *Executor) input(ctx context.Context, m *didcomm.Message) (*didcomm.Mess
 	if _, err := rand.Read(nonce[:]); err != nil {
 		return nil, err
 	}
-	c := Commitment(b.JobID, e.did, r.Outcome, r.Hash, r.Fuel, nonce)
+	c := verify.Commit(b.JobID, e.did, resultOf(r.Outcome, r.Hash), nonce)
 	e.mu.Lock()
 	j.run, j.nonce, j.commit = r, nonce, c
 	e.mu.Unlock()
@@ -261,6 +263,11 @@ func (e *Executor) reveal(m *didcomm.Message) (*didcomm.Message, error) {
 		return nil, err
 	}
 	e.forget(b.JobID)
+	// The units are given as the result goes out, when the requester
+	// counts them too, so both count them in the same window.
+	if e.hooks.Gave != nil {
+		e.hooks.Gave(m.From, Units(run.Fuel))
+	}
 	return Message(TypeResult, m.Thread(), Result{JobID: b.JobID, Outcome: run.Outcome, ResultHash: hex.EncodeToString(run.Hash[:]),
 		Fuel: run.Fuel, Nonce: hex.EncodeToString(nonce[:]), Sealed: sealed})
 }

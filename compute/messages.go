@@ -3,7 +3,6 @@ package compute
 import (
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -44,7 +43,7 @@ const (
 	MaxRedundancy  = 16
 	MaxDeadlineMS  = 60_000
 	MaxMemoryPages = 1024 // 64 MiB
-	MaxCallDepth   = 100_000
+	MaxCallDepth   = 1900 // the sandbox's bound (sandbox.MaxCallDepth)
 	maxJobIDLen    = 64
 	maxReasonLen   = 512
 )
@@ -169,7 +168,7 @@ type Input struct {
 }
 
 // Commit is the commit body: executor to requester, the executor's
-// binding commitment to its result (Commitment) before any executor
+// binding commitment to its result (verify.Commit) before any executor
 // reveals.
 type Commit struct {
 	JobID      string `json:"job_id"`
@@ -221,33 +220,6 @@ func CheckModule(name string, module []byte) error {
 		return &didcomm.Problem{Code: didcomm.CodeMalformed, Err: fmt.Errorf("compute: module bytes do not match CID %s", c)}
 	}
 	return nil
-}
-
-// commitPrefix domain-separates commitments.
-const commitPrefix = "fleetmesh job commit v1\x00"
-
-// Commitment is an executor's commitment to a result: sha2-256 over the
-// prefix, the job id, the executor's DID, the outcome, the result hash,
-// the fuel burned and a 32-byte nonce, each length-prefixed. Binding the
-// executor's DID means one executor's opening never opens another's
-// commitment.
-func Commitment(jobID, executor, outcome string, resultHash [32]byte, fuel uint64, nonce [32]byte) [32]byte {
-	h := sha256.New()
-	h.Write([]byte(commitPrefix))
-	for _, s := range []string{jobID, executor, outcome} {
-		var n [4]byte
-		binary.BigEndian.PutUint32(n[:], uint32(len(s)))
-		h.Write(n[:])
-		h.Write([]byte(s))
-	}
-	h.Write(resultHash[:])
-	var f [8]byte
-	binary.BigEndian.PutUint64(f[:], fuel)
-	h.Write(f[:])
-	h.Write(nonce[:])
-	var out [32]byte
-	copy(out[:], h.Sum(nil))
-	return out
 }
 
 // ResultHash hashes canonical output bytes.

@@ -12,7 +12,7 @@ import (
 
 const testJob = "0123456789abcdef0123456789abcdef"
 
-var okLimits = Limits{Fuel: 1000, MemoryPages: 1, OutputBytes: 64, CallDepth: 100, DeadlineMS: 1000}
+var okLimits = Limits{Fuel: 10_000_000, MemoryPages: 4, OutputBytes: 1024, CallDepth: 100, DeadlineMS: 5000}
 
 func msg(t testing.TB, typ string, body any) *didcomm.Message {
 	m, err := Message(typ, "", body)
@@ -53,24 +53,6 @@ func TestParseOffer(t *testing.T) {
 	}
 	if _, err := ParseOffer(msg(t, TypeAccept, Accept{JobID: testJob})); err == nil {
 		t.Fatal("an accept parsed as an offer")
-	}
-}
-
-func TestCommitmentOpens(t *testing.T) {
-	h := ResultHash([]byte("out"))
-	var nonce [32]byte
-	nonce[0] = 7
-	c := Commitment(testJob, "did:key:a", OutcomeOK, h, 42, nonce)
-	for name, other := range map[string][32]byte{
-		"executor": Commitment(testJob, "did:key:b", OutcomeOK, h, 42, nonce),
-		"outcome":  Commitment(testJob, "did:key:a", OutcomeTrap, h, 42, nonce),
-		"hash":     Commitment(testJob, "did:key:a", OutcomeOK, ResultHash([]byte("0ut")), 42, nonce),
-		"fuel":     Commitment(testJob, "did:key:a", OutcomeOK, h, 43, nonce),
-		"job":      Commitment("1123456789abcdef0123456789abcdef", "did:key:a", OutcomeOK, h, 42, nonce),
-	} {
-		if other == c {
-			t.Errorf("changing the %s leaves the commitment unchanged", name)
-		}
 	}
 }
 

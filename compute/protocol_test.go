@@ -5,16 +5,22 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sync"
 	"testing"
 
+	"fleetmesh.org/fleetmesh/compute/sandbox"
+	"fleetmesh.org/fleetmesh/compute/verify"
 	"fleetmesh.org/fleetmesh/didcomm"
 	"fleetmesh.org/fleetmesh/identity"
 )
 
 // wire carries job messages between in-process nodes the way the agent
 // does (authcrypt both ways, return route) and keeps every byte it
-// carried, as a relaying node would see them.
+// carried, as a relaying node would see them, and every outer message
+// in plaintext, as a node that could open the outer envelope would.
 type wire struct {
 	nodes map[string]*wireNode
 	mu    sync.Mutex
@@ -65,6 +71,9 @@ func (w *wire) request(from *wireNode) Request {
 		if err != nil {
 			return nil, err
 		}
+		// What a node that opened the outer envelope (a mediator it
+		// was addressed to) would read.
+		w.saw(u.Plaintext)
 		ans, err := dst.exec.Handle(ctx, u)
 		if err != nil {
 			return nil, err
@@ -79,15 +88,37 @@ func (w *wire) request(from *wireNode) Request {
 		if err != nil {
 			return nil, err
 		}
+		w.saw(u.Plaintext)
 		return u.Message, nil
 	}
 }
 
-// upper is a stand-in for the sandbox in the message-layer tests: its
-// output is the input in upper case, and it burns a fuel per byte.
-func upper(_ context.Context, module, input []byte, l Limits) (Run, error) {
-	out := bytes.ToUpper(input)
-	return Run{Outcome: OutcomeOK, Output: out, Hash: sha256.Sum256(out), Fuel: uint64(len(input)) * 20_000}, nil
+// wat builds a module from compute/testdata/NAME.wat with wabt's
+// wat2wasm (scripts/test.sh installs wabt).
+func wat(t testing.TB, name string) []byte {
+	t.Helper()
+	if _, err := exec.LookPath("wat2wasm"); err != nil {
+		t.Skip("wat2wasm (Debian's wabt) is not installed; scripts/test.sh installs it")
+	}
+	out := filepath.Join(t.TempDir(), name+".wasm")
+	if b, err := exec.Command("wat2wasm", filepath.Join("testdata", name+".wat"), "-o", out).CombinedOutput(); err != nil {
+		t.Fatalf("wat2wasm %s: %v\n%s", name, err, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// sandboxed is the real sandbox (wazero's compiler) as a Runner.
+func sandboxed(t testing.TB) Runner {
+	r, err := sandbox.New(context.Background(), sandbox.Compiler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(context.Background()) })
+	return SandboxRunner(r)
 }
 
 // tally counts the units executors gave, by requester.
@@ -123,16 +154,21 @@ func offering(run Runner, gave *tally) func(k *identity.Key) *Executor {
 	}
 }
 
+func opens(jobID string, rep Report) bool {
+	return verify.CheckCommit(jobID, rep.Executor, resultOf(rep.Outcome, rep.Hash), rep.Nonce, rep.Commitment) == nil && rep.Hash == rep.ResultHash
+}
+
 func TestJobOnThreeExecutors(t *testing.T) {
+	mod, run := wat(t, "upper"), sandboxed(t)
 	var w wire
 	gave := &tally{}
 	req := w.add(t, nil)
 	var dids []string
 	for range 3 {
-		dids = append(dids, w.add(t, offering(upper, gave)).key.DID())
+		dids = append(dids, w.add(t, offering(run, gave)).key.DID())
 	}
 	off := w.add(t, func(k *identity.Key) *Executor {
-		e, _ := NewExecutor(k, DefaultConfig(), upper, Hooks{}, nil)
+		e, _ := NewExecutor(k, DefaultConfig(), run, Hooks{}, nil)
 		return e
 	})
 	r, err := NewRequester(req.key, w.request(req))
@@ -140,53 +176,41 @@ func TestJobOnThreeExecutors(t *testing.T) {
 		t.Fatal(err)
 	}
 	input := []byte("secret input words")
-	job := Job{Module: []byte("\x00asm\x01\x00\x00\x00"), Input: input, Limits: okLimits, Redundancy: 3}
-	reps, err := r.Run(context.Background(), job, append([]string{off.key.DID()}, dids...))
+	job := Job{Module: mod, Input: input, Limits: okLimits}
+	jobID := NewJobID()
+	reps, err := r.Run(context.Background(), jobID, job, append([]string{off.key.DID()}, dids...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(reps) != 3 {
-		t.Fatalf("%d reports, want 3", len(reps))
+	var d *DeclineError
+	if len(reps) != 4 || !errors.As(reps[0].Err, &d) || d.Code != DeclineNotOffered {
+		t.Fatalf("reports %+v: want the first declined as not offered", reps)
 	}
-	for _, rep := range reps {
-		if rep.Err != nil || rep.Outcome != OutcomeOK || string(rep.Output) != "SECRET INPUT WORDS" {
+	for _, rep := range reps[1:] {
+		if rep.Err != nil || rep.Outcome != OutcomeOK || string(rep.Output) != "SECRET INPUT WORDS" || !opens(jobID, rep) {
 			t.Fatalf("report %+v", rep)
 		}
-		if gave.of(req.key.DID()) == 0 {
-			t.Fatal("no compute units metered")
-		}
 	}
-	if gave.of(req.key.DID()) != 3*Units(uint64(len(input))*20_000) {
-		t.Fatalf("gave %d units, want 3 x %d", gave.of(req.key.DID()), Units(uint64(len(input))*20_000))
+	if got, want := gave.of(req.key.DID()), 3*Units(reps[1].Fuel); got != want || reps[1].Fuel == 0 {
+		t.Fatalf("gave %d units, want %d (fuel %d)", got, want, reps[1].Fuel)
 	}
 	for _, b := range w.seen {
 		if bytes.Contains(b, []byte("secret")) || bytes.Contains(b, []byte("SECRET")) {
 			t.Fatal("the wire carried the input or output in clear")
 		}
 	}
-	// A redundancy nobody can meet is refused with who declined why.
-	job.Redundancy = 4
-	_, err = r.Run(context.Background(), job, append([]string{off.key.DID()}, dids...))
-	var short *ShortError
-	if !errors.As(err, &short) || short.Got != 3 {
-		t.Fatalf("err %v, want 3 of 4", err)
-	}
 }
 
-// TestBrokenOpeningIsCaught: an executor whose reveal does not open its
-// commitment (it changed its answer after committing) is caught.
-func TestBrokenOpeningIsCaught(t *testing.T) {
+// TestChangedAnswerDoesNotOpen: an executor that changes its answer
+// after committing reveals what does not open its commitment.
+func TestChangedAnswerDoesNotOpen(t *testing.T) {
+	mod, run := wat(t, "upper"), sandboxed(t)
 	var w wire
 	gave := &tally{}
 	req := w.add(t, nil)
-	honest := w.add(t, offering(upper, gave))
-	liar := w.add(t, offering(upper, gave))
+	honest := w.add(t, offering(run, gave))
+	liar := w.add(t, offering(run, gave))
 	r, _ := NewRequester(req.key, w.request(req))
-	// The liar's executor re-runs with another output between commit and
-	// reveal.
-	liar.exec.run = func(ctx context.Context, module, input []byte, l Limits) (Run, error) {
-		return upper(ctx, module, input, l)
-	}
 	base := w.request(req)
 	r.request = func(ctx context.Context, to string, m *didcomm.Message) (*didcomm.Message, error) {
 		if to == liar.key.DID() && m.Type == TypeReveal {
@@ -199,12 +223,13 @@ func TestBrokenOpeningIsCaught(t *testing.T) {
 		}
 		return base(ctx, to, m)
 	}
-	reps, err := r.Run(context.Background(), Job{Module: []byte("\x00asm"), Input: []byte("x"), Limits: okLimits, Redundancy: 2},
+	jobID := NewJobID()
+	reps, err := r.Run(context.Background(), jobID, Job{Module: mod, Input: []byte("x"), Limits: okLimits},
 		[]string{honest.key.DID(), liar.key.DID()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reps[0].Err != nil || !reps[1].Broke() {
-		t.Fatalf("reports %+v %+v: want the second caught", reps[0], reps[1])
+	if !opens(jobID, reps[0]) || reps[1].Err != nil || opens(jobID, reps[1]) {
+		t.Fatalf("reports %+v %+v: want the second's reveal not to open", reps[0], reps[1])
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -22,8 +21,6 @@ type Job struct {
 	Module []byte
 	Input  []byte
 	Limits Limits
-	// Redundancy is how many executors run it.
-	Redundancy int
 }
 
 // Check refuses a job outside the protocol's bounds.
@@ -33,8 +30,6 @@ func (j *Job) Check() error {
 		return fmt.Errorf("compute: module of %d bytes: must be from 1 to %d", len(j.Module), MaxModuleBytes)
 	case len(j.Input) > MaxInputBytes:
 		return fmt.Errorf("compute: input of %d bytes: at most %d", len(j.Input), MaxInputBytes)
-	case j.Redundancy < 1 || j.Redundancy > MaxRedundancy:
-		return fmt.Errorf("compute: redundancy %d: must be from 1 to %d", j.Redundancy, MaxRedundancy)
 	}
 	return j.Limits.Check()
 }
@@ -42,24 +37,22 @@ func (j *Job) Check() error {
 // Report is one executor's part in a job, as the requester saw it.
 type Report struct {
 	Executor string
-	// Err is set when the executor declined, failed or broke protocol
-	// (a result that does not open its commitment, an output that does
-	// not hash to the result hash): then the other fields are empty.
-	Err        error
-	Outcome    string
-	ResultHash [32]byte
-	Fuel       uint64
-	Output     []byte
+	// Err is set when the executor declined, failed or sent what does
+	// not parse: then it revealed nothing and is never counted wrong.
+	Err error
+	// Commitment is what it committed to; the rest is its reveal.
+	Commitment [32]byte
+	Opening
+	// Output is its output, opened; Hash is the output's own hash,
+	// which differs from the revealed ResultHash only when the
+	// executor broke the protocol (then its reveal does not open its
+	// commitment with the output it sent).
+	Output []byte
+	Hash   [32]byte
 }
 
-// Broke reports whether the executor broke the protocol (as opposed to
-// declining or being unreachable): such an error is evidence against it.
-func (r *Report) Broke() bool { return errors.Is(r.Err, ErrBroke) }
-
-// ErrBroke is wrapped by an executor's error when what it sent is proof
-// of misbehaviour: a result that does not open its commitment, or an
-// output whose hash is not the result hash it committed to.
-var ErrBroke = errors.New("executor broke the protocol")
+// Revealed reports whether the executor got as far as revealing.
+func (r *Report) Revealed() bool { return r.Err == nil }
 
 // Requester is the requester's side of job/1.0: it offers a job to
 // executors until enough accept, sends each the module and its sealed
@@ -81,79 +74,39 @@ func NewRequester(k *identity.Key, request Request) (*Requester, error) {
 	return &Requester{did: k.DID(), sealer: s, request: request}, nil
 }
 
-// Run runs job on Redundancy executors taken in order from candidates
-// (skipping those that decline or fail to answer the offer) and returns
-// one report per executor that accepted. It returns an error when fewer
-// than Redundancy accept.
-func (r *Requester) Run(ctx context.Context, job Job, candidates []string) ([]Report, error) {
+// Run runs job jobID on the executors named and returns one report per
+// executor, in order: it offers the job to each, sends every one that
+// accepted its input, gathers every commitment, and only then asks each
+// to reveal. An executor that declines or fails has a report with Err
+// set; whether a reveal opens its commitment is for the judge
+// (package compute/verify) to say.
+func (r *Requester) Run(ctx context.Context, jobID string, job Job, executors []string) ([]Report, error) {
 	if err := job.Check(); err != nil {
 		return nil, err
 	}
-	jobID := NewJobID()
-	offer := Offer{JobID: jobID, Module: ModuleCID(job.Module).String(), ModuleBytes: len(job.Module), Limits: job.Limits, Redundancy: job.Redundancy}
-	type taker struct {
-		did        string
-		needModule bool
+	if len(executors) < 1 || len(executors) > MaxRedundancy {
+		return nil, fmt.Errorf("compute: %d executors: must be from 1 to %d", len(executors), MaxRedundancy)
 	}
-	var takers []taker
-	var refusals []string
-	for _, c := range candidates {
-		if len(takers) == job.Redundancy {
-			break
-		}
-		if c == r.did {
-			continue
-		}
-		m, err := Message(TypeOffer, jobID, offer)
-		if err != nil {
-			return nil, err
-		}
-		ans, err := r.request(ctx, c, m)
-		if err != nil {
-			refusals = append(refusals, fmt.Sprintf("%s: %v", c, err))
-			continue
-		}
-		switch ans.Type {
-		case TypeAccept:
-			a, err := ParseAccept(ans)
-			if err != nil || a.JobID != jobID {
-				refusals = append(refusals, fmt.Sprintf("%s: bad accept: %v", c, err))
-				continue
-			}
-			takers = append(takers, taker{c, a.NeedModule})
-		case TypeDecline:
-			d, err := ParseDecline(ans)
-			if err != nil {
-				refusals = append(refusals, fmt.Sprintf("%s: bad decline: %v", c, err))
-				continue
-			}
-			refusals = append(refusals, fmt.Sprintf("%s declined (%s): %s", c, d.Code, d.Reason))
-		default:
-			refusals = append(refusals, fmt.Sprintf("%s answered an offer with %s", c, ans.Type))
-		}
-	}
-	if len(takers) < job.Redundancy {
-		for _, t := range takers {
-			r.cancel(ctx, jobID, t.did, "too few executors accepted")
-		}
-		return nil, &ShortError{Wanted: job.Redundancy, Got: len(takers), Refusals: refusals}
-	}
-	reports := make([]Report, len(takers))
-	commits := make([][32]byte, len(takers))
+	offer := Offer{JobID: jobID, Module: ModuleCID(job.Module).String(), ModuleBytes: len(job.Module), Limits: job.Limits, Redundancy: len(executors)}
+	reports := make([]Report, len(executors))
 	var wg sync.WaitGroup
-	for i, t := range takers {
-		reports[i].Executor = t.did
+	for i, did := range executors {
+		reports[i].Executor = did
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			commits[i], reports[i].Err = r.input(ctx, jobID, t.did, t.needModule, job)
+			rep := &reports[i]
+			var need bool
+			if need, rep.Err = r.offer(ctx, jobID, did, offer); rep.Err == nil {
+				rep.Commitment, rep.Err = r.input(ctx, jobID, did, need, job)
+			}
 		}()
 	}
 	wg.Wait()
 	var listed []string
 	for i := range reports {
 		if reports[i].Err == nil {
-			listed = append(listed, hex.EncodeToString(commits[i][:]))
+			listed = append(listed, hex.EncodeToString(reports[i].Commitment[:]))
 		}
 	}
 	for i := range reports {
@@ -163,21 +116,54 @@ func (r *Requester) Run(ctx context.Context, job Job, candidates []string) ([]Re
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.reveal(ctx, jobID, listed, commits[i], &reports[i], job.Limits)
+			r.reveal(ctx, jobID, listed, &reports[i], job.Limits)
 		}()
 	}
 	wg.Wait()
+	for i := range reports {
+		if reports[i].Err != nil && (len(listed) > 0 || reports[i].Commitment != [32]byte{}) {
+			r.cancel(ctx, jobID, reports[i].Executor, "failed")
+		}
+	}
 	return reports, nil
 }
 
-// ShortError is returned when fewer executors than wanted accepted.
-type ShortError struct {
-	Wanted, Got int
-	Refusals    []string
+// DeclineError is an executor's decline of an offer.
+type DeclineError struct{ Decline }
+
+func (e *DeclineError) Error() string {
+	return fmt.Sprintf("compute: declined (%s): %s", e.Code, e.Reason)
 }
 
-func (e *ShortError) Error() string {
-	return fmt.Sprintf("compute: %d of the %d executors wanted accepted the job (%v)", e.Got, e.Wanted, e.Refusals)
+// offer offers the job to one executor: whether it wants the module's
+// bytes, or why not.
+func (r *Requester) offer(ctx context.Context, jobID, to string, offer Offer) (needModule bool, err error) {
+	m, err := Message(TypeOffer, jobID, offer)
+	if err != nil {
+		return false, err
+	}
+	ans, err := r.request(ctx, to, m)
+	if err != nil {
+		return false, err
+	}
+	switch ans.Type {
+	case TypeAccept:
+		a, err := ParseAccept(ans)
+		if err != nil {
+			return false, err
+		}
+		if a.JobID != jobID {
+			return false, malformed("accept of job %s, want %s", a.JobID, jobID)
+		}
+		return a.NeedModule, nil
+	case TypeDecline:
+		d, err := ParseDecline(ans)
+		if err != nil {
+			return false, err
+		}
+		return false, &DeclineError{*d}
+	}
+	return false, malformed("an offer answered with %s", ans.Type)
 }
 
 func (r *Requester) input(ctx context.Context, jobID, to string, needModule bool, job Job) ([32]byte, error) {
@@ -202,12 +188,12 @@ func (r *Requester) input(ctx context.Context, jobID, to string, needModule bool
 		return [32]byte{}, err
 	}
 	if c.JobID != jobID {
-		return [32]byte{}, fmt.Errorf("%w: commit for job %s, want %s", ErrBroke, c.JobID, jobID)
+		return [32]byte{}, malformed("commit for job %s, want %s", c.JobID, jobID)
 	}
 	return commitment, nil
 }
 
-func (r *Requester) reveal(ctx context.Context, jobID string, listed []string, commitment [32]byte, rep *Report, l Limits) {
+func (r *Requester) reveal(ctx context.Context, jobID string, listed []string, rep *Report, l Limits) {
 	m, err := Message(TypeReveal, jobID, Reveal{JobID: jobID, Commitments: listed})
 	if err != nil {
 		rep.Err = err
@@ -219,24 +205,19 @@ func (r *Requester) reveal(ctx context.Context, jobID string, listed []string, c
 		return
 	}
 	res, o, err := ParseResult(ans)
-	if err != nil {
-		rep.Err = fmt.Errorf("%w: %v", ErrBroke, err)
-		return
+	if err == nil && res.JobID != jobID {
+		err = malformed("result of job %s, want %s", res.JobID, jobID)
 	}
-	if res.JobID != jobID || Commitment(jobID, rep.Executor, o.Outcome, o.ResultHash, o.Fuel, o.Nonce) != commitment {
-		rep.Err = fmt.Errorf("%w: its result does not open the commitment it made", ErrBroke)
+	if err != nil {
+		rep.Err = err
 		return
 	}
 	out, err := r.sealer.Open(res.Sealed, rep.Executor, jobID, KindOutput, int(l.OutputBytes))
 	if err != nil {
-		rep.Err = fmt.Errorf("%w: %v", ErrBroke, err)
+		rep.Err = err
 		return
 	}
-	if sha256.Sum256(out) != o.ResultHash {
-		rep.Err = fmt.Errorf("%w: its output does not hash to its result hash", ErrBroke)
-		return
-	}
-	rep.Outcome, rep.ResultHash, rep.Fuel, rep.Output = o.Outcome, o.ResultHash, o.Fuel, out
+	rep.Opening, rep.Output, rep.Hash = o, out, sha256.Sum256(out)
 }
 
 // cancel tells an executor that accepted that the job is off; it is a
