@@ -138,6 +138,7 @@ type Node struct {
 	relay    *relay.Relay
 	mesh     *meshPart
 	acct     *accountingPart
+	compute  *computePart
 	iroh     *irohPart // nil when iroh is off
 	irohOff  string    // why iroh is off, "" when it runs
 	// irohRelay is the iroh relay an anchor serves; nil when off.
@@ -252,6 +253,11 @@ func Open(opts Options) (*Node, error) {
 		return nil, err
 	}
 	mp.rounds.SetPrefer(acct.standing.trusted)
+	cp, err := openCompute(opts, dc, mp, acct, reg)
+	if err != nil {
+		return nil, err
+	}
+	undo.push(func() error { cp.close(); return nil })
 	mp.m.SetStanding(acct.standing.score)
 	// DIDComm is reachable over the mesh only once the accounting has
 	// registered its protocols: the mesh host is already connecting, and
@@ -302,6 +308,7 @@ func Open(opts Options) (*Node, error) {
 		relay:       rl,
 		mesh:        mp,
 		acct:        acct,
+		compute:     cp,
 		iroh:        ip,
 		irohOff:     irohOff,
 		irohRelay:   irohRelay,
@@ -405,6 +412,7 @@ func (n *Node) Serve(ctx context.Context) error {
 	if err := n.acct.close(); err != nil {
 		n.opts.Log.Warn("accounting close", "err", err)
 	}
+	n.compute.close()
 	if n.iroh != nil {
 		n.iroh.close()
 	}
