@@ -21,6 +21,7 @@ var helpExamples = map[string]string{
 	"leaf":            "fleetmesh leaf --home ~/leaf --pair fmjoin1… --subscribe '{\"kinds\":[1]}' --once",
 	"receipts":        "fleetmesh receipts --home ~/.fleetmesh --node did:key:z6Mk… --verify",
 	"standing":        "fleetmesh standing --home ~/.fleetmesh --json",
+	"job":             "fleetmesh job run --home ~/.fleetmesh --module sha256.wasm --input data.bin --redundancy 3 --json",
 	"version":         "fleetmesh version --json",
 	"grants list":     "fleetmesh grants list --home ~/.fleetmesh",
 	"grants offer":    "fleetmesh grants offer --home ~/.fleetmesh --to did:key:z6Mk… --service events --quota 10000",
