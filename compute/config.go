@@ -43,6 +43,10 @@ type Config struct {
 	// verification (package compute/verify) adds a seasoned executor
 	// beside new identities and audits at random on top of it.
 	Redundancy int `toml:"redundancy" comment:"least executors a job requested here runs on when job run names none (verification adds more and audits as needed)"`
+	// NIP90 has the node answer NIP-90 job requests (kinds 5970, 5400
+	// and the fleetmesh WebAssembly kind) that clients publish to its
+	// relay, signing with a Nostr key of its own (compute/nip90).
+	NIP90 bool `toml:"nip90" comment:"answer NIP-90 job requests (5970 proof of work, 5400 count, 5990 WebAssembly) published to this relay"`
 	// JobTimeout bounds one requested job from offer to verdict.
 	JobTimeout setting.Duration `toml:"job_timeout" comment:"longest a requested job may take, from offer to verdict"`
 }

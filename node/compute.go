@@ -2,19 +2,28 @@ package node
 
 import (
 	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
 	"net/netip"
+	"os"
+	"strings"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	manet "github.com/multiformats/go-multiaddr/net"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"fleetmesh.org/fleetmesh/compute"
+	"fleetmesh.org/fleetmesh/compute/nip90"
 	"fleetmesh.org/fleetmesh/compute/sandbox"
 	"fleetmesh.org/fleetmesh/compute/verify"
 	"fleetmesh.org/fleetmesh/descriptor"
 	"fleetmesh.org/fleetmesh/didcomm/agent"
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/meter"
+	"fleetmesh.org/fleetmesh/nostr"
+	"fleetmesh.org/fleetmesh/relay"
+	"fleetmesh.org/fleetmesh/store"
 )
 
 // computePart is the node's compute market (spec/compute.md): the
@@ -23,11 +32,16 @@ import (
 type computePart struct {
 	runner *sandbox.Runner
 	market *compute.Market
+	bridge *nip90.Bridge // nil unless [compute] nip90
 }
+
+// NIP90KeyFile holds the NIP-90 bridge's Nostr key in the home (hex,
+// mode 0600): its own, never the node's key nor a user's.
+const NIP90KeyFile = "nip90.key"
 
 // openCompute wires package compute to the node's agent, meter, grants,
 // standing and mesh.
-func openCompute(opts Options, dc *agent.Service, mp *meshPart, acct *accountingPart, reg prometheus.Registerer) (*computePart, error) {
+func openCompute(opts Options, dc *agent.Service, mp *meshPart, acct *accountingPart, rl *relay.Relay, st *store.Store, reg prometheus.Registerer) (*computePart, error) {
 	cfg := opts.Config.Compute
 	r, err := sandbox.New(context.Background(), sandbox.Compiler)
 	if err != nil {
@@ -70,7 +84,49 @@ func openCompute(opts Options, dc *agent.Service, mp *meshPart, acct *accounting
 		return nil, err
 	}
 	acct.mux.HandleFunc("POST /jobs/run", market.ServeRun)
-	return &computePart{runner: r, market: market}, nil
+	cp := &computePart{runner: r, market: market}
+	if cfg.NIP90 {
+		key, err := nip90Key(opts.Home.Path(NIP90KeyFile))
+		if err != nil {
+			r.Close(context.Background())
+			return nil, err
+		}
+		cp.bridge = nip90.New(key, nip90.Hooks{
+			Publish: func(ctx context.Context, ev *nostr.Event) error {
+				_, err := rl.AddEvent(ctx, ev, relay.FromClient)
+				return err
+			},
+			Count: func(ctx context.Context, f *nostr.Filter) (int64, error) {
+				n, _, err := st.Count(ctx, f)
+				return n, err
+			},
+			Run: market.Run,
+		}, opts.Log)
+		rl.OnStored = append(rl.OnStored, func(ev *nostr.Event, from relay.Origin) { cp.bridge.Stored(ev, from == relay.FromClient) })
+		opts.Log.Info("nip90 bridge", "pubkey", cp.bridge.PubKey())
+	}
+	return cp, nil
+}
+
+// nip90Key reads the bridge's key, making it on first use.
+func nip90Key(path string) (nostr.SecretKey, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		raw, err := hex.DecodeString(strings.TrimSpace(string(b)))
+		if err != nil {
+			return nostr.SecretKey{}, fmt.Errorf("node: %s: not hex: %w (delete it to make a new key)", path, err)
+		}
+		return nostr.SecretKeyFromBytes(raw)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nostr.SecretKey{}, fmt.Errorf("node: %w", err)
+	}
+	k, err := nostr.GenerateSecretKey()
+	if err != nil {
+		return nostr.SecretKey{}, err
+	}
+	if err := os.WriteFile(path, []byte(hex.EncodeToString(k.Bytes())+"\n"), 0o600); err != nil {
+		return nostr.SecretKey{}, fmt.Errorf("node: %w", err)
+	}
+	return k, nil
 }
 
 // computeCandidates are the connected peers whose descriptors offer
@@ -101,5 +157,8 @@ func computeCandidates(mp *meshPart) []verify.Candidate {
 }
 
 func (cp *computePart) close() {
+	if cp.bridge != nil {
+		cp.bridge.Close()
+	}
 	cp.runner.Close(context.Background())
 }

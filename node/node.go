@@ -253,7 +253,7 @@ func Open(opts Options) (*Node, error) {
 		return nil, err
 	}
 	mp.rounds.SetPrefer(acct.standing.trusted)
-	cp, err := openCompute(opts, dc, mp, acct, reg)
+	cp, err := openCompute(opts, dc, mp, acct, rl, st, reg)
 	if err != nil {
 		return nil, err
 	}
