@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -321,4 +323,157 @@ func TestComputeNIP90(t *testing.T) {
 		t.Fatalf("the script timed no WebAssembly job: %v", err)
 	}
 	t.Logf("5990 request to result over the bridge: %s", b)
+}
+
+var (
+	cheatOnce sync.Once
+	cheatBin  string
+	cheatErr  error
+)
+
+// cheatBinary builds fleetmesh with the e2echeat tag once: a binary whose
+// executor, given FLEETMESH_E2E_CHEAT=wrong, returns wrong outputs
+// (node/cheat_e2e.go). Releases are built without the tag.
+func cheatBinary(t *testing.T) string {
+	t.Helper()
+	cheatOnce.Do(func() {
+		cheatBin = filepath.Join(filepath.Dir(binary), "fleetmesh-e2echeat")
+		cmd := exec.Command("go", "build", "-tags", "e2echeat", "-o", cheatBin, "./cmd/fleetmesh")
+		cmd.Dir = moduleRoot
+		if out, err := cmd.CombinedOutput(); err != nil {
+			cheatErr = fmt.Errorf("go build -tags e2echeat: %v\n%s", err, out)
+		}
+	})
+	if cheatErr != nil {
+		t.Fatal(cheatErr)
+	}
+	return cheatBin
+}
+
+// startCheater runs the e2echeat binary on home, dialling boot; with
+// cheat it returns wrong outputs for others' jobs.
+func startCheater(t *testing.T, home, boot string, cheat bool) *node {
+	t.Helper()
+	cmd := exec.Command(cheatBinary(t), "run", "--home", home, "--listen", "127.0.0.1:0",
+		"--mesh-listen", "/ip4/127.0.0.1/tcp/0", "--bootstrap", boot)
+	cmd.Env = os.Environ()
+	if cheat {
+		cmd.Env = append(cmd.Env, "FLEETMESH_E2E_CHEAT=wrong")
+	}
+	n, err := startNodeCmd(t, home, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.did = runID(t, home).DID
+	return n
+}
+
+// caughtIn runs jobs on two executors at home until one names did as
+// caught, within a bounded number of jobs, and returns that job.
+func caughtIn(t *testing.T, home, module, input, did string) jobJSON {
+	t.Helper()
+	for range 10 {
+		j := runJob(t, home, module, input, 2)
+		for _, r := range j.Runs {
+			if r.Executor == did && r.Caught != "" {
+				return j
+			}
+		}
+	}
+	t.Fatalf("10 jobs ran and %s was never caught", did)
+	return jobJSON{}
+}
+
+// TestComputeCheatersCaught: real processes. An executor that served
+// honestly long enough to have standing at the requester starts
+// returning wrong results: the requester's audit catches it on its first
+// wrong job (it is still in its warm-up), the verdict stays the honest
+// output, the units it claims are not counted so the window with it is
+// disputed, and its standing at the requester falls to zero (a wall).
+// It comes back under a fresh identity (a Sybil) and is caught on its
+// first job again. The lazy copier (a reveal that does not open its
+// commitment) is caught in TestMarketCatches, in process.
+func TestComputeCheatersCaught(t *testing.T) {
+	needBinary(t)
+	cheatBinary(t)
+	module := wasmFile(t, "upper")
+	cfg := "\n[standing]\nrecompute = '2s'\nwalks = 2000\n"
+	rh := newHome(t, accountingConfig+cfg)
+	r := startMeshNode(t, rh)
+	h := startMeshNode(t, newHome(t, computeConfig+cfg), r.mesh)
+	_ = h
+	ch := newHome(t, computeConfig+cfg)
+	c := startCheater(t, ch, r.mesh, false)
+	// About 800 compute units a job: beyond the receipts' slack.
+	input := filepath.Join(t.TempDir(), "input")
+	if err := os.WriteFile(input, []byte("spin 1000000 honest work"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Honest service first, until the requester gives it standing.
+	deadline := time.Now().Add(60 * time.Second)
+	for standingOf(t, rh, c.did).Standing == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the executor %s earned no standing at the requester: %+v", c.did, standingOf(t, rh, c.did))
+		}
+		if j := runJob(t, rh, module, input, 2); j.Outcome != "ok" {
+			t.Fatalf("honest job: %+v", j)
+		}
+		time.Sleep(time.Second)
+	}
+	before := standingOf(t, rh, c.did).Standing
+	// Now it cheats.
+	c.kill()
+	c = startCheater(t, ch, r.mesh, true)
+	j := caughtIn(t, rh, module, input, c.did)
+	if j.Outcome != "ok" || !strings.HasPrefix(string(j.Output), "SPIN 1000000 HONEST WORK") || !j.Audited {
+		t.Fatalf("the job with the cheat: %+v, want the honest output, audited", j)
+	}
+	deadline = time.Now().Add(45 * time.Second)
+	for {
+		s := standingOf(t, rh, c.did)
+		if s.Standing == 0 && s.Wall {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cheat's standing at the requester is %+v, had %v: want 0, a wall", s, before)
+		}
+		time.Sleep(time.Second)
+	}
+	// A fresh identity: caught on its first job too.
+	c.kill()
+	sybil := startCheater(t, newHome(t, computeConfig+cfg), r.mesh, true)
+	if sybil.did == c.did {
+		t.Fatal("the Sybil has the cheat's DID")
+	}
+	caughtIn(t, rh, module, input, sybil.did)
+	resp, err := http.Get(r.httpURL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !regexp.MustCompile(`(?m)^fleetmesh_compute_disputes_total [2-9]`).Match(body) {
+		t.Fatalf("/metrics does not count two disputes:\n%s", grepLines(string(body), "fleetmesh_compute"))
+	}
+}
+
+// nodeStanding is one entry of `fleetmesh standing --json`.
+type nodeStanding struct {
+	Standing float64 `json:"standing"`
+	Wall     bool    `json:"wall"`
+	Disputes int     `json:"disputes"`
+}
+
+// standingOf is the standing home gives did.
+func standingOf(t *testing.T, home, did string) nodeStanding {
+	t.Helper()
+	out, errOut, err := cli(t, "standing", "--home", home, "--of", did, "--json")
+	if err != nil {
+		t.Fatalf("fleetmesh standing: %v\n%s", err, errOut)
+	}
+	var es []nodeStanding
+	if err := json.Unmarshal([]byte(out), &es); err != nil || len(es) != 1 {
+		t.Fatalf("fleetmesh standing --of --json printed %q: %v", out, err)
+	}
+	return es[0]
 }
