@@ -350,16 +350,13 @@ func cheatBinary(t *testing.T) string {
 	return cheatBin
 }
 
-// startCheater runs the e2echeat binary on home, dialling boot; with
-// cheat it returns wrong outputs for others' jobs.
-func startCheater(t *testing.T, home, boot string, cheat bool) *node {
+// startCheater runs the e2echeat binary on home, dialling boot, with
+// the env given (FLEETMESH_E2E_CHEAT=…, node/cheat_e2e.go; none: honest).
+func startCheater(t *testing.T, home, boot string, env ...string) *node {
 	t.Helper()
 	cmd := exec.Command(cheatBinary(t), "run", "--home", home, "--listen", "127.0.0.1:0",
 		"--mesh-listen", "/ip4/127.0.0.1/tcp/0", "--bootstrap", boot)
-	cmd.Env = os.Environ()
-	if cheat {
-		cmd.Env = append(cmd.Env, "FLEETMESH_E2E_CHEAT=wrong")
-	}
+	cmd.Env = append(os.Environ(), env...)
 	n, err := startNodeCmd(t, home, cmd)
 	if err != nil {
 		t.Fatal(err)
@@ -391,8 +388,7 @@ func caughtIn(t *testing.T, home, module, input, did string) jobJSON {
 // output, the units it claims are not counted so the window with it is
 // disputed, and its standing at the requester falls to zero (a wall).
 // It comes back under a fresh identity (a Sybil) and is caught on its
-// first job again. The lazy copier (a reveal that does not open its
-// commitment) is caught in TestMarketCatches, in process.
+// first job again.
 func TestComputeCheatersCaught(t *testing.T) {
 	needBinary(t)
 	cheatBinary(t)
@@ -403,7 +399,7 @@ func TestComputeCheatersCaught(t *testing.T) {
 	h := startMeshNode(t, newHome(t, computeConfig+cfg), r.mesh)
 	_ = h
 	ch := newHome(t, computeConfig+cfg)
-	c := startCheater(t, ch, r.mesh, false)
+	c := startCheater(t, ch, r.mesh)
 	// About 800 compute units a job: beyond the receipts' slack.
 	input := filepath.Join(t.TempDir(), "input")
 	if err := os.WriteFile(input, []byte("spin 1000000 honest work"), 0o644); err != nil {
@@ -423,7 +419,7 @@ func TestComputeCheatersCaught(t *testing.T) {
 	before := standingOf(t, rh, c.did).Standing
 	// Now it cheats.
 	c.kill()
-	c = startCheater(t, ch, r.mesh, true)
+	c = startCheater(t, ch, r.mesh, "FLEETMESH_E2E_CHEAT=wrong")
 	j := caughtIn(t, rh, module, input, c.did)
 	if j.Outcome != "ok" || !strings.HasPrefix(string(j.Output), "SPIN 1000000 HONEST WORK") || !j.Audited {
 		t.Fatalf("the job with the cheat: %+v, want the honest output, audited", j)
@@ -441,7 +437,7 @@ func TestComputeCheatersCaught(t *testing.T) {
 	}
 	// A fresh identity: caught on its first job too.
 	c.kill()
-	sybil := startCheater(t, newHome(t, computeConfig+cfg), r.mesh, true)
+	sybil := startCheater(t, newHome(t, computeConfig+cfg), r.mesh, "FLEETMESH_E2E_CHEAT=wrong")
 	if sybil.did == c.did {
 		t.Fatal("the Sybil has the cheat's DID")
 	}
@@ -476,4 +472,33 @@ func standingOf(t *testing.T, home, did string) nodeStanding {
 		t.Fatalf("fleetmesh standing --of --json printed %q: %v", out, err)
 	}
 	return es[0]
+}
+
+// TestComputeLazyCopierCaught: real processes. A lazy copier commits to
+// a guess without running the job, then reveals the output a colluding
+// executor of the same job left for it: its reveal does not open its
+// commitment, so it is caught, while the job's verdict is the honest
+// output.
+func TestComputeLazyCopierCaught(t *testing.T) {
+	needBinary(t)
+	cheatBinary(t)
+	module := wasmFile(t, "upper")
+	rh := newHome(t, accountingConfig)
+	r := startMeshNode(t, rh)
+	share := t.TempDir()
+	startCheater(t, newHome(t, computeConfig), r.mesh, "FLEETMESH_E2E_CHEAT=share", "FLEETMESH_E2E_SHARE="+share)
+	copier := startCheater(t, newHome(t, computeConfig), r.mesh, "FLEETMESH_E2E_CHEAT=copy", "FLEETMESH_E2E_SHARE="+share)
+	input := filepath.Join(t.TempDir(), "input")
+	if err := os.WriteFile(input, []byte("copy me"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	j := caughtIn(t, rh, module, input, copier.did)
+	if j.Outcome != "ok" || string(j.Output) != "COPY ME" {
+		t.Fatalf("job: %+v, want the honest output", j)
+	}
+	for _, run := range j.Runs {
+		if run.Executor == copier.did && run.Caught != "reveal does not open its commitment" {
+			t.Fatalf("the copier was caught for %q, want its commitment", run.Caught)
+		}
+	}
 }

@@ -32,6 +32,10 @@ import (
 // no code that sets it.
 var cheatRunner func(compute.Runner) compute.Runner
 
+// cheatHandler, when set, wraps the executor's DIDComm handler; like
+// cheatRunner, only the e2echeat tag sets it.
+var cheatHandler func(*identity.Key, agent.Handler) agent.Handler
+
 // computePart is the node's compute market (spec/compute.md): the
 // executor on the agent when [compute] offer is set, and the
 // requester's side behind `fleetmesh job run` always.
@@ -76,7 +80,11 @@ func openCompute(opts Options, dc *agent.Service, mp *meshPart, acct *accounting
 		r.Close(context.Background())
 		return nil, err
 	}
-	dc.Register(compute.PIURI, exec.Handle, "requester", "executor")
+	handle := agent.Handler(exec.Handle)
+	if cheatHandler != nil {
+		handle = cheatHandler(opts.Key, handle)
+	}
+	dc.Register(compute.PIURI, handle, "requester", "executor")
 	req, err := compute.NewRequester(opts.Key, dc.Request)
 	if err != nil {
 		r.Close(context.Background())
