@@ -49,21 +49,6 @@ const (
 	opPrefixAtom  = 0xfe
 )
 
-// nanF32 and nanF64 hold the float ops whose NaN results have bits the spec
-// leaves open; their results are canonicalised.
-var nanF32, nanF64 [256]bool
-
-func init() {
-	for op := 0x8d; op <= 0x97; op++ { // ceil floor trunc nearest sqrt add sub mul div min max
-		nanF32[op] = true
-	}
-	nanF32[0xb6] = true                // f32.demote_f64
-	for op := 0x9b; op <= 0xa5; op++ { // the same for f64
-		nanF64[op] = true
-	}
-	nanF64[0xbb] = true // f64.promote_f32
-}
-
 type frameKind byte
 
 const (
@@ -85,11 +70,14 @@ type coder struct {
 	out  []byte // the rewritten body so far
 	seg  []byte // the current straight-line segment, not yet charged
 	cost int64  // instructions in seg
-	ctl  []frame
-	t32  uint32 // scratch locals the pass adds
-	t64  uint32
-	tf32 uint32
-	tf64 uint32
+	// checkNext says the segment being gathered starts a function or a
+	// loop body, so its charge checks the fuel left.
+	checkNext bool
+	ctl       []frame
+	t32       uint32 // scratch locals the pass adds
+	t64       uint32
+	tf32      uint32
+	tf64      uint32
 }
 
 // meterCode rewrites one code entry (locals and body) of a function with
@@ -118,7 +106,7 @@ func meterCode(code []byte, nparams uint32, bt []byte, g globals) ([]byte, error
 		decl = appendU32(decl, n)
 		decl = append(decl, t)
 	}
-	c := &coder{r: r, g: g}
+	c := &coder{r: r, g: g, checkNext: true}
 	base := uint32(locals)
 	c.t32, c.t64, c.tf32, c.tf64 = base, base+1, base+2, base+3
 	c.out = appendU32(c.out, groups+4)
@@ -161,18 +149,30 @@ func (c *coder) trap(b []byte, reason byte) []byte {
 	return append(b, opUnreachable)
 }
 
-// flush charges the current segment and moves it to the output.
+// flush charges the current segment and moves it to the output. A segment
+// that starts a function or a loop body checks the fuel left and traps
+// when the charge would take it below zero; others only subtract, and may
+// take it below zero, which the next check (at the latest at the next loop
+// header or function entry, since nothing else repeats) turns into a trap.
+// Checking only there keeps the common charge to four instructions; the
+// point where a run stops is still the same on every engine.
 func (c *coder) flush() {
 	if c.cost > 0 {
 		c.out = append(c.out, opGlobalGet)
 		c.out = appendU32(c.out, c.g.fuel)
 		c.out = append(c.out, opI64Const)
 		c.out = appendS64(c.out, c.cost)
-		c.out = c.checkAndStore(c.out)
+		if c.checkNext {
+			c.out = c.checkAndStore(c.out)
+		} else {
+			c.out = append(c.out, opI64Sub, opGlobalSet)
+			c.out = appendU32(c.out, c.g.fuel)
+		}
 	}
 	c.out = append(c.out, c.seg...)
 	c.seg = c.seg[:0]
 	c.cost = 0
+	c.checkNext = false
 }
 
 // checkAndStore appends, with fuel and a charge on the stack: subtract,
@@ -254,7 +254,13 @@ func (c *coder) body() error {
 			if err := r.blockType(); err != nil {
 				return err
 			}
-			kind := map[byte]frameKind{opBlock: kindBlock, opLoop: kindLoop, opIf: kindIf}[op]
+			kind := kindBlock
+			switch op {
+			case opLoop:
+				kind = kindLoop
+			case opIf:
+				kind = kindIf
+			}
 			c.ctl = append(c.ctl, frame{kind: kind})
 			boundary = op != opBlock
 		case op == opElse:
@@ -384,19 +390,23 @@ func (c *coder) body() error {
 		default:
 			return fmt.Errorf("%w: unknown or unsupported opcode 0x%02x", ErrRefused, op)
 		}
+		// A NaN's sign and payload bits are the engine's choice, and they
+		// become observable only where a float is stored, reinterpreted as
+		// an integer or lends its sign to copysign: canonicalise there,
+		// with the float on top of the stack.
+		switch op {
+		case 0x38, 0xbc, 0x98: // f32.store, i32.reinterpret_f32, f32.copysign
+			c.canonNaN(c.tf32, opF32Const, []byte{0x00, 0x00, 0xc0, 0x7f}, opF32Eq)
+		case 0x39, 0xbd, 0xa6: // f64.store, i64.reinterpret_f64, f64.copysign
+			c.canonNaN(c.tf64, opF64Const, []byte{0, 0, 0, 0, 0, 0, 0xf8, 0x7f}, opF64Eq)
+		}
 		if copyIt {
 			c.seg = append(c.seg, r.b[start:r.pos]...)
 		}
 		c.cost++
-		switch {
-		case op < 0x80 || op >= 0xc0:
-		case nanF32[op]:
-			c.canonNaN(c.tf32, opF32Const, []byte{0x00, 0x00, 0xc0, 0x7f}, opF32Eq)
-		case nanF64[op]:
-			c.canonNaN(c.tf64, opF64Const, []byte{0, 0, 0, 0, 0, 0, 0xf8, 0x7f}, opF64Eq)
-		}
 		if boundary {
 			c.flush()
+			c.checkNext = op == opLoop
 		}
 	}
 }

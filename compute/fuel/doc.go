@@ -23,10 +23,14 @@
 //     ([ExportMaxPages]) and traps instead of growing past it, so running out
 //     of memory is a distinct outcome rather than a -1 the program may or may
 //     not notice. table.grow is checked against [MaxTableElements].
-//   - NaNs. After every float instruction that may produce a NaN whose bits
-//     the spec leaves open (arithmetic, sqrt, rounding, min/max, promote and
-//     demote) the result is replaced by the canonical quiet NaN if it is a
-//     NaN, so results agree across engines and CPUs.
+//   - NaNs. Whether a float is a NaN is the same on every engine, but the
+//     sign and payload bits of a NaN that arithmetic produces are the
+//     engine's (and CPU's) choice. Those bits become observable only where
+//     a float is stored to memory, reinterpreted as an integer, or gives its
+//     sign to copysign (floats reach no host function and no export), so
+//     the pass replaces a NaN by the canonical quiet NaN at exactly those
+//     points. Canonicalising after every arithmetic instruction instead
+//     would cost about twice as much in float-heavy loops.
 //   - A reason. Each trap the pass adds first stores why in an i32 global
 //     ([ExportReason]), so the runner can tell a metering stop from the
 //     program's own trap.
@@ -45,8 +49,10 @@
 // as bytes (so it would save only the section framing), has had no release
 // since 2023, and expands declared locals eagerly: five bytes declaring
 // 2^32-1 locals make it allocate gigabytes, which a pass fed untrusted
-// modules cannot afford. Sections the pass does not change are copied byte
-// for byte; wazero validates the result before it runs.
+// modules cannot afford. The pass checks every vector count against the
+// bytes left before anything allocates for it (wazero's decoder does not),
+// copies the sections it does not change byte for byte, and drops custom
+// sections (names are not needed to run). wazero validates the result.
 //
 // Not for: validating modules in full (wazero does that), deciding which
 // imports are allowed (package sandbox does), or running anything.

@@ -50,8 +50,9 @@ type Import struct {
 
 // Info describes the module the pass metered.
 type Info struct {
-	Imports   []Import
-	Functions int // defined functions
+	Imports     []Import
+	Functions   int    // defined functions
+	MemoryPages uint32 // the memory's initial size, in 64 KiB pages
 }
 
 // Section ids and their required order.
@@ -100,6 +101,7 @@ type module struct {
 	exports     []byte // export section after its count
 	exportCount uint32
 	codes       [][]byte
+	dataCount   *uint32
 	info        Info
 }
 
@@ -177,6 +179,12 @@ func (m *module) readSection(id byte, body []byte) error {
 	if err != nil {
 		return err
 	}
+	// Every entry of a vector takes at least one byte. Checking this for
+	// every section, including those the pass copies unread, keeps a
+	// five-byte count from making anyone allocate for billions of entries.
+	if id != secDataCount && uint64(n) > uint64(len(body)-r.pos) {
+		return fmt.Errorf("count %d exceeds the section's %d bytes", n, len(body))
+	}
 	switch id {
 	case secType:
 		for i := uint32(0); i < n; i++ {
@@ -218,11 +226,11 @@ func (m *module) readSection(id byte, body []byte) error {
 				if _, err = r.valType(); err != nil {
 					return err
 				}
-				if err = r.limits(false); err != nil {
+				if _, err = r.limits(false); err != nil {
 					return err
 				}
 			case 2:
-				if err = r.limits(true); err != nil {
+				if m.info.MemoryPages, err = r.limits(true); err != nil {
 					return err
 				}
 				m.memories++
@@ -252,14 +260,39 @@ func (m *module) readSection(id byte, body []byte) error {
 			}
 			m.funcs = append(m.funcs, t)
 		}
+	case secTable:
+		for i := uint32(0); i < n; i++ {
+			if _, err = r.valType(); err != nil {
+				return err
+			}
+			if _, err = r.limits(false); err != nil {
+				return err
+			}
+		}
 	case secMemory:
 		for i := uint32(0); i < n; i++ {
-			if err = r.limits(true); err != nil {
+			if m.info.MemoryPages, err = r.limits(true); err != nil {
 				return err
 			}
 			m.memories++
 		}
-		r.pos = len(r.b)
+	case secDataCount:
+		m.dataCount = &n
+	case secData:
+		if m.dataCount != nil && *m.dataCount != n {
+			return fmt.Errorf("data count section says %d segments, data section has %d", *m.dataCount, n)
+		}
+		for i := uint32(0); i < n; i++ {
+			if err := r.dataSegment(); err != nil {
+				return err
+			}
+		}
+	case secElement:
+		for i := uint32(0); i < n; i++ {
+			if err := r.elementSegment(); err != nil {
+				return err
+			}
+		}
 	case secGlobal:
 		m.globalCount = n
 		m.globalRest = body[r.pos:]
@@ -307,6 +340,117 @@ func (m *module) readSection(id byte, body []byte) error {
 	return nil
 }
 
+// count reads a vector length and checks the bytes left could hold it.
+func (r *reader) count() (uint32, error) {
+	n, err := r.u32()
+	if err != nil {
+		return 0, err
+	}
+	if uint64(n) > uint64(len(r.b)-r.pos) {
+		return 0, fmt.Errorf("vector of %d entries in %d bytes", n, len(r.b)-r.pos)
+	}
+	return n, nil
+}
+
+// constExpr skips a constant expression up to its end.
+func (r *reader) constExpr() error {
+	for {
+		op, err := r.byte()
+		if err != nil {
+			return err
+		}
+		switch op {
+		case opEnd:
+			return nil
+		case opI32Const:
+			_, err = r.signed(32)
+		case opI64Const:
+			_, err = r.signed(64)
+		case opF32Const:
+			_, err = r.bytes(4)
+		case opF64Const:
+			_, err = r.bytes(8)
+		case 0xd0: // ref.null
+			_, err = r.byte()
+		case 0xd2, opGlobalGet: // ref.func, global.get
+			_, err = r.u32()
+		case opI32Add, opI32Sub, 0x6c, opI64Add, opI64Sub, opI64Mul: // extended constants
+		default:
+			return fmt.Errorf("opcode 0x%02x in a constant expression", op)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (r *reader) dataSegment() error {
+	flags, err := r.u32()
+	if err != nil {
+		return err
+	}
+	switch flags {
+	case 0:
+		err = r.constExpr()
+	case 1:
+	case 2:
+		if err = r.zeroByte(); err == nil {
+			err = r.constExpr()
+		}
+	default:
+		return fmt.Errorf("data segment flags %d", flags)
+	}
+	if err != nil {
+		return err
+	}
+	n, err := r.count()
+	if err != nil {
+		return err
+	}
+	_, err = r.bytes(n)
+	return err
+}
+
+func (r *reader) elementSegment() error {
+	flags, err := r.u32()
+	if err != nil {
+		return err
+	}
+	if flags > 7 {
+		return fmt.Errorf("element segment flags %d", flags)
+	}
+	if flags&2 != 0 && flags&1 == 0 { // explicit table index
+		if _, err = r.u32(); err != nil {
+			return err
+		}
+	}
+	if flags&1 == 0 { // active: an offset
+		if err = r.constExpr(); err != nil {
+			return err
+		}
+	}
+	if flags&3 != 0 { // an element kind or reference type
+		if _, err = r.byte(); err != nil {
+			return err
+		}
+	}
+	n, err := r.count()
+	if err != nil {
+		return err
+	}
+	for i := uint32(0); i < n; i++ {
+		if flags&4 != 0 {
+			err = r.constExpr()
+		} else {
+			_, err = r.u32()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (r *reader) valTypes() ([]byte, error) {
 	n, err := r.u32()
 	if err != nil {
@@ -327,27 +471,30 @@ func (r *reader) valTypes() ([]byte, error) {
 }
 
 // limits reads table or memory limits, refusing shared and 64-bit memories.
-func (r *reader) limits(memory bool) error {
+func (r *reader) limits(memory bool) (min uint32, err error) {
 	flags, err := r.byte()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if memory && flags&0x02 != 0 {
-		return fmt.Errorf("%w: threads (shared memory)", ErrRefused)
+		return 0, fmt.Errorf("%w: threads (shared memory)", ErrRefused)
 	}
 	if memory && flags&0x04 != 0 {
-		return fmt.Errorf("%w: 64-bit memory", ErrRefused)
+		return 0, fmt.Errorf("%w: 64-bit memory", ErrRefused)
 	}
 	if flags > 1 {
-		return fmt.Errorf("limits flags 0x%02x", flags)
+		return 0, fmt.Errorf("limits flags 0x%02x", flags)
 	}
-	if _, err = r.u32(); err != nil {
-		return err
+	if min, err = r.u32(); err != nil {
+		return 0, err
+	}
+	if !memory && min > MaxTableElements {
+		return 0, fmt.Errorf("%w: a table of %d elements (at most %d)", ErrRefused, min, MaxTableElements)
 	}
 	if flags == 1 {
 		_, err = r.u32()
 	}
-	return err
+	return min, err
 }
 
 // rewrite assembles the metered module.
@@ -440,8 +587,7 @@ func (m *module) rewrite() ([]byte, error) {
 	}
 	for _, s := range m.sections {
 		if s.id == secCustom {
-			emit(s.id, s.body)
-			continue
+			continue // names and other custom data: not needed to run
 		}
 		rank := sectionRank[s.id]
 		flushBefore(rank)

@@ -64,6 +64,7 @@ const (
 	Interpreter
 )
 
+// String names the engine.
 func (e Engine) String() string {
 	if e == Interpreter {
 		return "interpreter"
@@ -157,7 +158,7 @@ type Result struct {
 	Outcome Outcome
 	Output  []byte   // stdout (empty unless OK or Trap)
 	Hash    [32]byte // sha256 of Output, the canonical output bytes
-	Fuel    uint64   // fuel used; equal on every engine
+	Fuel    uint64   // fuel used, equal on every engine; out of fuel, it can pass Limits.Fuel by the segments run since the last check
 	Detail  string   // the exit code or trap message, for people
 }
 
@@ -188,13 +189,15 @@ type Runner struct {
 	engine Engine
 	rt     wazero.Runtime
 
-	mu    sync.Mutex
-	cache map[[32]byte]*entry
-	order [][32]byte // insertion order, for eviction
+	mu        sync.Mutex
+	cacheSize int // MaxCompiledModules; tests lower it
+	cache     map[[32]byte]*entry
+	order     [][32]byte // insertion order, for eviction
 }
 
 type entry struct {
 	compiled wazero.CompiledModule
+	pages    uint32 // initial memory pages
 	err      error
 	ready    chan struct{}
 	users    int
@@ -203,6 +206,12 @@ type entry struct {
 
 // New makes a Runner on engine e.
 func New(ctx context.Context, e Engine) (*Runner, error) {
+	return newRunner(ctx, e, e == Interpreter)
+}
+
+// newRunner makes a Runner; closeOnDone turns on wazero's own deadline
+// check (benchmarks compare the compiler with and without it).
+func newRunner(ctx context.Context, e Engine, closeOnDone bool) (*Runner, error) {
 	var cfg wazero.RuntimeConfig
 	switch e {
 	case Compiler:
@@ -214,13 +223,13 @@ func New(ctx context.Context, e Engine) (*Runner, error) {
 	}
 	cfg = cfg.WithCoreFeatures(api.CoreFeaturesV2).
 		WithMemoryLimitPages(MaxMemoryPages).
-		WithCloseOnContextDone(e == Interpreter)
+		WithCloseOnContextDone(closeOnDone)
 	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
 		_ = rt.Close(ctx)
 		return nil, fmt.Errorf("sandbox: WASI: %w", err)
 	}
-	return &Runner{engine: e, rt: rt, cache: map[[32]byte]*entry{}}, nil
+	return &Runner{engine: e, rt: rt, cacheSize: MaxCompiledModules, cache: map[[32]byte]*entry{}}, nil
 }
 
 // Close releases the runtime and every compiled module.
@@ -242,7 +251,7 @@ func (r *Runner) compile(ctx context.Context, module []byte) (*entry, error) {
 	e = &entry{ready: make(chan struct{}), users: 1}
 	r.cache[key] = e
 	r.order = append(r.order, key)
-	for len(r.order) > MaxCompiledModules {
+	for len(r.order) > r.cacheSize {
 		old := r.order[0]
 		r.order = r.order[1:]
 		oe := r.cache[old]
@@ -254,7 +263,7 @@ func (r *Runner) compile(ctx context.Context, module []byte) (*entry, error) {
 	}
 	r.mu.Unlock()
 
-	e.compiled, e.err = r.meterAndCompile(ctx, module)
+	e.compiled, e.pages, e.err = r.meterAndCompile(ctx, module)
 	close(e.ready)
 	return e, e.err
 }
@@ -278,25 +287,25 @@ func (r *Runner) release(ctx context.Context, e *entry) {
 	r.mu.Unlock()
 }
 
-func (r *Runner) meterAndCompile(ctx context.Context, module []byte) (wazero.CompiledModule, error) {
+func (r *Runner) meterAndCompile(ctx context.Context, module []byte) (wazero.CompiledModule, uint32, error) {
 	metered, info, err := fuel.Meter(module)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
+		return nil, 0, fmt.Errorf("%w: %w", ErrRefused, err)
 	}
 	for _, im := range info.Imports {
 		if im.Module != wasi_snapshot_preview1.ModuleName || im.Kind != 0 || !AllowedImports[im.Name] {
-			return nil, fmt.Errorf("%w: import %s.%s is not an allowed WASI preview 1 function", ErrRefused, im.Module, im.Name)
+			return nil, 0, fmt.Errorf("%w: import %s.%s is not an allowed WASI preview 1 function", ErrRefused, im.Module, im.Name)
 		}
 	}
 	cm, err := r.rt.CompileModule(ctx, metered)
 	if err != nil {
-		return nil, fmt.Errorf("%w: invalid module: %w", ErrRefused, err)
+		return nil, 0, fmt.Errorf("%w: invalid module: %w", ErrRefused, err)
 	}
 	if _, ok := cm.ExportedFunctions()["_start"]; !ok {
 		_ = cm.Close(ctx)
-		return nil, fmt.Errorf("%w: no _start export (not a WASI command module)", ErrRefused)
+		return nil, 0, fmt.Errorf("%w: no _start export (not a WASI command module)", ErrRefused)
 	}
-	return cm, nil
+	return cm, info.MemoryPages, nil
 }
 
 // errOutputTooLarge is panicked by the stdout writer; wazero turns a panic
@@ -319,6 +328,22 @@ func (w *boundedWriter) Write(p []byte) (int, error) {
 // randSeed seeds the fixed random stream a module reads.
 var randSeed = [32]byte{'f', 'l', 'e', 'e', 't', 'm', 'e', 's', 'h', ' ', 'c', 'o', 'm', 'p', 'u', 't', 'e'}
 
+// moduleConfig is what a module sees: input on stdin, stdout to out, no
+// stderr, arguments, environment or directories, and fixed clocks and
+// randomness.
+func moduleConfig(input []byte, out io.Writer) wazero.ModuleConfig {
+	var ticks int64
+	return wazero.NewModuleConfig().
+		WithName("").
+		WithStdin(bytes.NewReader(input)).
+		WithStdout(out).
+		WithStderr(io.Discard).
+		WithWalltime(func() (int64, int32) { return 1_700_000_000, 0 }, sys.ClockResolution(1)).
+		WithNanotime(func() int64 { ticks += int64(time.Millisecond); return ticks }, sys.ClockResolution(1)).
+		WithNanosleep(func(int64) {}).
+		WithRandSource(rand.NewChaCha8(randSeed))
+}
+
 // Run meters, compiles (once per distinct module) and runs module with
 // input on stdin under lim. The error is non-nil only when the module is
 // refused (wrapping ErrRefused, with the reason) or ctx ends; every way the
@@ -332,18 +357,11 @@ func (r *Runner) Run(ctx context.Context, module, input []byte, lim Limits) (Res
 	defer r.release(ctx, e)
 
 	out := &boundedWriter{limit: lim.OutputBytes}
-	var ticks int64
-	cfg := wazero.NewModuleConfig().
-		WithName("").
-		WithStartFunctions().
-		WithStdin(bytes.NewReader(input)).
-		WithStdout(out).
-		WithStderr(io.Discard).
-		WithWalltime(func() (int64, int32) { return 1_700_000_000, 0 }, sys.ClockResolution(1)).
-		WithNanotime(func() int64 { ticks += int64(time.Millisecond); return ticks }, sys.ClockResolution(1)).
-		WithNanosleep(func(int64) {}).
-		WithRandSource(rand.NewChaCha8(randSeed))
+	cfg := moduleConfig(input, out).WithStartFunctions()
 
+	if e.pages > lim.MemoryPages {
+		return finish(Result{Outcome: OutOfMemory, Detail: fmt.Sprintf("initial memory of %d pages exceeds the limit of %d", e.pages, lim.MemoryPages)}), nil
+	}
 	runCtx, cancel := context.WithTimeout(ctx, lim.Deadline)
 	defer cancel()
 	mod, err := r.rt.InstantiateModule(runCtx, e.compiled, cfg)
@@ -356,9 +374,6 @@ func (r *Runner) Run(ctx context.Context, module, input []byte, lim Limits) (Res
 	depthG := mod.ExportedGlobal(fuel.ExportDepth).(api.MutableGlobal)
 	pagesG := mod.ExportedGlobal(fuel.ExportMaxPages).(api.MutableGlobal)
 	reasonG := mod.ExportedGlobal(fuel.ExportReason)
-	if mem := mod.Memory(); mem != nil && uint64(mem.Size()) > uint64(lim.MemoryPages)*65536 {
-		return finish(Result{Outcome: OutOfMemory, Detail: "initial memory exceeds the limit"}), nil
-	}
 	fuelG.Set(lim.Fuel)
 	depthG.Set(uint64(lim.CallDepth))
 	pagesG.Set(uint64(lim.MemoryPages))

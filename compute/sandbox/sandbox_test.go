@@ -54,7 +54,7 @@ func runners(t testing.TB) (*Runner, *Runner) {
 // deadline is far beyond them so that a stop by any other bound shows the
 // bound, not the clock, stopped the run.
 var hostileLimits = Limits{
-	Fuel:        1_000_000,
+	Fuel:        300_000,
 	MemoryPages: 64,
 	OutputBytes: 1 << 20,
 	CallDepth:   500,
@@ -100,6 +100,25 @@ func TestHostileModulesAgreeAcrossEngines(t *testing.T) {
 				t.Fatalf("echo output %q", c.Output)
 			}
 		})
+	}
+}
+
+// TestMaxCallDepthIsBelowEngineLimits recurses to MaxCallDepth on both
+// engines: the metering counter, not wazero's own stack limit (2000
+// frames on the interpreter), must stop it.
+func TestMaxCallDepthIsBelowEngineLimits(t *testing.T) {
+	comp, interp := runners(t)
+	mod := wat(t, "deep_recursion")
+	var fuels []uint64
+	for _, r := range []*Runner{comp, interp} {
+		res, err := r.Run(context.Background(), mod, nil, Limits{CallDepth: MaxCallDepth + 100})
+		if err != nil || res.Outcome != StackExhausted {
+			t.Fatalf("%s: %v %s %s", r.engine, err, res.Outcome, res.Detail)
+		}
+		fuels = append(fuels, res.Fuel)
+	}
+	if fuels[0] != fuels[1] {
+		t.Fatalf("fuel differs: %v", fuels)
 	}
 }
 
@@ -199,6 +218,51 @@ func TestDeadlineStopsEverything(t *testing.T) {
 				t.Logf("%s on %s: stopped %v after the deadline", name, r.engine, got.at.Sub(start)-deadline)
 			case <-time.After(30 * time.Second):
 				t.Fatalf("%s on %s: not stopped 30 s after a %v deadline", name, r.engine, deadline)
+			}
+		}
+	}
+}
+
+// TestConcurrentRuns shares one Runner per engine between goroutines that
+// run different modules (so the compile cache fills and evicts under
+// concurrency); every result must match the one run alone.
+func TestConcurrentRuns(t *testing.T) {
+	comp, interp := runners(t)
+	ctx := context.Background()
+	mods := [][]byte{wat(t, "echo"), wat(t, "nan_floats"), wat(t, "deep_recursion")}
+	for seed := uint64(0); seed < 6; seed++ {
+		mods = append(mods, generateModule(5000+seed))
+	}
+	for _, r := range []*Runner{comp, interp} {
+		r.cacheSize = 4
+		want := make([]Result, len(mods))
+		for i, m := range mods {
+			res, err := r.Run(ctx, m, []byte("in"), corpusLimits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[i] = res
+		}
+		errs := make(chan error, 4)
+		for g := 0; g < 4; g++ {
+			go func() {
+				for i := range mods {
+					j := (i + g*17) % len(mods)
+					res, err := r.Run(ctx, mods[j], []byte("in"), corpusLimits)
+					if err == nil && (res.Outcome != want[j].Outcome || res.Hash != want[j].Hash || res.Fuel != want[j].Fuel) {
+						err = errors.New(r.engine.String() + ": a concurrent run differs from the run alone")
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+		for g := 0; g < 4; g++ {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
 			}
 		}
 	}
