@@ -9,9 +9,12 @@ import (
 
 // Result is what one run of a job gave: the SHA-256 of its canonical
 // output bytes, or, when the run stopped at a limit, why (Inconclusive:
-// "fuel", "memory", "stack", "deadline", or any other reason the
-// executor names; then Hash is ignored). An inconclusive result is
-// never wrong.
+// the sandbox's outcome, "out_of_fuel", "out_of_memory",
+// "stack_exhausted" or "deadline"; then Hash is ignored). An
+// inconclusive result is never wrong. A run that ended otherwise
+// without output (a trap, an output too large) is deterministic, so it
+// is conclusive: its Hash is over the canonical form package compute
+// gives such an ending.
 type Result struct {
 	Hash         [32]byte
 	Inconclusive string

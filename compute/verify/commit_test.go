@@ -39,7 +39,7 @@ func TestCheckCommit(t *testing.T) {
 		{"other executor (a copied commitment)", job, "did:key:b", r, nonce, true},
 		{"other result (a copied reveal)", job, did, ok(8), nonce, true},
 		{"other nonce", job, did, r, hashOf(2), true},
-		{"inconclusive instead", job, did, stopped("fuel"), nonce, true},
+		{"inconclusive instead", job, did, stopped("out_of_fuel"), nonce, true},
 		{"shifted boundary between job and executor", job + "d", "id:key:a", r, nonce, true},
 	}
 	for _, tc := range cases {
@@ -49,8 +49,8 @@ func TestCheckCommit(t *testing.T) {
 		}
 	}
 	// An inconclusive result commits to its reason, not to a hash.
-	a := Commit(job, did, Result{Hash: hashOf(5), Inconclusive: "fuel"}, nonce)
-	if a != Commit(job, did, stopped("fuel"), nonce) || a == Commit(job, did, stopped("stack"), nonce) {
+	a := Commit(job, did, Result{Hash: hashOf(5), Inconclusive: "out_of_fuel"}, nonce)
+	if a != Commit(job, did, stopped("out_of_fuel"), nonce) || a == Commit(job, did, stopped("stack_exhausted"), nonce) {
 		t.Fatal("an inconclusive commitment must cover the reason and ignore the hash")
 	}
 }

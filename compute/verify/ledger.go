@@ -59,6 +59,19 @@ func (l *Ledger) Agreed(did string) int {
 	return 0
 }
 
+// agreed returns Agreed of each candidate, under one lock.
+func (l *Ledger) agreed(cs []Candidate) []int {
+	n := make([]int, len(cs))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, c := range cs {
+		if e, ok := l.m[c.DID]; ok {
+			n[i] = e.Value.(*entry).Agreed
+		}
+	}
+	return n
+}
+
 // Executor returns a copy of what the ledger holds of did (the zero
 // record for an executor it does not know).
 func (l *Ledger) Executor(did string) ExecutorRecord {

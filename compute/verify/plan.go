@@ -44,9 +44,8 @@ func (p Plan) inWarmUp(did string) bool {
 
 // Errors Plan returns; each is wrapped with the figures.
 var (
-	ErrRedundancy        = errors.New("verify: redundancy out of range")
-	ErrTooFewCandidates  = errors.New("verify: too few candidates with distinct operators")
-	errPlannerMisconfigd = errors.New("verify: planner needs a home DID and a random source")
+	ErrRedundancy       = errors.New("verify: redundancy out of range")
+	ErrTooFewCandidates = errors.New("verify: too few candidates with distinct operators")
 )
 
 // Planner picks the executors of jobs and decides their audits for one
@@ -73,8 +72,11 @@ func NewPlanner(p Policy, home string, auditors []string, rng *rand.Rand) (*Plan
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if home == "" || rng == nil {
-		return nil, errPlannerMisconfigd
+	if home == "" {
+		return nil, errors.New("verify: NewPlanner needs home, the requester's own DID (it runs audits)")
+	}
+	if rng == nil {
+		return nil, errors.New("verify: NewPlanner needs a random source (seeded from crypto/rand outside tests)")
 	}
 	return &Planner{
 		policy:   p,
@@ -114,7 +116,8 @@ func (pl *Planner) Plan(jobID string, want int, cands []Candidate, r standing.Re
 		return Plan{}, fmt.Errorf("%w: %d executors asked, at most %d (MaxRedundancy)", ErrRedundancy, want, pol.MaxRedundancy)
 	}
 	// Usable candidates: named, once each, not the home.
-	seen := map[string]bool{pl.home: true}
+	seen := make(map[string]bool, len(cands)+1)
+	seen[pl.home] = true
 	cs := make([]Candidate, 0, len(cands))
 	for _, c := range cands {
 		if c.DID == "" || seen[c.DID] {
@@ -124,15 +127,14 @@ func (pl *Planner) Plan(jobID string, want int, cands []Candidate, r standing.Re
 		cs = append(cs, c)
 	}
 	st := make([]float64, len(cs))
-	agreed := make([]int, len(cs))
 	for i, c := range cs {
 		if r != nil {
 			if v := r.Of(c.DID); v > 0 && !math.IsInf(v, 0) {
 				st[i] = v
 			}
 		}
-		agreed[i] = pl.ledger.Agreed(c.DID)
 	}
+	agreed := pl.ledger.agreed(cs)
 	taken := make([]bool, len(cs))
 	var chosen []int
 	free := func(i int) bool {

@@ -46,9 +46,9 @@ func DefaultPolicy() Policy {
 	return Policy{
 		Redundancy:     1,
 		MaxRedundancy:  7,
-		WarmUp:         10,
+		WarmUp:         60,
 		AuditRate:      0.1,
-		ProbationAudit: 0.5,
+		ProbationAudit: 0.8,
 		Explore:        0.05,
 		Recent:         64,
 		MaxExecutors:   10000,
