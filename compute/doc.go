@@ -15,7 +15,13 @@
 // every other service.
 //
 // It holds the protocol's messages and their checks, the executor's
-// side and the requester's side. It is not the sandbox that runs the
-// modules (package compute/sandbox) nor the choice of executors, audits
-// and verdicts (package compute/verify): it drives them.
+// side (Executor), the requester's side (Requester) and the Market that
+// drives a requested job from plan to verdict: it has package
+// compute/verify plan the job (executors by standing, warm-up, audits),
+// runs it, audits it on the node's own sandbox, judges it and records
+// the verdict, and answers `fleetmesh job run` on the control socket
+// (ServeRun). It is not the sandbox that runs the modules (package
+// compute/sandbox, spec/compute-sandbox.md) nor the choice of executors,
+// audits and verdicts (package compute/verify): it drives them. The
+// NIP-90 bridge is package compute/nip90.
 package compute
