@@ -137,13 +137,32 @@ func (mk *Market) Run(ctx context.Context, job Job, redundancy int) (*Verdict, e
 		mk.m.jobs.WithLabelValues("failed").Inc()
 		return nil, fmt.Errorf("compute: %w (%d executors known: nodes offer compute with [compute] offer = true)", err, len(cands))
 	}
+	// A planned audit runs beside the executors, not after them: the
+	// verdict, and with it the units this node counts as received, then
+	// follows the reveals at once, in the window the executors count
+	// the units they gave.
+	outputs := map[[32]byte][]byte{}
+	var audit *verify.Result
+	var auditErr error
+	auditDone := make(chan struct{})
+	if plan.Audit {
+		go func() {
+			defer close(auditDone)
+			audit, auditErr = mk.audit(ctx, job, outputs)
+		}()
+	} else {
+		close(auditDone)
+	}
 	reports, err := mk.req.Run(ctx, jobID, job, plan.Executors)
+	<-auditDone
+	if auditErr != nil {
+		mk.log.Warn("compute: audit", "job", jobID, "err", auditErr)
+	}
 	if err != nil {
 		mk.m.jobs.WithLabelValues("failed").Inc()
 		return nil, err
 	}
 	reveals := map[string]verify.Reveal{}
-	outputs := map[[32]byte][]byte{}
 	for _, r := range reports {
 		if !r.Revealed() {
 			continue
@@ -154,12 +173,6 @@ func (mk *Market) Run(ctx context.Context, job Job, redundancy int) (*Verdict, e
 		// open its commitment.
 		reveals[r.Executor] = verify.Reveal{Result: resultOf(r.Outcome, r.Hash), Nonce: r.Nonce, Commitment: r.Commitment}
 		outputs[r.Hash] = r.Output
-	}
-	var audit *verify.Result
-	if plan.Audit {
-		if audit, err = mk.audit(ctx, job, outputs); err != nil {
-			mk.log.Warn("compute: audit", "job", jobID, "err", err)
-		}
 	}
 	v := verify.Judge(plan, reveals, audit)
 	if v.NeedAudit && audit == nil {
