@@ -28,6 +28,7 @@ import (
 
 	"fleetmesh.org/fleetmesh/boundary"
 	"fleetmesh.org/fleetmesh/clientaddr"
+	"fleetmesh.org/fleetmesh/compute"
 	"fleetmesh.org/fleetmesh/config/setting"
 	"fleetmesh.org/fleetmesh/dashboard"
 	"fleetmesh.org/fleetmesh/label"
@@ -71,6 +72,9 @@ type Config struct {
 	Standing standing.Config `toml:"standing"`
 	// Labels is the shared threat intelligence policy (spec/labels.md).
 	Labels label.Config `toml:"labels"`
+	// Compute is the compute market: whether this node executes jobs for
+	// others, and their bounds (spec/compute.md).
+	Compute compute.Config `toml:"compute"`
 	// Dashboard is the operator page at /dashboard on the relay port.
 	Dashboard dashboard.Config `toml:"dashboard"`
 	// Manage is the operator's NIP-86 management API (config/manage.go).
@@ -296,6 +300,7 @@ func Default() Config {
 		Manage:     DefaultManage(),
 		Standing:   standing.DefaultConfig(),
 		Labels:     label.DefaultConfig(),
+		Compute:    compute.DefaultConfig(),
 	}
 }
 
@@ -421,6 +426,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Labels.Check(); err != nil {
 		return fmt.Errorf("labels.%w", err)
+	}
+	if err := c.Compute.Check(); err != nil {
+		return fmt.Errorf("compute.%w", err)
 	}
 	for _, r := range c.Boundary.Rules {
 		if _, err := r.Compile(); err != nil {

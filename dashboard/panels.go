@@ -55,6 +55,11 @@ func DefaultPanels() []Panel {
 			{Metric: "fleetmesh_labels_received_total", Rate: true, By: "result", Name: "received"},
 			{Metric: "fleetmesh_labels_refusals_total", Rate: true, By: "rule", Name: "refused"},
 		}},
+		{Title: "Compute", Empty: "No jobs yet: lines appear when this node runs a job for another node ([compute] offer = true) or requests one (fleetmesh job run).", Unit: "per second", Series: []Series{
+			{Metric: "fleetmesh_compute_runs_total", Rate: true, By: "outcome", Name: "runs for others"},
+			{Metric: "fleetmesh_compute_jobs_total", Rate: true, By: "verdict", Name: "jobs requested"},
+			{Metric: "fleetmesh_compute_disputes_total", Rate: true, Name: "executors caught"},
+		}},
 		{Title: "Grants", Empty: "No grant refusals: a line appears if a peer asks for more than its grant allows.", Unit: "refusals/s", Series: []Series{
 			{Metric: "fleetmesh_accounting_grant_refusals_total", Rate: true, By: "service,reason"},
 		}},

@@ -44,7 +44,10 @@ type accountingPart struct {
 	// which may run before.
 	ready atomic.Pointer[accounting.Service]
 	ctl   *http.Server
-	ln    net.Listener
+	// mux is the control socket's routes; other parts add theirs before
+	// start (compute's POST /jobs/run).
+	mux *http.ServeMux
+	ln  net.Listener
 	// standing is the node's standing view, fed from s.
 	standing *standingPart
 }
@@ -147,6 +150,7 @@ func (ap *accountingPart) open(opts Options, dc *agent.Service, h host.Host, fet
 	ctl := http.NewServeMux()
 	ctl.HandleFunc("GET /standing", sp.serve)
 	ctl.Handle("/", s.ControlHandler())
+	ap.mux = ctl
 	ap.ctl = &http.Server{Handler: ctl, ReadHeaderTimeout: 10 * time.Second}
 	return nil
 }

@@ -152,6 +152,7 @@ type Node struct {
 	roleOnce    sync.Once
 	labels      *labelsPart // nil without the mesh role
 	didcomm     *agent.Service
+	compute     *computePart // nil without the mesh role
 	relay       *relay.Relay
 	mesh        *meshPart
 	acct        *accountingPart
@@ -265,6 +266,7 @@ func Open(opts Options) (*Node, error) {
 		acct    *accountingPart
 		mp      *meshPart
 		labels  *labelsPart
+		cp      *computePart
 		ip      *irohPart
 		irohOff = "this front-end does not hold the node's mesh role"
 	)
@@ -286,6 +288,10 @@ func Open(opts Options) (*Node, error) {
 		if labels, err = openLabels(opts, rl, st, acct, reg); err != nil {
 			return nil, err
 		}
+		if cp, err = openCompute(opts, dc, mp, acct, rl, st, reg); err != nil {
+			return nil, err
+		}
+		undo.push(func() error { cp.close(); return nil })
 		// DIDComm is reachable over the mesh only once the accounting has
 		// registered its protocols: the mesh host is already connecting, and
 		// a peer's proposal answered in between with "unsupported type" would
@@ -351,6 +357,7 @@ func Open(opts Options) (*Node, error) {
 		mesh:        mp,
 		acct:        acct,
 		labels:      labels,
+		compute:     cp,
 		iroh:        ip,
 		irohOff:     irohOff,
 		irohRelay:   irohRelay,
@@ -484,6 +491,9 @@ func (n *Node) Serve(ctx context.Context) error {
 		if err := n.acct.close(); err != nil {
 			n.opts.Log.Warn("accounting close", "err", err)
 		}
+	}
+	if n.compute != nil {
+		n.compute.close()
 	}
 	if n.iroh != nil {
 		n.iroh.close()

@@ -119,6 +119,9 @@ func (sd *selfDescriptor) publish(relayURL string) {
 	if sd.withdrawn.Load() {
 		d.Offers.Storage = nil
 	}
+	if c := sd.cfg.Compute; c.Offer {
+		d.Offers.Compute = &descriptor.ComputeOffer{MaxConcurrentJobs: uint64(c.Concurrency), MaxFuel: c.MaxFuel, MaxMemoryBytes: uint64(c.MaxMemoryPages) << 16}
+	}
 	if st.RelayService {
 		l := sd.m.RelayLimits()
 		d.Offers.CircuitRelay = &descriptor.CircuitRelayOffer{

@@ -23,6 +23,7 @@ var helpExamples = map[string]string{
 	"standing":        "fleetmesh standing --home ~/.fleetmesh --json",
 	"label":           "fleetmesh label --home ~/.fleetmesh --author 3bf0c63f…459d --reason spam --note 'floods kind 1' --expires 720h",
 	"why":             "fleetmesh why --home ~/.fleetmesh --event 5c83da77…1b2a",
+	"job":             "fleetmesh job run --home ~/.fleetmesh --module sha256.wasm --input data.bin --redundancy 3 --json",
 	"version":         "fleetmesh version --json",
 	"store migrate":   "fleetmesh store migrate --home ~/.fleetmesh --to postgres://fleetmesh:secret@127.0.0.1:5432/fleetmesh",
 	"grants list":     "fleetmesh grants list --home ~/.fleetmesh",
