@@ -54,6 +54,11 @@ fi
 # --no-save leaves it as it is.
 (cd iroh/helper && npm install --no-audit --no-fund --no-save --loglevel=error)
 
+# The browser app (web/dist, embedded by package web) is rebuilt from the
+# lock file; the committed build must be what the sources make.
+(cd web && npm ci --no-audit --no-fund --loglevel=error && npm run build --silent)
+[ -z "$(git status --porcelain web/dist)" ] || { git status --short web/dist; echo "web/dist differs from a fresh build: run (cd web && npm run build) and commit web/dist"; exit 1; }
+
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './interop/*'))
 if [ -n "$unformatted" ]; then

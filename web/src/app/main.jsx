@@ -1,0 +1,325 @@
+// The browser leaf's page: feed of those followed, compose, profile names,
+// identity and home node, status. State lives in IndexedDB (store.js) so
+// the page shows the cached feed at once, online or not; the network is
+// used only while the page is visible ("wakes", as a phone leaf's).
+import { render } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import { decode as nip19decode, npubEncode } from 'nostr-tools/nip19';
+import { catchUp, FEED_KINDS } from './catchup.js';
+import { guard, nostrSigner } from './keys.js';
+import { enqueue, flush } from './outbox.js';
+import { homeRelayURL, RelayConn } from './relay.js';
+import { eventsOf, getMeta, outboxAll, putEvents, setMeta } from './store.js';
+
+// HIDDEN_CLOSE_MS: sockets are closed this long after the page is hidden
+// (spec/web.md: none open 30 s after).
+export const HIDDEN_CLOSE_MS = 25000;
+// FEED_SHOWN bounds the notes the feed renders.
+export const FEED_SHOWN = 200;
+
+const app = {
+  conn: null,
+  unsub: null,
+  hiddenTimer: null,
+  signer: null,
+  follows: [],
+  listeners: new Set(),
+  status: { rev: 0, online: false, lastCatchup: 0, method: '', behind: 0, outbox: 0, peers: null, home: null, error: '', did: '' },
+};
+
+// update changes the status and re-renders; rev counts the changes, so a
+// view reading IndexedDB reads again after each.
+function update(patch) {
+  Object.assign(app.status, patch, { rev: app.status.rev + 1 });
+  for (const l of app.listeners) l();
+}
+
+const authors = () => [app.signer.pubkey, ...app.follows.filter((f) => f !== app.signer.pubkey)];
+
+async function refreshCounts() {
+  update({
+    outbox: (await outboxAll()).length,
+    behind: (await getMeta('behind')) || 0,
+    lastCatchup: (await getMeta('last_catchup')) || 0,
+    method: (await getMeta('last_method')) || '',
+  });
+}
+
+// wake connects to the home, sends the outbox, catches up and keeps a live
+// subscription while the page is visible and the browser online.
+let waking = null;
+async function wake() {
+  if (!navigator.onLine || document.visibilityState === 'hidden') return;
+  if (waking) return waking;
+  waking = (async () => {
+    try {
+      app.conn ??= new RelayConn((await getMeta('home_relay')) || homeRelayURL(location));
+      app.conn.onclose = () => { app.unsub = null; update({ online: false }); };
+      await app.conn.connect();
+      update({ online: true, error: '' });
+      await flush(app.conn);
+      await refreshCounts();
+      const r = await catchUp(app.conn, authors());
+      await refreshCounts();
+      update({ lastResult: r });
+      if (!app.unsub) {
+        app.unsub = await app.conn.subscribe(
+          [{ kinds: FEED_KINDS, authors: authors(), since: Math.floor(Date.now() / 1000) }],
+          (ev) => putEvents([ev]).then(() => update({})),
+        );
+      }
+      fetchNode();
+    } catch (e) {
+      update({ online: !!app.conn?.open, error: String(e.message || e) });
+    } finally {
+      waking = null;
+    }
+  })();
+  return waking;
+}
+
+async function fetchNode() {
+  try {
+    const r = await fetch(new URL('node.json', location), { cache: 'no-store' });
+    if (r.ok) {
+      const n = await r.json();
+      update({ peers: n.peers, home: n });
+    }
+  } catch {
+    // offline: the last known home stays shown
+  }
+}
+
+function sleep() {
+  app.unsub = null;
+  app.conn?.close();
+  update({ online: false });
+}
+
+document.addEventListener('visibilitychange', () => {
+  clearTimeout(app.hiddenTimer);
+  if (document.visibilityState === 'hidden') app.hiddenTimer = setTimeout(sleep, HIDDEN_CLOSE_MS);
+  else wake();
+});
+addEventListener('online', () => wake());
+addEventListener('offline', () => { sleep(); });
+
+// publish signs a note (or profile, or follow list), keeps it in the
+// outbox and sends it when it can: now if online, else on the next wake or
+// on Background Sync.
+async function publish(template) {
+  guard(JSON.stringify(template));
+  const ev = await app.signer.sign({ created_at: Math.floor(Date.now() / 1000), tags: [], ...template });
+  guard(JSON.stringify(ev));
+  await enqueue(ev);
+  await putEvents([ev]);
+  await refreshCounts();
+  const reg = await navigator.serviceWorker?.ready.catch(() => null);
+  if (reg?.sync) await reg.sync.register('outbox').catch(() => {});
+  if (navigator.onLine && app.conn?.open) {
+    await flush(app.conn);
+    await refreshCounts();
+  } else wake();
+  return ev;
+}
+
+function useApp() {
+  const [, set] = useState(0);
+  useEffect(() => {
+    const l = () => set((n) => n + 1);
+    app.listeners.add(l);
+    return () => app.listeners.delete(l);
+  }, []);
+  return app.status;
+}
+
+function useEvents(kinds, limit) {
+  const s = useApp();
+  const [evs, setEvs] = useState([]);
+  useEffect(() => { eventsOf(authors(), kinds, limit).then(setEvs); }, [s.rev]);
+  return evs;
+}
+
+function names(profiles) {
+  const m = new Map();
+  for (const p of profiles) {
+    try { m.set(p.pubkey, JSON.parse(p.content).name || ''); } catch { /* not JSON: no name */ }
+  }
+  return m;
+}
+
+const short = (pk) => npubEncode(pk).slice(0, 14) + '…';
+const when = (t) => (t ? new Date(t * 1000).toLocaleString() : 'never');
+
+function Feed() {
+  const notes = useEvents([1], FEED_SHOWN);
+  const nm = names(useEvents([0], Infinity));
+  return (
+    <section aria-labelledby="feed-h">
+      <h2 id="feed-h">Feed</h2>
+      {notes.length === 0 && <p>No notes yet. Follow someone or write one.</p>}
+      <ol class="feed">
+        {notes.map((n) => (
+          <li key={n.id} data-id={n.id}>
+            <div class="who">{nm.get(n.pubkey) || short(n.pubkey)} <time>{when(n.created_at)}</time></div>
+            <p class="note">{n.content}</p>
+          </li>
+        ))}
+      </ol>
+    </section>
+  );
+}
+
+function Compose() {
+  const [text, setText] = useState('');
+  const [msg, setMsgText] = useState(['', 0]);
+  const setMsg = (t) => setMsgText(([, n]) => [t, n + 1]);
+  const submit = async (e) => {
+    e.preventDefault();
+    if (!text.trim()) return;
+    try {
+      const ev = await publish({ kind: 1, content: text });
+      setText('');
+      setMsg(`Queued ${ev.id.slice(0, 8)}: ${app.status.online ? 'sent' : 'will be sent when online'}.`);
+    } catch (err) {
+      setMsg(String(err.message || err));
+    }
+  };
+  return (
+    <section aria-labelledby="compose-h">
+      <h2 id="compose-h">Compose</h2>
+      <form onSubmit={submit}>
+        <label for="note">Note</label>
+        <textarea id="note" rows="4" value={text} onInput={(e) => setText(e.currentTarget.value)} />
+        <button type="submit">Publish</button>
+      </form>
+      <p role="status" id="compose-msg" data-n={msg[1]}>{msg[0]}</p>
+    </section>
+  );
+}
+
+function Profile() {
+  const [name, setName] = useState('');
+  const [follow, setFollow] = useState('');
+  const [msg, setMsg] = useState('');
+  const saveName = async (e) => {
+    e.preventDefault();
+    try {
+      await publish({ kind: 0, content: JSON.stringify({ name }) });
+      setMsg('Name saved.');
+    } catch (err) { setMsg(String(err.message || err)); }
+  };
+  const addFollow = async (e) => {
+    e.preventDefault();
+    try {
+      let pk = follow.trim();
+      if (pk.startsWith('npub1')) pk = nip19decode(pk).data;
+      if (!/^[0-9a-f]{64}$/.test(pk)) throw new Error('give an npub1… or a 64-character hex public key');
+      app.follows = [...new Set([...app.follows, pk])];
+      await setMeta('follows', app.follows);
+      await publish({ kind: 3, content: '', tags: app.follows.map((p) => ['p', p]) });
+      setFollow('');
+      setMsg('Following.');
+      app.unsub?.();
+      app.unsub = null;
+      wake();
+    } catch (err) { setMsg(String(err.message || err)); }
+  };
+  return (
+    <section aria-labelledby="profile-h">
+      <h2 id="profile-h">Profile</h2>
+      <form onSubmit={saveName}>
+        <label for="name">Your name</label>
+        <input id="name" value={name} onInput={(e) => setName(e.currentTarget.value)} autocomplete="nickname" />
+        <button type="submit">Save name</button>
+      </form>
+      <form onSubmit={addFollow}>
+        <label for="follow">Follow (npub or hex public key)</label>
+        <input id="follow" value={follow} onInput={(e) => setFollow(e.currentTarget.value)} />
+        <button type="submit">Follow</button>
+      </form>
+      <p role="status">{msg}</p>
+      <h3>Following</h3>
+      <ul class="follows">{app.follows.map((f) => <li key={f}><code>{npubEncode(f)}</code></li>)}</ul>
+    </section>
+  );
+}
+
+function Identity() {
+  const s = useApp();
+  return (
+    <section aria-labelledby="id-h">
+      <h2 id="id-h">Identity and home</h2>
+      <dl>
+        <dt>This device's DID</dt><dd><code id="did">{s.did || 'making…'}</code></dd>
+        <dt>Nostr key</dt><dd><code id="npub">{npubEncode(app.signer.pubkey)}</code> ({app.signer.kind === 'nip07' ? 'browser signer' : 'kept on this device'})</dd>
+        <dt>Home relay</dt><dd><code id="home-relay">{app.conn?.url || homeRelayURL(location)}</code></dd>
+        <dt>Home DID</dt><dd><code id="home-did">{s.home?.did || 'unknown'}</code></dd>
+      </dl>
+    </section>
+  );
+}
+
+function Status() {
+  const s = useApp();
+  const rows = [
+    ['online', 'Connection', s.online ? 'online' : navigator.onLine ? 'offline (home not connected)' : 'offline'],
+    ['last-catchup', 'Last catch-up', `${when(s.lastCatchup)}${s.method ? ` (${s.method})` : ''}`],
+    ['behind', 'Behind by', s.behind ? `${s.behind} events` : 'caught up'],
+    ['outbox', 'Outbox', `${s.outbox} waiting`],
+    ['peers', "Home's mesh peers", s.peers == null ? 'unknown' : String(s.peers)],
+  ];
+  return (
+    <section aria-labelledby="status-h">
+      <h2 id="status-h">Status</h2>
+      <dl class="status">
+        {rows.map(([k, label, v]) => <><dt key={k}>{label}</dt><dd data-status={k}>{v}</dd></>)}
+      </dl>
+      {s.error && <p role="alert" class="error">{s.error}</p>}
+    </section>
+  );
+}
+
+const VIEWS = { feed: ['Feed', Feed], compose: ['Compose', Compose], profile: ['Profile', Profile], identity: ['Identity', Identity], status: ['Status', Status] };
+
+function App() {
+  const s = useApp();
+  const [view, setView] = useState(location.hash.slice(1) in VIEWS ? location.hash.slice(1) : 'feed');
+  useEffect(() => {
+    const h = () => setView(location.hash.slice(1) in VIEWS ? location.hash.slice(1) : 'feed');
+    addEventListener('hashchange', h);
+    return () => removeEventListener('hashchange', h);
+  }, []);
+  const V = VIEWS[view][1];
+  return (
+    <>
+      <header>
+        <h1>fleetmesh</h1>
+        <span class={`dot ${s.online ? 'on' : 'off'}`} id="online" aria-live="polite">{s.online ? 'online' : 'offline'}</span>
+      </header>
+      <nav aria-label="Views">
+        {Object.entries(VIEWS).map(([k, [label]]) => (
+          <a key={k} href={`#${k}`} aria-current={k === view ? 'page' : undefined}>{label}</a>
+        ))}
+      </nav>
+      <main id="view" data-view={view}><V /></main>
+    </>
+  );
+}
+
+async function start() {
+  app.signer = await nostrSigner();
+  app.follows = (await getMeta('follows')) || [];
+  await refreshCounts();
+  const root = document.getElementById('app');
+  root.textContent = '';
+  render(<App />, root);
+  if ('serviceWorker' in navigator) {
+    navigator.serviceWorker.register('sw.js', { scope: './' }).catch((e) => update({ error: `service worker: ${e.message}` }));
+  }
+  navigator.storage?.persist?.();
+  document.body.dataset.ready = 'true';
+  wake();
+}
+
+start();
