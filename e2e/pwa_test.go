@@ -1,0 +1,204 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// needWeb fails (never skips) the test when the browser leaf's test
+// dependencies are missing: scripts/test.sh installs them.
+func needWeb(t *testing.T) {
+	t.Helper()
+	needBinary(t)
+	if _, err := os.Stat("/usr/bin/chromium"); err != nil {
+		t.Fatal("chromium is missing (apt-get install chromium; scripts/test.sh does)")
+	}
+	if _, err := os.Stat(filepath.Join(moduleRoot, "web", "node_modules", "playwright-core")); err != nil {
+		t.Fatal("web/node_modules is missing: run `cd web && npm ci` (scripts/test.sh does)")
+	}
+}
+
+// TestNodePage: a browser asking a node's root for HTML gets the node's
+// page (its DID, class, relay URL, health, a link to /app/); a Nostr
+// client asking for NIP-11 still gets the JSON document; /app/ is the app
+// (HTML linking a manifest, which is served with its type).
+func TestNodePage(t *testing.T) {
+	needBinary(t)
+	n := startNode(t, newHome(t, nodeConfig(nil)))
+	get := func(path, accept string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodGet, n.httpURL()+path, nil)
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp, string(body)
+	}
+	resp, body := get("/", "text/html,application/xhtml+xml,*/*;q=0.8")
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
+		t.Fatalf("GET / as a browser: Content-Type %q\n%s", ct, body)
+	}
+	for _, want := range []string{n.did, `id="class">home<`, n.url, `class="ok">healthy`, `href="/app/"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the node's page lacks %q:\n%s", want, body)
+		}
+	}
+	resp, body = get("/", "application/nostr+json")
+	var doc struct {
+		Software  string            `json:"software"`
+		FleetMesh map[string]string `json:"fleetmesh"`
+	}
+	if err := json.Unmarshal([]byte(body), &doc); err != nil || resp.Header.Get("Content-Type") != "application/nostr+json" || doc.FleetMesh["did"] != n.did {
+		t.Fatalf("NIP-11: %v %q %+v", err, resp.Header.Get("Content-Type"), doc)
+	}
+	resp, body = get("/app/", "text/html")
+	if !strings.Contains(body, `rel="manifest" href="manifest.webmanifest"`) || !strings.Contains(body, `src="app.js"`) {
+		t.Fatalf("/app/ is not the app:\n%s", body)
+	}
+	resp, _ = get("/app/manifest.webmanifest", "")
+	if ct := resp.Header.Get("Content-Type"); ct != "application/manifest+json" {
+		t.Errorf("manifest Content-Type %q", ct)
+	}
+}
+
+// pwaResult is what web/test/pwa.mjs saw in chromium.
+type pwaResult struct {
+	Steps        []string `json:"steps"`
+	Error        string   `json:"error"`
+	PageErrors   []string `json:"pageErrors"`
+	DID          string   `json:"did"`
+	Pubkey       string   `json:"pubkey"`
+	Note         string   `json:"note"`
+	Elsewhere    string   `json:"elsewhere"`
+	NegFrames    int      `json:"negFrames"`
+	Method       string   `json:"method"`
+	Offline      []string `json:"offline"`
+	FromSW       bool     `json:"fromSW"`
+	OfflineShown string   `json:"offlineShown"`
+	CachedFeed   int      `json:"cachedFeed"`
+	Refusals     []string `json:"refusals"`
+	Leaked       int      `json:"leaked"`
+	Shots        []string `json:"shots"`
+}
+
+// TestBrowserLeaf runs the browser leaf (web/) in Debian's chromium
+// against two real mesh nodes (web/test/pwa.mjs drives it): the app
+// opens at /app/; a note it publishes is stored on
+// its home and reaches the other node; a note published on the other
+// node while the page is closed appears on reopening, fetched by
+// negentropy (NEG messages counted on the home's metrics and in the
+// page's frames); two notes written offline survive a reload from the
+// service worker and are stored once each when back online; a note
+// carrying the app's secret key is refused and no frame carries it;
+// screenshots of feed, compose and status at phone and desktop sizes are
+// saved in the artifact directory.
+func TestBrowserLeaf(t *testing.T) {
+	needWeb(t)
+	cfg := nodeConfig(nil) + meshConfig
+	home := startMeshNode(t, newHome(t, cfg))
+	other := startMeshNode(t, newHome(t, cfg), home.mesh)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	shots := artifactDir(t)
+	args, _ := json.Marshal(map[string]string{"home": home.httpURL(), "other": other.url, "shots": shots})
+	cmd := exec.CommandContext(ctx, "node", "--experimental-websocket", filepath.Join("test", "pwa.mjs"), string(args))
+	cmd.Dir = filepath.Join(moduleRoot, "web")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var got pwaResult
+	if jerr := json.Unmarshal(out, &got); jerr != nil || err != nil || got.Error != "" {
+		t.Fatalf("pwa.mjs: %v %v\n%s\n%s\n%s", err, jerr, out, stderr.String(), home.output())
+	}
+	t.Logf("steps: %v", got.Steps)
+	if len(got.PageErrors) > 0 {
+		t.Errorf("the page threw: %v", got.PageErrors)
+	}
+
+	// The note is stored on the home and reaches the other node.
+	waitNote := func(n *meshNode, content string) {
+		t.Helper()
+		for {
+			evs, err := query(ctx, n.url, map[string]any{"authors": []string{got.Pubkey}, "kinds": []int{1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			count := 0
+			for _, e := range evs {
+				if e.Content == content {
+					count++
+				}
+			}
+			if count > 1 {
+				t.Fatalf("%q stored %d times on %s", content, count, n.url)
+			}
+			if count == 1 {
+				return
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("%q never reached %s", content, n.url)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	for _, c := range append([]string{got.Note}, got.Offline...) {
+		waitNote(home, c)
+		waitNote(other, c)
+	}
+
+	// The note from elsewhere came by negentropy.
+	fams, err := metrics(ctx, home.node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := sample(fams, "fleetmesh_relay_neg_messages_total", "type", "open"); v < 2 || got.NegFrames == 0 || !strings.Contains(got.Method, "negentropy") {
+		t.Errorf("catch-up: %v NEG-OPENs on the home, %d NEG frames from the reopened page, method %q", v, got.NegFrames, got.Method)
+	}
+
+	// Offline: the shell came from the service worker with the cached feed.
+	if !got.FromSW || got.OfflineShown != "offline" || got.CachedFeed == 0 {
+		t.Errorf("offline reload: from the service worker %v, shown %q, %d notes in the feed", got.FromSW, got.OfflineShown, got.CachedFeed)
+	}
+
+	// The boundary: every try refused, nothing leaked, nothing stored.
+	for _, r := range got.Refusals {
+		if !strings.HasPrefix(r, "refused:") {
+			t.Errorf("a note carrying the app's key was not refused: %q", r)
+		}
+	}
+	if len(got.Refusals) == 0 || got.Leaked != 0 {
+		t.Errorf("boundary: %d tries, %d frames carried the key", len(got.Refusals), got.Leaked)
+	}
+	evs, err := query(ctx, home.url, map[string]any{"authors": []string{got.Pubkey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		if strings.Contains(strings.ToLower(e.Content), "nsec1") || strings.HasPrefix(e.Content, "hex ") || strings.HasPrefix(e.Content, "split ") {
+			t.Errorf("the home stored a note the app should have refused: %q", e.Content)
+		}
+	}
+
+	if len(got.Shots) != 6 {
+		t.Errorf("screenshots: %v", got.Shots)
+	}
+	for _, s := range got.Shots {
+		if st, err := os.Stat(s); err != nil || st.Size() == 0 {
+			t.Errorf("screenshot %s: %v", s, err)
+		}
+	}
+	t.Logf("screenshots in %s", shots)
+}
