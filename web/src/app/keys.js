@@ -33,13 +33,6 @@ export async function nostrSigner() {
   return signer;
 }
 
-// extraSecrets are other key material the app holds (its DIDComm key),
-// added by the identity module so guard() refuses it as well.
-const extraSecrets = [];
-export function addSecret(s) {
-  if (s) extraSecrets.push(s.toLowerCase());
-}
-
 // normalize drops everything but letters and digits, so a key split by
 // spaces, dashes or zero-width characters is still found.
 const normalize = (s) => s.toLowerCase().replace(/[^a-z0-9]/g, '');
@@ -48,7 +41,7 @@ const normalize = (s) => s.toLowerCase().replace(/[^a-z0-9]/g, '');
 // ncryptsec1 string (someone's key): such a note is never sent.
 export function guard(text) {
   const flat = normalize(text);
-  const secrets = [...(signer?.secrets || []), ...extraSecrets].map(normalize);
+  const secrets = (signer?.secrets || []).map(normalize);
   if (secrets.some((s) => s && flat.includes(s)) || /n(crypt)?sec1[02-9ac-hj-np-z]{50,}/.test(flat)) {
     throw new Error('refused: this note carries a secret key; keys never leave this device');
   }
