@@ -49,7 +49,7 @@ func runNode(t testing.TB, script string, req, out any) {
 
 // TestNodeTests runs the browser leaf's own tests under Node
 // (web/test/*.test.mjs: known-answer vectors, didcomm-node both ways, the
-// leaf against an in-process mediator of its own).
+// leaf's storage, key custody, canonical CBOR and receipt checks).
 func TestNodeTests(t *testing.T) {
 	needModules(t)
 	ctx, cancel := context.WithTimeout(context.Background(), nodeTimeout)

@@ -8,12 +8,20 @@
 //   {"op":"pack","seed":"<hex>","requests":[{"message":{...},"options":{"mode":...}}]}
 //     -> ["<packed>" | {"error":"..."}]
 //   {"op":"did","seed":"<hex>"} -> {"did":"...","signing_kid":"...","agreement_kid":"..."}
+//   {"op":"countersign","seed":"<hex>","receipt":"<base64>"}
+//     -> {"json":{receipt as `fleetmesh receipts --json`},"receipt":"<base64, signed by seed too>"} | {"error"}
+//   {"op":"disputed","seed":"<hex>","peer":"did:key:…","window_start":N,"window_secs":N,"mine":Side}
+//     -> {"receipt":"<base64>"}
+//   {"op":"invitation","text":"..."} -> {"did":"...","endpoint":"..."} | {"error":"..."}
 import { Packer, Unpacker, didKeyResolver, secretsFromSeed } from '../src/didcomm/index.js';
+import { b64std, unb64std } from '../src/didcomm/bytes.js';
+import { decodeReceipt, disputedReceipt, encodeReceipt, receiptJSON, signReceipt, verifyReceipt, verifySigner } from '../src/leaf/receipt.js';
+import { parseInvitation } from '../src/leaf/invitation.js';
 
 const chunks = [];
 for await (const c of process.stdin) chunks.push(c);
 const req = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-const secrets = secretsFromSeed(Uint8Array.from(Buffer.from(req.seed, 'hex')));
+const secrets = req.seed ? secretsFromSeed(Uint8Array.from(Buffer.from(req.seed, 'hex'))) : null;
 let out;
 switch (req.op) {
   case 'did':
@@ -42,6 +50,29 @@ switch (req.op) {
     });
     break;
   }
+  case 'countersign':
+    try {
+      const r = decodeReceipt(unb64std(req.receipt));
+      const other = r.a === secrets.did ? r.b : r.a;
+      if (!verifySigner(r, other)) throw new Error(`${other}'s signature does not verify`);
+      const json = receiptJSON(r);
+      signReceipt(r, secrets.did, secrets.signing.seed);
+      verifyReceipt(r);
+      out = { json, receipt: b64std(encodeReceipt(r)) };
+    } catch (e) {
+      out = { error: e.message };
+    }
+    break;
+  case 'disputed':
+    out = { receipt: b64std(encodeReceipt(disputedReceipt(secrets.did, secrets.signing.seed, req.peer, req.window_start, req.window_secs, req.mine, null))) };
+    break;
+  case 'invitation':
+    try {
+      out = parseInvitation(req.text);
+    } catch (e) {
+      out = { error: e.message };
+    }
+    break;
   default:
     console.error(`unknown op ${req.op}`);
     process.exit(2);
