@@ -45,6 +45,9 @@ if [ "$(id -u)" = 0 ] && command -v iptables-legacy >/dev/null 2>&1 && ip netns 
 fi
 
 (cd interop && npm ci --no-audit --no-fund --loglevel=error)
+# The browser leaf's npm packages (web/package-lock.json): its Node tests
+# (web/*_test.go, e2e/webleaf_test.go) run its modules under Node.
+(cd web && npm ci --no-audit --no-fund --loglevel=error)
 # The iroh helper (@number0/iroh, from its own lock file): the iroh
 # package's and the node's iroh tests run it.
 # npm install, not npm ci: @number0/iroh 1.1.0 names optional platform
