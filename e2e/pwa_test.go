@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -79,6 +81,10 @@ type pwaResult struct {
 	Error        string   `json:"error"`
 	PageErrors   []string `json:"pageErrors"`
 	DID          string   `json:"did"`
+	HomeDID      string   `json:"homeDID"`
+	PickedUp     string   `json:"pickedUp"`
+	Reply        string   `json:"reply"`
+	OwnName      string   `json:"ownName"`
 	Pubkey       string   `json:"pubkey"`
 	Note         string   `json:"note"`
 	Elsewhere    string   `json:"elsewhere"`
@@ -95,7 +101,10 @@ type pwaResult struct {
 
 // TestBrowserLeaf runs the browser leaf (web/) in Debian's chromium
 // against two real mesh nodes (web/test/pwa.mjs drives it): the app
-// opens at /app/; a note it publishes is stored on
+// opens at /app/, shows its did:key and pairs with its home by DIDComm; a
+// DIDComm message a Go leaf sends it while its page is closed is picked
+// up on reopening, and its reply reaches the Go leaf through the same
+// home; a note it publishes is stored on
 // its home and reaches the other node; a note published on the other
 // node while the page is closed appears on reopening, fetched by
 // negentropy (NEG messages counted on the home's metrics and in the
@@ -112,18 +121,90 @@ func TestBrowserLeaf(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
+	// The Go leaf, paired with the same home before the browser opens.
+	leafHome := newHome(t, "")
+	invOut, errOut, err := cli(t, "invite", "--home", home.home, "--json")
+	if err != nil {
+		t.Fatalf("invite: %v\n%s", err, errOut)
+	}
+	var inv struct {
+		Code string `json:"code"`
+	}
+	if err := json.Unmarshal([]byte(invOut), &inv); err != nil {
+		t.Fatalf("invite --json printed %q: %v", invOut, err)
+	}
+	goLeaf := func(args ...string) map[string]any {
+		t.Helper()
+		out, errOut, err := cli(t, append([]string{"leaf", "--home", leafHome, "--once", "--budget", "20s"}, args...)...)
+		var s map[string]any
+		if err != nil || json.Unmarshal([]byte(strings.TrimSpace(out)), &s) != nil || s["error"] != nil && s["error"] != "" {
+			t.Fatalf("the Go leaf's wake: %v\n%s\n%s", err, out, errOut)
+		}
+		return s
+	}
+	goLeaf("--pair", inv.Code)
+	idOut, _, err := cli(t, "id", "--home", leafHome)
+	var leafID struct {
+		DID string `json:"did"`
+	}
+	if err != nil || json.Unmarshal([]byte(idOut), &leafID) != nil {
+		t.Fatalf("id: %v %q", err, idOut)
+	}
+	greeting := "hello from the Go leaf " + randomContent("g")
+
 	shots := artifactDir(t)
 	args, _ := json.Marshal(map[string]string{"home": home.httpURL(), "other": other.url, "shots": shots})
 	cmd := exec.CommandContext(ctx, "node", "--experimental-websocket", filepath.Join("test", "pwa.mjs"), string(args))
 	cmd.Dir = filepath.Join(moduleRoot, "web")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
 	var got pwaResult
-	if jerr := json.Unmarshal(out, &got); jerr != nil || err != nil || got.Error != "" {
-		t.Fatalf("pwa.mjs: %v %v\n%s\n%s\n%s", err, jerr, out, stderr.String(), home.output())
+	var last string
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		last = sc.Text()
+		var ask struct {
+			Ask *struct {
+				DIDComm string `json:"didcomm"`
+			} `json:"ask"`
+		}
+		if json.Unmarshal([]byte(last), &ask) == nil && ask.Ask != nil {
+			// While the page is closed: the Go leaf's key sends the browser
+			// leaf a message through the home's mediator.
+			msg := fmt.Sprintf(`{"type":"https://didcomm.org/basicmessage/2.0/message","body":{"content":%q}}`, greeting)
+			c := exec.CommandContext(ctx, binary, "didcomm", "send", "--home", leafHome, "--to", ask.Ask.DIDComm, "--via", home.httpURL()+"/didcomm")
+			c.Stdin = strings.NewReader(msg)
+			if out, err := c.CombinedOutput(); err != nil {
+				t.Errorf("didcomm send to the browser leaf: %v\n%s", err, out)
+			}
+			fmt.Fprintf(stdin, "{\"from\":%q}\n", leafID.DID)
+			stdin.Close()
+		}
+	}
+	err = cmd.Wait()
+	if jerr := json.Unmarshal([]byte(last), &got); jerr != nil || err != nil || got.Error != "" {
+		t.Fatalf("pwa.mjs: %v %v\n%s\n%s\n%s", err, jerr, last, stderr.String(), home.output())
 	}
 	t.Logf("steps: %v", got.Steps)
+	if !strings.HasPrefix(got.DID, "did:key:z6Mk") || got.HomeDID != home.did {
+		t.Errorf("the app showed DID %q paired with %q, want a did:key paired with the home %s", got.DID, got.HomeDID, home.did)
+	}
+	if got.PickedUp != greeting {
+		t.Errorf("the browser leaf picked up %q, want the Go leaf's %q", got.PickedUp, greeting)
+	}
+	if !strings.Contains(got.OwnName, "pwa tester") {
+		t.Errorf("the feed names the author %q, want the profile name", got.OwnName)
+	}
+	// The Go leaf picks up the browser leaf's reply from the same home.
+	if s := goLeaf(); s["picked_up"] != float64(1) {
+		t.Errorf("the Go leaf picked up %v messages, want the browser leaf's reply (%q): %v", s["picked_up"], got.Reply, s)
+	}
 	if len(got.PageErrors) > 0 {
 		t.Errorf("the page threw: %v", got.PageErrors)
 	}

@@ -58,8 +58,9 @@ fi
 (cd iroh/helper && npm install --no-audit --no-fund --no-save --loglevel=error)
 
 # The browser app (web/dist, embedded by package web) is rebuilt from the
-# lock file; the committed build must be what the sources make.
-(cd web && npm ci --no-audit --no-fund --loglevel=error && npm run build --silent)
+# lock file (npm ci above); the committed build must be what the sources
+# make.
+(cd web && npm run build --silent)
 [ -z "$(git status --porcelain web/dist)" ] || { git status --short web/dist; echo "web/dist differs from a fresh build: run (cd web && npm run build) and commit web/dist"; exit 1; }
 
 echo "== gofmt"

@@ -2,10 +2,15 @@
 // browser download) against real fleetmesh nodes, for e2e.TestBrowserLeaf.
 //   node --experimental-websocket pwa.mjs '{"home":"http://127.0.0.1:P","other":"ws://127.0.0.1:Q","shots":"DIR"}'
 // It prints one JSON line of what it saw; the Go test checks the nodes.
+// Midway it prints {"ask":{"didcomm":DID}} and waits for the Go test to
+// send the browser leaf a DIDComm message from a Go leaf and answer
+// {"from":GO_LEAF_DID} on stdin.
 //
-// Steps: open /app/ (identity shown), publish a note; follow a second
-// user; close the page, have that user publish on the other node, reopen
-// (the note must come by negentropy); offline: two notes, reload from the
+// Steps: open /app/ (identity shown, paired with the node by DIDComm),
+// a profile name, publish a note; follow a second user; close the page,
+// have that user publish on the other node and the Go leaf send a DIDComm
+// message, reopen (the note must come by negentropy, the message by
+// pickup) and message the Go leaf back; offline: two notes, reload from the
 // service worker, back online (both sent); the boundary (a note carrying
 // the app's own secret key is refused and no frame carries it);
 // screenshots of feed, compose and status at phone and desktop sizes.
@@ -13,6 +18,7 @@ import { chromium } from 'playwright-core';
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { nsecEncode } from 'nostr-tools/nip19';
 import { bytesToHex } from '@noble/hashes/utils.js';
+import { createInterface } from 'node:readline';
 
 const args = JSON.parse(process.argv[2]);
 const app = `${args.home}/app/`;
@@ -30,6 +36,17 @@ const recordWire = () => {
   const f = window.fetch;
   window.fetch = function (input, init) { if (init?.body) window.__wire.push(String(init.body)); return f.call(this, input, init); };
 };
+
+// ask prints a request for the Go test on stdout and resolves with its
+// one-line JSON answer on stdin.
+const rl = createInterface({ input: process.stdin });
+const lines = rl[Symbol.asyncIterator]();
+async function ask(req) {
+  console.log(JSON.stringify({ ask: req }));
+  const { value, done } = await lines.next();
+  if (done) throw new Error('the Go test closed stdin');
+  return JSON.parse(value);
+}
 
 // publishElsewhere signs a note with sk and publishes it to url.
 async function publishElsewhere(url, sk, content) {
@@ -76,8 +93,15 @@ try {
   await ctx.addInitScript(recordWire);
   let page = await open(ctx);
   await page.click('nav >> text=Identity');
+  await page.waitForFunction(() => /^did:key:z6Mk/.test(document.querySelector('#did')?.textContent || ''), null, { timeout: TIMEOUT });
+  // Paired with the node that served the app, by DIDComm.
+  await page.waitForFunction(() => document.querySelectorAll('.homes li').length === 1, null, { timeout: TIMEOUT });
+  const homeDID = await page.locator('.homes li code').textContent();
   const npub = await page.locator('#npub').textContent();
-  step('identity', { did: await page.locator('#did').textContent(), npub });
+  step('identity', { did: await page.locator('#did').textContent(), npub, homeDID });
+  await page.click('nav >> text=Profile');
+  await page.fill('#name', 'pwa tester');
+  await page.click('button:has-text("Save name")');
   await page.click('nav >> text=Status');
   await waitStatus(page, 'online', 'online');
 
@@ -104,6 +128,8 @@ try {
   await page.click('nav >> text=Status');
   await waitStatus(page, 'outbox', '0 waiting');
   await page.close();
+  // While the page is closed: a DIDComm message from the Go leaf.
+  const goLeaf = await ask({ didcomm: result.did });
   const elsewhere = await publishElsewhere(args.other, other, `from elsewhere ${Date.now()}`);
   // Wait until the mesh has brought it to the home.
   const homeWS = args.home.replace(/^http/, 'ws');
@@ -122,8 +148,21 @@ try {
   page = await open(ctx);
   await page.waitForSelector(`.feed li[data-id="${elsewhere.id}"]`, { timeout: TIMEOUT });
   const negFrames = await page.evaluate(() => window.__wire.filter((f) => f.startsWith('["NEG-OPEN"') || f.startsWith('["NEG-MSG"')).length);
+  // The DIDComm message sent while closed was picked up on open.
+  await page.click('nav >> text=Messages');
+  await page.waitForSelector(`.messages li[data-from="${goLeaf.from}"]`, { timeout: TIMEOUT });
+  const pickedUp = await page.locator(`.messages li[data-from="${goLeaf.from}"] .note`).first().textContent();
+  // And one back to the Go leaf, through the same home.
+  const reply = `reply from the browser ${Date.now()}`;
+  await page.fill('#msg-to', goLeaf.from);
+  await page.fill('#msg-text', reply);
+  await page.click('button:has-text("Send")');
+  await page.waitForFunction(() => /^Sent /.test(document.querySelector('#msg-status')?.textContent || ''), null, { timeout: TIMEOUT });
+  const sent = await page.locator('#msg-status').textContent();
+  await page.click('nav >> text=Feed');
+  const ownName = await page.locator('.feed li .who:has-text("pwa tester")').first().textContent({ timeout: TIMEOUT });
   await page.click('nav >> text=Status');
-  step('reopened', { elsewhere: elsewhere.id, negFrames, method: await status(page, 'last-catchup') });
+  step('reopened', { pickedUp, reply, sent, ownName, elsewhere: elsewhere.id, negFrames, method: await status(page, 'last-catchup') });
 
   // Offline: two notes, a reload (the shell from the service worker),
   // back online: both sent.
@@ -183,5 +222,6 @@ try {
   console.log(JSON.stringify({ ...result, error: String(e.stack || e) }));
   process.exitCode = 1;
 } finally {
+  rl.close();
   await browser.close();
 }

@@ -10,6 +10,11 @@ import { guard, nostrSigner } from './keys.js';
 import { enqueue, flush } from './outbox.js';
 import { homeRelayURL, RelayConn } from './relay.js';
 import { eventsOf, getMeta, outboxAll, putEvents, setMeta } from './store.js';
+import { Leaf, Stores, webCryptoKeyStore } from '../leaf/index.js';
+import { idbStorage } from './leafstore.js';
+
+// BASIC_MESSAGE is the DIDComm type of the messages people write here.
+const BASIC_MESSAGE = 'https://didcomm.org/basicmessage/2.0/message';
 
 // HIDDEN_CLOSE_MS: sockets are closed this long after the page is hidden
 // (spec/web.md: none open 30 s after).
@@ -24,7 +29,8 @@ const app = {
   signer: null,
   follows: [],
   listeners: new Set(),
-  status: { rev: 0, online: false, lastCatchup: 0, method: '', behind: 0, outbox: 0, peers: null, home: null, error: '', did: '' },
+  leaf: null,
+  status: { rev: 0, homes: [], messages: [], receipts: 0, leafError: '', online: false, lastCatchup: 0, method: '', behind: 0, outbox: 0, peers: null, home: null, error: '', did: '' },
 };
 
 // update changes the status and re-renders; rev counts the changes, so a
@@ -69,11 +75,39 @@ async function wake() {
       fetchNode();
     } catch (e) {
       update({ online: !!app.conn?.open, error: String(e.message || e) });
-    } finally {
-      waking = null;
     }
+    await wakeLeaf();
+    waking = null;
   })();
   return waking;
+}
+
+// withLeaf runs fn with the leaf under a Web Lock: one leaf operation per
+// origin at a time, whichever tab runs it (spec/browser-leaf.md).
+function withLeaf(fn) {
+  if (navigator.locks) return navigator.locks.request('fleetmesh-leaf', () => fn(app.leaf));
+  return fn(app.leaf);
+}
+
+// wakeLeaf does the leaf protocol's wake with the home (DIDComm over
+// HTTP): pairing with the node that served the app when there is no home
+// yet, mediation, pickup, the DIDComm outbox and receipts.
+async function wakeLeaf() {
+  if (!app.leaf) return;
+  try {
+    const summary = await withLeaf(async (leaf) => {
+      if ((await leaf.homes()).length === 0) await leaf.pairWithNode(location.origin);
+      return leaf.wake();
+    });
+    await refreshLeaf({ leafError: summary.error || '', leafSummary: summary });
+  } catch (e) {
+    await refreshLeaf({ leafError: String(e.message || e) });
+  }
+}
+
+async function refreshLeaf(patch = {}) {
+  const [homes, messages, receipts] = await Promise.all([app.leaf.homes(), app.leaf.messages(0, 100), app.leaf.receipts()]);
+  update({ ...patch, homes, messages, receipts: receipts.length });
 }
 
 async function fetchNode() {
@@ -249,6 +283,28 @@ function Profile() {
   );
 }
 
+function PairForm() {
+  const [code, setCode] = useState('');
+  const [msg, setMsg] = useState('');
+  const pair = async (e) => {
+    e.preventDefault();
+    try {
+      const h = await withLeaf((leaf) => leaf.pair(code.trim()));
+      setCode('');
+      setMsg(`Paired with ${h.did}.`);
+      await wakeLeaf();
+    } catch (err) { setMsg(String(err.message || err)); }
+  };
+  return (
+    <form onSubmit={pair}>
+      <label for="invite">Pair with another home (join code or invitation link)</label>
+      <input id="invite" value={code} onInput={(e) => setCode(e.currentTarget.value)} placeholder="fmjoin1…" />
+      <button type="submit">Pair</button>
+      <p role="status">{msg}</p>
+    </form>
+  );
+}
+
 function Identity() {
   const s = useApp();
   return (
@@ -259,7 +315,50 @@ function Identity() {
         <dt>Nostr key</dt><dd><code id="npub">{npubEncode(app.signer.pubkey)}</code> ({app.signer.kind === 'nip07' ? 'browser signer' : 'kept on this device'})</dd>
         <dt>Home relay</dt><dd><code id="home-relay">{app.conn?.url || homeRelayURL(location)}</code></dd>
         <dt>Home DID</dt><dd><code id="home-did">{s.home?.did || 'unknown'}</code></dd>
+        <dt>Paired homes (DIDComm)</dt>
+        <dd><ul class="homes">{s.homes.map((h) => <li key={h.did}><code>{h.did}</code>{h.mediated ? ' (mediating)' : ''}</li>)}</ul>{s.homes.length === 0 && 'none yet'}</dd>
       </dl>
+      <PairForm />
+    </section>
+  );
+}
+
+function Messages() {
+  const s = useApp();
+  const [to, setTo] = useState('');
+  const [text, setText] = useState('');
+  const [msg, setMsg] = useState('');
+  const send = async (e) => {
+    e.preventDefault();
+    try {
+      guard(text);
+      const id = await withLeaf((leaf) => leaf.sendMessage(to.trim(), { type: BASIC_MESSAGE, body: { content: text } }));
+      setText('');
+      setMsg(`Queued ${id.slice(0, 8)}.`);
+      await wakeLeaf();
+      setMsg(`Sent ${id.slice(0, 8)}${app.status.leafError ? `; ${app.status.leafError}` : ''}.`);
+    } catch (err) { setMsg(String(err.message || err)); }
+  };
+  return (
+    <section aria-labelledby="msg-h">
+      <h2 id="msg-h">Messages</h2>
+      <ol class="feed messages">
+        {s.messages.map((m) => (
+          <li key={m.seq} data-from={m.from || ''}>
+            <div class="who">{m.error ? 'unreadable' : (m.from || 'anonymous')}{m.authenticated ? '' : ' (not authenticated)'}</div>
+            <p class="note">{m.error ? m.error : (m.message?.body?.content ?? m.message?.type)}</p>
+          </li>
+        ))}
+      </ol>
+      {s.messages.length === 0 && <p>No messages yet.</p>}
+      <form onSubmit={send}>
+        <label for="msg-to">To (DID)</label>
+        <input id="msg-to" value={to} onInput={(e) => setTo(e.currentTarget.value)} placeholder="did:key:z6Mk…" />
+        <label for="msg-text">Message</label>
+        <textarea id="msg-text" rows="3" value={text} onInput={(e) => setText(e.currentTarget.value)} />
+        <button type="submit">Send</button>
+      </form>
+      <p role="status" id="msg-status">{msg}</p>
     </section>
   );
 }
@@ -272,6 +371,9 @@ function Status() {
     ['behind', 'Behind by', s.behind ? `${s.behind} events` : 'caught up'],
     ['outbox', 'Outbox', `${s.outbox} waiting`],
     ['peers', "Home's mesh peers", s.peers == null ? 'unknown' : String(s.peers)],
+    ['homes', 'Paired homes', String(s.homes.length)],
+    ['messages', 'DIDComm messages', String(s.messages.length)],
+    ['receipts', 'Receipts with homes', String(s.receipts)],
   ];
   return (
     <section aria-labelledby="status-h">
@@ -280,11 +382,12 @@ function Status() {
         {rows.map(([k, label, v]) => <><dt key={k}>{label}</dt><dd data-status={k}>{v}</dd></>)}
       </dl>
       {s.error && <p role="alert" class="error">{s.error}</p>}
+      {s.leafError && <p role="alert" class="error">DIDComm: {s.leafError}</p>}
     </section>
   );
 }
 
-const VIEWS = { feed: ['Feed', Feed], compose: ['Compose', Compose], profile: ['Profile', Profile], identity: ['Identity', Identity], status: ['Status', Status] };
+const VIEWS = { feed: ['Feed', Feed], compose: ['Compose', Compose], profile: ['Profile', Profile], messages: ['Messages', Messages], identity: ['Identity', Identity], status: ['Status', Status] };
 
 function App() {
   const s = useApp();
@@ -318,6 +421,19 @@ async function start() {
   const root = document.getElementById('app');
   root.textContent = '';
   render(<App />, root);
+  try {
+    const storage = idbStorage(Stores);
+    app.leaf = await Leaf.open({ storage, keyStore: webCryptoKeyStore(storage) });
+    await refreshLeaf({ did: app.leaf.did });
+    // A link carrying ?pair=CODE pairs with that home.
+    const code = new URLSearchParams(location.search).get('pair');
+    if (code) {
+      await withLeaf((leaf) => leaf.pair(code));
+      history.replaceState(null, '', location.pathname + location.hash);
+    }
+  } catch (e) {
+    update({ leafError: String(e.message || e) });
+  }
   if ('serviceWorker' in navigator) {
     navigator.serviceWorker.register('sw.js', { scope: './' }).catch((e) => update({ error: `service worker: ${e.message}` }));
   }
