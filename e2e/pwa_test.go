@@ -97,6 +97,9 @@ type pwaResult struct {
 	Refusals     []string `json:"refusals"`
 	Leaked       int      `json:"leaked"`
 	Shots        []string `json:"shots"`
+	OpenBefore   int      `json:"openBefore"`
+	OpenHidden   int      `json:"openHidden"`
+	OpenShown    int      `json:"openShown"`
 }
 
 // TestBrowserLeaf runs the browser leaf (web/) in Debian's chromium
@@ -110,7 +113,9 @@ type pwaResult struct {
 // negentropy (NEG messages counted on the home's metrics and in the
 // page's frames); two notes written offline survive a reload from the
 // service worker and are stored once each when back online; a note
-// carrying the app's secret key is refused and no frame carries it;
+// carrying the app's secret key is refused and no frame carries it; 30 s
+// after the page is hidden no socket is open, and shown again it catches
+// up;
 // screenshots of feed, compose and status at phone and desktop sizes are
 // saved in the artifact directory.
 func TestBrowserLeaf(t *testing.T) {
@@ -271,6 +276,12 @@ func TestBrowserLeaf(t *testing.T) {
 		if strings.Contains(strings.ToLower(e.Content), "nsec1") || strings.HasPrefix(e.Content, "hex ") || strings.HasPrefix(e.Content, "split ") {
 			t.Errorf("the home stored a note the app should have refused: %q", e.Content)
 		}
+	}
+
+	// Hidden for 30 s (the page's clock run forward): no socket open;
+	// shown again: connected and caught up.
+	if got.OpenBefore == 0 || got.OpenHidden != 0 || got.OpenShown == 0 {
+		t.Errorf("sockets open: %d visible, %d 30 s after hidden, %d shown again", got.OpenBefore, got.OpenHidden, got.OpenShown)
 	}
 
 	if len(got.Shots) != 6 {

@@ -31,7 +31,12 @@ const TIMEOUT = 60000;
 // the page for the boundary check.
 const recordWire = () => {
   window.__wire = [];
-  const send = WebSocket.prototype.send;
+  window.__sockets = [];
+  const WS = WebSocket;
+  window.WebSocket = class extends WS {
+    constructor(...a) { super(...a); window.__sockets.push(this); }
+  };
+  const send = WS.prototype.send;
   WebSocket.prototype.send = function (d) { window.__wire.push(String(d)); return send.call(this, d); };
   const f = window.fetch;
   window.fetch = function (input, init) { if (init?.body) window.__wire.push(String(init.body)); return f.call(this, input, init); };
@@ -216,6 +221,31 @@ try {
     }
   }
   step('screenshots', { shots });
+
+  // Hidden: no socket open 30 s later (the page's clock is run forward);
+  // shown again: a catch-up.
+  page = await ctx.newPage();
+  await page.clock.install();
+  await page.goto(app, { timeout: TIMEOUT });
+  await page.waitForSelector('body[data-ready=true]', { timeout: TIMEOUT });
+  await page.click('nav >> text=Status');
+  await waitStatus(page, 'online', 'online');
+  const setVisibility = (v) => page.evaluate((state) => {
+    Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => state });
+    document.dispatchEvent(new Event('visibilitychange'));
+  }, v);
+  const openSockets = () => page.evaluate(() => window.__sockets.filter((w) => w.readyState <= 1).length);
+  const openBefore = await openSockets();
+  const catchupBefore = await status(page, 'last-catchup');
+  await setVisibility('hidden');
+  await page.clock.runFor(30000);
+  await page.waitForFunction(() => window.__sockets.every((w) => w.readyState >= 2), null, { timeout: TIMEOUT });
+  const openHidden = await openSockets();
+  await page.clock.runFor(2000);
+  await setVisibility('visible');
+  await waitStatus(page, 'online', 'online');
+  await page.waitForFunction((b) => document.querySelector('[data-status=last-catchup]')?.textContent !== b, catchupBefore, { timeout: TIMEOUT });
+  step('hidden', { openBefore, openHidden, openShown: await openSockets() });
   await ctx.close();
   console.log(JSON.stringify(result));
 } catch (e) {
