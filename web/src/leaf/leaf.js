@@ -12,7 +12,7 @@ import { Packer, Problem, Unpacker, didKeyResolver, newID, publicKeyFromDID, sec
 import { CodeInternal, CodeQueueFull, CodeRateLimited, CodeUnsupportedType } from '../didcomm/problem.js';
 import { b64std, unb64std } from '../didcomm/bytes.js';
 import { parseInvitation } from './invitation.js';
-import { MediationClient, postDIDComm, problemOf, route } from './mediation.js';
+import { MediationClient, TransportError, postDIDComm, problemOf, route } from './mediation.js';
 import {
   CodeNotReady, DefaultBounds, Disagreement, TypeCountersign, TypeDisputeOpen, TypePropose, TypeSign,
   checkSigned, decodeReceipt, disputedReceipt, encodeReceipt, pairOf, proposeBody, receiptJSON, sideOf, signReceipt, verifyReceipt, zeroSide,
@@ -33,6 +33,12 @@ export const Defaults = Object.freeze({
   disputePeriodSecs: 7 * 24 * 3600,
   /** Delivery ids and (sender, id) pairs remembered to drop a redelivery. */
   maxSeen: 10_000,
+  /**
+   * A home whose requests have failed without an answer for this long is
+   * left for the rest of the wake (spec/leaf.md "More than one home");
+   * until then its step is retried after a pause of 100 ms doubling to 2 s.
+   */
+  unreachableAfterMs: 5_000,
 });
 
 /** Rounds of one window's proposal before it is recorded disputed. */
@@ -216,7 +222,7 @@ export class Leaf {
     await Promise.all(
       homes.map(async (h) => {
         try {
-          await this.#homeWake(h, signal, s);
+          await this.#retry(signal, () => this.#homeWake(h, signal, s));
           reached.add(h.did);
         } catch (e) {
           fail(new Error(`leaf: ${h.did}: ${e.message}`));
@@ -227,7 +233,7 @@ export class Leaf {
     await Promise.all(
       homes.filter((h) => reached.has(h.did)).map(async (h) => {
         try {
-          await this.#receiptsWith(h, signal, s, timeLeft);
+          await this.#retry(signal, () => this.#receiptsWith(h, signal, s, timeLeft));
         } catch (e) {
           fail(new Error(`leaf: receipts with ${h.did}: ${e.message}`));
         }
@@ -239,6 +245,36 @@ export class Leaf {
     s.caught_up = s.error === '' && !s.cancelled && s.outbox_left === 0 && homes.length > 0;
     s.duration_ms = this.#cfg.now() - start;
     return s;
+  }
+
+  // Runs a home's step again while it fails without an answer, until the
+  // wake ends or the home has been silent for Defaults.unreachableAfterMs. Every
+  // step is safe to repeat: a redelivery is dropped by its ids, a forward
+  // sent twice is dropped by the recipient's (sender, id), a proposal at a
+  // seq already signed gets the same receipt.
+  async #retry(signal, step) {
+    let pause = 100;
+    let failingSince = 0;
+    for (;;) {
+      try {
+        return await step();
+      } catch (e) {
+        if (!(e instanceof TransportError) || signal.aborted) throw e;
+        const now = this.#cfg.now();
+        if (failingSince === 0) failingSince = now;
+        const limit = this.#cfg.unreachableAfterMs;
+        if (now - failingSince >= limit) throw new Error(`unreachable for ${limit / 1000} s: ${e.message}`);
+        await new Promise((resolve) => {
+          const t = setTimeout(resolve, pause);
+          signal.addEventListener('abort', () => {
+            clearTimeout(t);
+            resolve();
+          }, { once: true });
+        });
+        if (signal.aborted) throw e;
+        pause = Math.min(pause * 2, 2_000);
+      }
+    }
   }
 
   #client(h, signal, s) {
