@@ -97,7 +97,7 @@ test('the API refuses before any network', async () => {
   assert.equal(s.error, '');
 });
 
-test('a home that does not answer is retried, then left for the wake', async () => {
+test('a home that does not answer is retried, then left for the wake, and no timer outlives it', async () => {
   const storage = memoryStorage();
   const node = secretsFromSeed(new Uint8Array(32).fill(7)).did;
   let requests = 0;
@@ -119,7 +119,10 @@ test('a home that does not answer is retried, then left for the wake', async () 
   await once(srv, 'close');
   const endpoint = `http://127.0.0.1:${port}/didcomm`;
   await counting.pair(JSON.stringify({ type: 'https://didcomm.org/out-of-band/2.0/invitation', id: '1', from: node, body: { services: [{ serviceEndpoint: { uri: endpoint } }] } }));
+  const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+  const before = timers();
   const s = await counting.wake();
+  assert.equal(timers(), before, 'the wake left a timer behind');
   assert.ok(s.error.includes(`unreachable for 0.6 s: transport: POST ${endpoint}: fetch failed: ECONNREFUSED`), s.error);
   assert.ok(requests >= 2, `retried: ${requests} requests`);
   assert.equal(s.cancelled, false, 'left before the budget ended');

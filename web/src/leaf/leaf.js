@@ -122,9 +122,16 @@ export class Leaf {
    */
   async pairWithNode(baseURL) {
     const url = new URL('/didcomm', baseURL).toString();
-    const resp = await this.#fetch(url, { method: 'GET', signal: AbortSignal.timeout(this.#cfg.exchangeTimeoutMs) });
-    if (!resp.ok) throw new Error(`leaf: pair: GET ${url}: HTTP ${resp.status}`);
-    return this.pair(await resp.text());
+    const t = deadlineSignal(this.#cfg.exchangeTimeoutMs);
+    let text;
+    try {
+      const resp = await this.#fetch(url, { method: 'GET', signal: t.signal });
+      if (!resp.ok) throw new Error(`leaf: pair: GET ${url}: HTTP ${resp.status}`);
+      text = await resp.text();
+    } finally {
+      t.clear();
+    }
+    return this.pair(text);
   }
 
   /** The paired homes: [{did, endpoint, mediated}]. */
@@ -205,14 +212,21 @@ export class Leaf {
    * @returns {Promise<import('./index.js').Summary>}
    */
   wake(o = {}) {
-    return this.#serial(() => this.#wake(o.signal));
+    return this.#serial(async () => {
+      // The budget's timer is cleared when the wake ends: between wakes
+      // the leaf holds no timer.
+      const budget = deadlineSignal(this.#cfg.budgetMs, o.signal);
+      try {
+        return await this.#wake(budget.signal);
+      } finally {
+        budget.clear();
+      }
+    });
   }
 
-  async #wake(outer) {
+  async #wake(signal) {
     const start = this.#cfg.now();
     const deadline = start + this.#cfg.budgetMs;
-    const budget = AbortSignal.timeout(this.#cfg.budgetMs);
-    const signal = outer ? AbortSignal.any([outer, budget]) : budget;
     const s = { picked_up: 0, outbox_sent: 0, outbox_left: 0, receipts: 0, receipts_left: 0, round_trips: 0, bytes_sent: 0, bytes_received: 0, duration_ms: 0, caught_up: false, cancelled: false, error: '' };
     const fail = (e) => {
       if (!s.error) s.error = e instanceof Error ? e.message : String(e);
@@ -287,10 +301,15 @@ export class Leaf {
   }
 
   async #post(endpoint, packed, signal, s) {
-    const sig = AbortSignal.any([signal, AbortSignal.timeout(this.#cfg.exchangeTimeoutMs)]);
+    const t = deadlineSignal(this.#cfg.exchangeTimeoutMs, signal);
     s.round_trips++;
     s.bytes_sent += packed.length;
-    const answer = await postDIDComm(this.#fetch, endpoint, packed, sig);
+    let answer;
+    try {
+      answer = await postDIDComm(this.#fetch, endpoint, packed, t.signal);
+    } finally {
+      t.clear();
+    }
     s.bytes_received += answer ? answer.length : 0;
     return answer;
   }
@@ -524,6 +543,25 @@ export class Leaf {
     await this.#markDisputed(home, next);
     return true;
   }
+}
+
+// A signal aborted after ms, or when parent is; clear() stops its timer
+// (AbortSignal.timeout's cannot be stopped, and would outlive the wake).
+function deadlineSignal(ms, parent) {
+  const c = new AbortController();
+  const timer = setTimeout(() => c.abort(new DOMException(`no answer within ${ms} ms`, 'TimeoutError')), ms);
+  const onAbort = () => c.abort(parent.reason);
+  if (parent) {
+    if (parent.aborted) c.abort(parent.reason);
+    else parent.addEventListener('abort', onAbort, { once: true });
+  }
+  return {
+    signal: c.signal,
+    clear() {
+      clearTimeout(timer);
+      if (parent) parent.removeEventListener('abort', onAbort);
+    },
+  };
 }
 
 // The window of the receipt in a sign body, or null when it does not decode
