@@ -12,7 +12,7 @@
 //     -> {"json":{receipt as `fleetmesh receipts --json`},"receipt":"<base64, signed by seed too>"} | {"error"}
 //   {"op":"disputed","seed":"<hex>","peer":"did:key:…","window_start":N,"window_secs":N,"mine":Side}
 //     -> {"receipt":"<base64>"}
-//   {"op":"invitation","text":"..."} -> {"did":"...","endpoint":"..."} | {"error":"..."}
+//   {"op":"invitations","texts":["...",...]} -> [{"did":"...","endpoint":"..."} | {"error":"..."}]
 import { Packer, Unpacker, didKeyResolver, secretsFromSeed } from '../src/didcomm/index.js';
 import { b64std, unb64std } from '../src/didcomm/bytes.js';
 import { decodeReceipt, disputedReceipt, encodeReceipt, receiptJSON, signReceipt, verifyReceipt, verifySigner } from '../src/leaf/receipt.js';
@@ -66,12 +66,14 @@ switch (req.op) {
   case 'disputed':
     out = { receipt: b64std(encodeReceipt(disputedReceipt(secrets.did, secrets.signing.seed, req.peer, req.window_start, req.window_secs, req.mine, null))) };
     break;
-  case 'invitation':
-    try {
-      out = parseInvitation(req.text);
-    } catch (e) {
-      out = { error: e.message };
-    }
+  case 'invitations':
+    out = req.texts.map((text) => {
+      try {
+        return parseInvitation(text);
+      } catch (e) {
+        return { error: e.message };
+      }
+    });
     break;
   default:
     console.error(`unknown op ${req.op}`);

@@ -2,6 +2,8 @@
 // in memory, the canonical CBOR of receipts and the receipt bounds, and
 // the refusals of its API before any network.
 import { test } from 'node:test';
+import { createServer } from 'node:net';
+import { once } from 'node:events';
 import assert from 'node:assert/strict';
 import { Leaf, memoryStorage, loadOrCreateSeed, parseInvitation, webCryptoKeyStore } from '../src/leaf/index.js';
 import { decode, encode } from '../src/leaf/cbor.js';
@@ -93,4 +95,35 @@ test('the API refuses before any network', async () => {
   const s = await leaf.wake();
   assert.equal(s.caught_up, false, 'a leaf with no home is not caught up');
   assert.equal(s.error, '');
+});
+
+test('a home that does not answer is retried, then left for the wake, and no timer outlives it', async () => {
+  const storage = memoryStorage();
+  const node = secretsFromSeed(new Uint8Array(32).fill(7)).did;
+  let requests = 0;
+  const counting = await Leaf.open({
+    storage,
+    keyStore: webCryptoKeyStore(storage),
+    unreachableAfterMs: 600,
+    budgetMs: 20_000,
+    fetch: async (url, init) => {
+      requests++;
+      return fetch(url, init);
+    },
+  });
+  // A loopback port just freed: nothing listens, every dial is refused.
+  const srv = createServer().listen(0, '127.0.0.1');
+  await once(srv, 'listening');
+  const port = srv.address().port;
+  srv.close();
+  await once(srv, 'close');
+  const endpoint = `http://127.0.0.1:${port}/didcomm`;
+  await counting.pair(JSON.stringify({ type: 'https://didcomm.org/out-of-band/2.0/invitation', id: '1', from: node, body: { services: [{ serviceEndpoint: { uri: endpoint } }] } }));
+  const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+  const before = timers();
+  const s = await counting.wake();
+  assert.equal(timers(), before, 'the wake left a timer behind');
+  assert.ok(s.error.includes(`unreachable for 0.6 s: transport: POST ${endpoint}: fetch failed: ECONNREFUSED`), s.error);
+  assert.ok(requests >= 2, `retried: ${requests} requests`);
+  assert.equal(s.cancelled, false, 'left before the budget ended');
 });

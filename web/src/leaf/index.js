@@ -5,7 +5,7 @@
  *
  * API (stable; what the app uses):
  *
- *   const storage = memoryStorage()                 // or the app's IndexedDB-backed Storage
+ *   const storage = await idbStorage()              // IndexedDB (idb); memoryStorage() in tests
  *   const leaf = await Leaf.open({
  *     storage,                                       // Storage (below)
  *     keyStore: webCryptoKeyStore(storage),          // {seed(): Promise<Uint8Array(32)>}
@@ -54,6 +54,7 @@
  */
 export { Leaf, Defaults } from './leaf.js';
 export { memoryStorage, numKey, Stores } from './storage.js';
+export { idbStorage } from './idbstorage.js';
 export { loadOrCreateSeed } from './keystore.js';
 export { parseInvitation, parseJoinCode, parseOOB, isJoinCode } from './invitation.js';
 

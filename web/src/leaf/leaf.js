@@ -12,7 +12,7 @@ import { Packer, Problem, Unpacker, didKeyResolver, newID, publicKeyFromDID, sec
 import { CodeInternal, CodeQueueFull, CodeRateLimited, CodeUnsupportedType } from '../didcomm/problem.js';
 import { b64std, unb64std } from '../didcomm/bytes.js';
 import { parseInvitation } from './invitation.js';
-import { MediationClient, postDIDComm, problemOf, route } from './mediation.js';
+import { MediationClient, TransportError, postDIDComm, problemOf, route } from './mediation.js';
 import {
   CodeNotReady, DefaultBounds, Disagreement, TypeCountersign, TypeDisputeOpen, TypePropose, TypeSign,
   checkSigned, decodeReceipt, disputedReceipt, encodeReceipt, pairOf, proposeBody, receiptJSON, sideOf, signReceipt, verifyReceipt, zeroSide,
@@ -33,6 +33,12 @@ export const Defaults = Object.freeze({
   disputePeriodSecs: 7 * 24 * 3600,
   /** Delivery ids and (sender, id) pairs remembered to drop a redelivery. */
   maxSeen: 10_000,
+  /**
+   * A home whose requests have failed without an answer for this long is
+   * left for the rest of the wake (spec/leaf.md "More than one home");
+   * until then its step is retried after a pause of 100 ms doubling to 2 s.
+   */
+  unreachableAfterMs: 5_000,
 });
 
 /** Rounds of one window's proposal before it is recorded disputed. */
@@ -116,9 +122,16 @@ export class Leaf {
    */
   async pairWithNode(baseURL) {
     const url = new URL('/didcomm', baseURL).toString();
-    const resp = await this.#fetch(url, { method: 'GET', signal: AbortSignal.timeout(this.#cfg.exchangeTimeoutMs) });
-    if (!resp.ok) throw new Error(`leaf: pair: GET ${url}: HTTP ${resp.status}`);
-    return this.pair(await resp.text());
+    const t = deadlineSignal(this.#cfg.exchangeTimeoutMs);
+    let text;
+    try {
+      const resp = await this.#fetch(url, { method: 'GET', signal: t.signal });
+      if (!resp.ok) throw new Error(`leaf: pair: GET ${url}: HTTP ${resp.status}`);
+      text = await resp.text();
+    } finally {
+      t.clear();
+    }
+    return this.pair(text);
   }
 
   /** The paired homes: [{did, endpoint, mediated}]. */
@@ -199,14 +212,21 @@ export class Leaf {
    * @returns {Promise<import('./index.js').Summary>}
    */
   wake(o = {}) {
-    return this.#serial(() => this.#wake(o.signal));
+    return this.#serial(async () => {
+      // The budget's timer is cleared when the wake ends: between wakes
+      // the leaf holds no timer.
+      const budget = deadlineSignal(this.#cfg.budgetMs, o.signal);
+      try {
+        return await this.#wake(budget.signal);
+      } finally {
+        budget.clear();
+      }
+    });
   }
 
-  async #wake(outer) {
+  async #wake(signal) {
     const start = this.#cfg.now();
     const deadline = start + this.#cfg.budgetMs;
-    const budget = AbortSignal.timeout(this.#cfg.budgetMs);
-    const signal = outer ? AbortSignal.any([outer, budget]) : budget;
     const s = { picked_up: 0, outbox_sent: 0, outbox_left: 0, receipts: 0, receipts_left: 0, round_trips: 0, bytes_sent: 0, bytes_received: 0, duration_ms: 0, caught_up: false, cancelled: false, error: '' };
     const fail = (e) => {
       if (!s.error) s.error = e instanceof Error ? e.message : String(e);
@@ -216,7 +236,7 @@ export class Leaf {
     await Promise.all(
       homes.map(async (h) => {
         try {
-          await this.#homeWake(h, signal, s);
+          await this.#retry(signal, () => this.#homeWake(h, signal, s));
           reached.add(h.did);
         } catch (e) {
           fail(new Error(`leaf: ${h.did}: ${e.message}`));
@@ -227,7 +247,7 @@ export class Leaf {
     await Promise.all(
       homes.filter((h) => reached.has(h.did)).map(async (h) => {
         try {
-          await this.#receiptsWith(h, signal, s, timeLeft);
+          await this.#retry(signal, () => this.#receiptsWith(h, signal, s, timeLeft));
         } catch (e) {
           fail(new Error(`leaf: receipts with ${h.did}: ${e.message}`));
         }
@@ -241,6 +261,36 @@ export class Leaf {
     return s;
   }
 
+  // Runs a home's step again while it fails without an answer, until the
+  // wake ends or the home has been silent for Defaults.unreachableAfterMs. Every
+  // step is safe to repeat: a redelivery is dropped by its ids, a forward
+  // sent twice is dropped by the recipient's (sender, id), a proposal at a
+  // seq already signed gets the same receipt.
+  async #retry(signal, step) {
+    let pause = 100;
+    let failingSince = 0;
+    for (;;) {
+      try {
+        return await step();
+      } catch (e) {
+        if (!(e instanceof TransportError) || signal.aborted) throw e;
+        const now = this.#cfg.now();
+        if (failingSince === 0) failingSince = now;
+        const limit = this.#cfg.unreachableAfterMs;
+        if (now - failingSince >= limit) throw new Error(`unreachable for ${limit / 1000} s: ${e.message}`);
+        await new Promise((resolve) => {
+          const t = setTimeout(resolve, pause);
+          signal.addEventListener('abort', () => {
+            clearTimeout(t);
+            resolve();
+          }, { once: true });
+        });
+        if (signal.aborted) throw e;
+        pause = Math.min(pause * 2, 2_000);
+      }
+    }
+  }
+
   #client(h, signal, s) {
     return new MediationClient({
       packer: this.#packer,
@@ -251,10 +301,15 @@ export class Leaf {
   }
 
   async #post(endpoint, packed, signal, s) {
-    const sig = AbortSignal.any([signal, AbortSignal.timeout(this.#cfg.exchangeTimeoutMs)]);
+    const t = deadlineSignal(this.#cfg.exchangeTimeoutMs, signal);
     s.round_trips++;
     s.bytes_sent += packed.length;
-    const answer = await postDIDComm(this.#fetch, endpoint, packed, sig);
+    let answer;
+    try {
+      answer = await postDIDComm(this.#fetch, endpoint, packed, t.signal);
+    } finally {
+      t.clear();
+    }
     s.bytes_received += answer ? answer.length : 0;
     return answer;
   }
@@ -488,6 +543,25 @@ export class Leaf {
     await this.#markDisputed(home, next);
     return true;
   }
+}
+
+// A signal aborted after ms, or when parent is; clear() stops its timer
+// (AbortSignal.timeout's cannot be stopped, and would outlive the wake).
+function deadlineSignal(ms, parent) {
+  const c = new AbortController();
+  const timer = setTimeout(() => c.abort(new DOMException(`no answer within ${ms} ms`, 'TimeoutError')), ms);
+  const onAbort = () => c.abort(parent.reason);
+  if (parent) {
+    if (parent.aborted) c.abort(parent.reason);
+    else parent.addEventListener('abort', onAbort, { once: true });
+  }
+  return {
+    signal: c.signal,
+    clear() {
+      clearTimeout(timer);
+      if (parent) parent.removeEventListener('abort', onAbort);
+    },
+  };
 }
 
 // The window of the receipt in a sign body, or null when it does not decode

@@ -24,6 +24,17 @@ export const TypeProblemReport = 'https://didcomm.org/report-problem/2.0/problem
 /** The largest answer read (transport.MaxFrameBytes). */
 export const MaxAnswerBytes = 1 << 20;
 
+/**
+ * The request never got an answer (refused, reset, timed out): worth
+ * another try on a new request, unlike a refusal the home answered.
+ */
+export class TransportError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = 'TransportError';
+  }
+}
+
 /** The media type of a packed message from its shape (transport.MediaType). */
 export function mediaTypeOf(packed) {
   if (packed.includes('"ciphertext"')) return MediaTypeEncrypted;
@@ -49,9 +60,14 @@ export async function postDIDComm(fetchFn, endpoint, packed, signal) {
   } catch (e) {
     // Node's fetch says only "fetch failed"; its cause says why.
     const why = e.cause ? `: ${e.cause.code || e.cause.message}` : '';
-    throw new Error(`transport: POST ${endpoint}: ${e.message}${why}`);
+    throw new TransportError(`transport: POST ${endpoint}: ${e.message}${why}`);
   }
-  const text = await resp.text();
+  let text;
+  try {
+    text = await resp.text();
+  } catch (e) {
+    throw new TransportError(`transport: reading the answer from ${endpoint}: ${e.message}`);
+  }
   if (text.length > MaxAnswerBytes) throw new Error(`transport: answer larger than ${MaxAnswerBytes} bytes`);
   if (resp.status >= 400) {
     if (text.trim() !== '') return text;
