@@ -10,8 +10,7 @@ import { guard, nostrSigner } from './keys.js';
 import { enqueue, flush } from './outbox.js';
 import { homeRelayURL, RelayConn } from './relay.js';
 import { eventsOf, getMeta, outboxAll, putEvents, setMeta } from './store.js';
-import { Leaf, Stores, webCryptoKeyStore } from '../leaf/index.js';
-import { idbStorage } from './leafstore.js';
+import { idbStorage, Leaf, webCryptoKeyStore } from '../leaf/index.js';
 
 // BASIC_MESSAGE is the DIDComm type of the messages people write here.
 const BASIC_MESSAGE = 'https://didcomm.org/basicmessage/2.0/message';
@@ -422,7 +421,7 @@ async function start() {
   root.textContent = '';
   render(<App />, root);
   try {
-    const storage = idbStorage(Stores);
+    const storage = await idbStorage();
     app.leaf = await Leaf.open({ storage, keyStore: webCryptoKeyStore(storage) });
     await refreshLeaf({ did: app.leaf.did });
     // A link carrying ?pair=CODE pairs with that home.
