@@ -11,6 +11,10 @@ export const IDS_PER_REQ = 200;
 // SINCE_SLACK_S reaches back before the last catch-up in the fallback, for
 // events that arrived at the home late with older created_at.
 export const SINCE_SLACK_S = 600;
+// SINCE_PAGE, SINCE_PAGES: the fallback asks SINCE_PAGE events a REQ (a
+// relay's usual max_limit) and at most SINCE_PAGES REQs a catch-up.
+export const SINCE_PAGE = 500;
+export const SINCE_PAGES = 20;
 
 // catchUp brings the copy up to date with conn for authors and returns
 // { method, missing, fetched }.
@@ -36,11 +40,17 @@ export async function catchUp(conn, authors) {
     if (!conn.open) throw e;
     method = 'since';
     const last = (await getMeta('last_catchup')) || 0;
-    const f = { ...filter };
+    const f = { ...filter, limit: SINCE_PAGE };
     if (last) f.since = Math.max(floor, last - SINCE_SLACK_S);
-    const evs = await conn.query([f]);
-    missing = evs.length;
-    fetched = await putEvents(evs);
+    // Paged back from now by until: a relay clamps a REQ's limit (500 by
+    // default here), so one REQ may not bring all.
+    for (let page = 0; page < SINCE_PAGES; page++) {
+      const evs = await conn.query([f]);
+      missing += evs.length;
+      fetched += await putEvents(evs);
+      if (evs.length < SINCE_PAGE) break;
+      f.until = Math.min(...evs.map((e) => e.created_at)) - 1;
+    }
   }
   await setMeta('behind', 0);
   await setMeta('last_catchup', started);
