@@ -100,6 +100,9 @@ type pwaResult struct {
 	OpenBefore   int      `json:"openBefore"`
 	OpenHidden   int      `json:"openHidden"`
 	OpenShown    int      `json:"openShown"`
+	NIP07Pubkey  string   `json:"nip07Pubkey"`
+	NIP07Note    string   `json:"nip07Note"`
+	NIP07Kind    string   `json:"nip07Kind"`
 }
 
 // TestBrowserLeaf runs the browser leaf (web/) in Debian's chromium
@@ -115,7 +118,7 @@ type pwaResult struct {
 // service worker and are stored once each when back online; a note
 // carrying the app's secret key is refused and no frame carries it; 30 s
 // after the page is hidden no socket is open, and shown again it catches
-// up;
+// up; with a NIP-07 signer (window.nostr) notes are signed by it;
 // screenshots of feed, compose and status at phone and desktop sizes are
 // saved in the artifact directory.
 func TestBrowserLeaf(t *testing.T) {
@@ -282,6 +285,14 @@ func TestBrowserLeaf(t *testing.T) {
 	// shown again: connected and caught up.
 	if got.OpenBefore == 0 || got.OpenHidden != 0 || got.OpenShown == 0 {
 		t.Errorf("sockets open: %d visible, %d 30 s after hidden, %d shown again", got.OpenBefore, got.OpenHidden, got.OpenShown)
+	}
+
+	// With a NIP-07 signer the note is the signer's, not a local key's.
+	if !strings.Contains(got.NIP07Kind, "browser signer") {
+		t.Errorf("with window.nostr the identity view says %q", got.NIP07Kind)
+	}
+	if evs, err := query(ctx, home.url, map[string]any{"authors": []string{got.NIP07Pubkey}, "kinds": []int{1}}); err != nil || len(evs) != 1 || evs[0].Content != got.NIP07Note {
+		t.Errorf("the NIP-07 signer's note on the home: %v %+v", err, evs)
 	}
 
 	if len(got.Shots) != 6 {

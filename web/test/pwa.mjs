@@ -247,6 +247,25 @@ try {
   await page.waitForFunction((b) => document.querySelector('[data-status=last-catchup]')?.textContent !== b, catchupBefore, { timeout: TIMEOUT });
   step('hidden', { openBefore, openHidden, openShown: await openSockets() });
   await ctx.close();
+
+  // A NIP-07 signer in the browser signs instead of a local key.
+  const ext = generateSecretKey();
+  const ctx7 = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  await ctx7.exposeBinding('__nip07sign', (_src, t) => finalizeEvent(t, ext));
+  await ctx7.addInitScript((pk) => {
+    window.nostr = { getPublicKey: async () => pk, signEvent: (t) => window.__nip07sign(t) };
+  }, getPublicKey(ext));
+  page = await open(ctx7);
+  await page.click('nav >> text=Identity');
+  const nip07Kind = await page.locator('#npub').locator('xpath=..').textContent();
+  await page.click('nav >> text=Status');
+  await waitStatus(page, 'online', 'online');
+  const nip07Note = `signed by the extension ${Date.now()}`;
+  await compose(page, nip07Note);
+  await page.click('nav >> text=Status');
+  await waitStatus(page, 'outbox', '0 waiting');
+  await ctx7.close();
+  step('nip07', { nip07Pubkey: getPublicKey(ext), nip07Note, nip07Kind });
   console.log(JSON.stringify(result));
 } catch (e) {
   console.log(JSON.stringify({ ...result, error: String(e.stack || e) }));
