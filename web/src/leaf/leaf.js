@@ -55,6 +55,7 @@ export class Leaf {
   #packer;
   #unpacker;
   #queue = Promise.resolve();
+  #writes = Promise.resolve();
 
   constructor(storage, seed, cfg, fetchFn) {
     this.#storage = storage;
@@ -90,6 +91,18 @@ export class Leaf {
   #serial(fn) {
     const run = this.#queue.then(fn, fn);
     this.#queue = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    return run;
+  }
+
+  // Runs fn after every other critical section of this leaf: a wake
+  // works with its homes at once, and storing a delivery reads and
+  // advances counters and the seen ids that two homes' pickups share.
+  #critical(fn) {
+    const run = this.#writes.then(fn, fn);
+    this.#writes = run.then(
       () => undefined,
       () => undefined,
     );
@@ -331,7 +344,7 @@ export class Leaf {
   async #pickup(c, home) {
     let added = 0;
     await c.collect(this.#cfg.deliveryBatch, async (batch) => {
-      added += await this.#storeDelivery(home, batch);
+      added += await this.#critical(() => this.#storeDelivery(home, batch));
     });
     return added;
   }
