@@ -66,7 +66,7 @@ func TestNodePage(t *testing.T) {
 		t.Fatalf("NIP-11: %v %q %+v", err, resp.Header.Get("Content-Type"), doc)
 	}
 	resp, body = get("/app/", "text/html")
-	if !strings.Contains(body, `rel="manifest" href="manifest.webmanifest"`) || !strings.Contains(body, `src="app.js"`) {
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `rel="manifest" href="manifest.webmanifest"`) || !strings.Contains(body, `src="app.js"`) {
 		t.Fatalf("/app/ is not the app:\n%s", body)
 	}
 	resp, _ = get("/app/manifest.webmanifest", "")
