@@ -56,7 +56,7 @@ async function wake() {
   if (waking) return waking;
   waking = (async () => {
     try {
-      app.conn ??= new RelayConn((await getMeta('home_relay')) || homeRelayURL(location));
+      app.conn ??= new RelayConn(homeRelayURL(location));
       app.conn.onclose = () => { app.unsub = null; update({ online: false }); };
       await app.conn.connect();
       update({ online: true, error: '' });
