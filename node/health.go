@@ -28,6 +28,19 @@ func (n *Node) AddHealth(name string, fn func() (status string, healthy bool)) {
 }
 
 func (h *healthChecks) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	body, healthy := h.summary()
+	code := http.StatusOK
+	if !healthy {
+		code = http.StatusServiceUnavailable
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	w.WriteHeader(code)
+	w.Write([]byte(body))
+}
+
+// summary is /healthz's text and verdict: "ok" and the checks whose
+// status is not "ok" when healthy, else the checks' statuses.
+func (h *healthChecks) summary() (string, bool) {
 	h.mu.Lock()
 	checks := append([]healthCheck(nil), h.checks...)
 	h.mu.Unlock()
@@ -44,7 +57,5 @@ func (h *healthChecks) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	if code == http.StatusOK {
 		body = "ok\n" + body
 	}
-	w.Header().Set("Content-Type", "text/plain")
-	w.WriteHeader(code)
-	w.Write([]byte(body))
+	return body, code == http.StatusOK
 }

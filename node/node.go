@@ -308,7 +308,6 @@ func Open(opts Options) (*Node, error) {
 
 	var n *Node
 	mux := http.NewServeMux()
-	mux.Handle("/", rl)
 	mux.HandleFunc(StatusPath, func(w http.ResponseWriter, r *http.Request) { n.serveStatus(w, r) })
 	mux.HandleFunc(BackupPath, func(w http.ResponseWriter, r *http.Request) { n.serveBackup(w, r) })
 	var irohRelay *irohrelay.Server
@@ -370,6 +369,7 @@ func Open(opts Options) (*Node, error) {
 		dash:   dash,
 		health: health,
 	}
+	n.mountWeb(mux, rl)
 	ok = true
 	return n, nil
 }

@@ -13,6 +13,9 @@ type metrics struct {
 	// lookedUp counts the events REQs' lookups brought, by what the
 	// node's rules made of them (lookup.go).
 	lookedUp *prometheus.CounterVec
+	// negMessages counts the NIP-77 messages clients sent, by type
+	// (open, msg, close): what a browser leaf's catch-up costs.
+	negMessages *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -44,9 +47,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "fleetmesh_relay_lookup_events_total",
 			Help: "Events the mesh brought to REQs' lookups, by what this node's rules made of them (stored, duplicate, superseded, deleted, expired, refused).",
 		}, []string{"result"}),
+		negMessages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleetmesh_relay_neg_messages_total",
+			Help: "NIP-77 messages clients sent, by type (open, msg, close).",
+		}, []string{"type"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.conns, m.subs, m.stored, m.sent, m.rejected, m.saveSeconds, m.reqSeconds, m.lookedUp)
+		reg.MustRegister(m.conns, m.subs, m.stored, m.sent, m.rejected, m.saveSeconds, m.reqSeconds, m.lookedUp, m.negMessages)
 	}
 	return m
 }

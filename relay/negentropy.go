@@ -17,6 +17,9 @@ import (
 // WebSocket payload that deployed relays and clients (strfry) accept.
 const negFrameLimit = 60000
 
+// negMessageType is the metric label of each NIP-77 client message.
+var negMessageType = map[string]string{nostr.MsgNegOpen: "open", nostr.MsgNegMsg: "msg", nostr.MsgNegClose: "close"}
+
 // handleNeg serves NIP-77: NEG-OPEN loads the (created_at, id) pairs of
 // the events matching the filter and answers as the negentropy responder;
 // NEG-MSG continues; NEG-CLOSE ends the session. Sessions count against
@@ -26,6 +29,7 @@ func (c *conn) handleNeg(m *nostr.ClientMessage) {
 		c.r.m.rejected.WithLabelValues("negentropy").Inc()
 		c.negErr(m.SubID, reason)
 	}
+	c.r.m.negMessages.WithLabelValues(negMessageType[m.Type]).Inc()
 	switch m.Type {
 	case nostr.MsgNegClose:
 		c.endNeg(m.SubID)

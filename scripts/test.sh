@@ -49,6 +49,9 @@ if [ "$(id -u)" = 0 ] && command -v iptables-legacy >/dev/null 2>&1 && ip netns 
 fi
 
 (cd interop && npm ci --no-audit --no-fund --loglevel=error)
+# The browser leaf's npm packages (web/package-lock.json): its Node tests
+# (web/*_test.go, e2e/webleaf_test.go) run its modules under Node.
+(cd web && npm ci --no-audit --no-fund --loglevel=error)
 # The iroh helper (@number0/iroh, from its own lock file): the iroh
 # package's and the node's iroh tests run it.
 # npm install, not npm ci: @number0/iroh 1.1.0 names optional platform
@@ -57,6 +60,12 @@ fi
 # sync. install still takes every version from the committed lock and
 # --no-save leaves it as it is.
 (cd iroh/helper && npm install --no-audit --no-fund --no-save --loglevel=error)
+
+# The browser app (web/dist, embedded by package web) is rebuilt from the
+# lock file (npm ci above); the committed build must be what the sources
+# make.
+(cd web && npm run build --silent)
+[ -z "$(git status --porcelain web/dist)" ] || { git status --short web/dist; echo "web/dist differs from a fresh build: run (cd web && npm run build) and commit web/dist"; exit 1; }
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './interop/*'))

@@ -1,0 +1,56 @@
+// Builds the browser leaf into dist/ (served by every node at /app/ from
+// the binary: package web). Deterministic: the same sources and lock file
+// give the same bytes, so CI rebuilds dist/ and fails when it differs from
+// the committed one (scripts/test.sh).
+//
+//   node build.mjs        (npm run build)
+//
+// app.js is the page; sw.js the service worker, whose cache name carries a
+// hash of the shell it caches, so a new build replaces the old cache.
+import * as esbuild from 'esbuild';
+import { createHash } from 'node:crypto';
+import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+
+const out = 'dist';
+rmSync(out, { recursive: true, force: true });
+mkdirSync(out, { recursive: true });
+
+const common = {
+  bundle: true,
+  minify: true,
+  format: 'esm',
+  target: ['chrome120', 'firefox120', 'safari17'],
+  legalComments: 'none',
+  charset: 'utf8',
+  jsx: 'automatic',
+  jsxImportSource: 'preact',
+  logLevel: 'warning',
+  write: false,
+  // nostr-tools 2.25.2 builds nip77 but its package exports map omits it
+  // (only its index re-exports it, which would pull in every NIP).
+  alias: { 'nostr-tools/nip77': './node_modules/nostr-tools/lib/esm/nip77.js' },
+};
+
+const app = await esbuild.build({ ...common, entryPoints: ['src/app/main.jsx'], outfile: `${out}/app.js` });
+const files = {
+  'app.js': app.outputFiles[0].contents,
+};
+for (const f of ['index.html', 'app.css', 'manifest.webmanifest', 'icon.svg']) {
+  files[f] = readFileSync(`src/app/${f}`);
+}
+const shell = createHash('sha256');
+for (const name of Object.keys(files).sort()) {
+  shell.update(name).update('\0').update(files[name]).update('\0');
+}
+const version = shell.digest('hex').slice(0, 16);
+const sw = await esbuild.build({
+  ...common,
+  entryPoints: ['src/app/sw.js'],
+  outfile: `${out}/sw.js`,
+  define: { SHELL_VERSION: JSON.stringify(version), SHELL_FILES: JSON.stringify(['./', ...Object.keys(files).filter((f) => f !== 'index.html').sort()]) },
+});
+files['sw.js'] = sw.outputFiles[0].contents;
+for (const [name, body] of Object.entries(files)) {
+  writeFileSync(`${out}/${name}`, body);
+}
+console.log(`built ${Object.keys(files).length} files into ${out}/, shell ${version}`);
