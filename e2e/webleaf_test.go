@@ -155,7 +155,10 @@ func alignToWindow() {
 // key material, in any encoding.
 func TestWebLeafWithHome(t *testing.T) {
 	home := newHome(t, webLeafConfig)
-	n := startNode(t, home)
+	n, err := tryStartNode(t, home, "127.0.0.1:0", "--mesh-listen", "/ip4/127.0.0.1/tcp/0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the home's output:\n%s", n.output())
