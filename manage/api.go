@@ -230,6 +230,17 @@ func (req Request) hex32(i int, name string) ([32]byte, error) {
 	return b, nil
 }
 
+// keyReason reads a pubkey or event id and an optional reason, the
+// parameters of the ban and allow methods.
+func (req Request) keyReason(name string) ([32]byte, string, error) {
+	k, err := req.hex32(0, name)
+	if err != nil {
+		return k, "", err
+	}
+	reason, err := req.str(1, "reason", true)
+	return k, reason, err
+}
+
 func (req Request) kind(i int) (int, error) {
 	if i >= len(req.Params) {
 		return 0, fmt.Errorf("invalid: %s needs a kind as parameter %d", req.Method, i+1)
@@ -282,11 +293,7 @@ func (a *API) call(ctx context.Context, req Request) (any, error) {
 	case "supportedmethods":
 		return methods, nil
 	case "banpubkey", "allowpubkey":
-		pk, err := req.hex32(0, "pubkey")
-		if err != nil {
-			return nil, err
-		}
-		reason, err := req.str(1, "reason", true)
+		pk, reason, err := req.keyReason("pubkey")
 		if err != nil {
 			return nil, err
 		}
@@ -313,11 +320,7 @@ func (a *API) call(ctx context.Context, req Request) (any, error) {
 		es, err := l.list(b)
 		return rows(es, err, func(e Entry) pubkeyReason { return pubkeyReason{e.Key, e.Reason} })
 	case "banevent":
-		id, err := req.hex32(0, "event id")
-		if err != nil {
-			return nil, err
-		}
-		reason, err := req.str(1, "reason", true)
+		id, reason, err := req.keyReason("event id")
 		if err != nil {
 			return nil, err
 		}
@@ -338,11 +341,7 @@ func (a *API) call(ctx context.Context, req Request) (any, error) {
 		_, err = l.UnbanEvent(id)
 		return true, err
 	case "allowevent":
-		id, err := req.hex32(0, "event id")
-		if err != nil {
-			return nil, err
-		}
-		reason, err := req.str(1, "reason", true)
+		id, reason, err := req.keyReason("event id")
 		if err != nil {
 			return nil, err
 		}
