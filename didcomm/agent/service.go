@@ -160,13 +160,24 @@ func (s *Service) TrustProxies(p clientaddr.Proxies) { s.proxies = p }
 // ServeHTTP serves POSTed DIDComm messages and, on GET, the node's
 // out-of-band invitation.
 func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// A browser leaf paired with a home on another origin posts here from
+	// its page: the endpoint is public and every message authenticates
+	// itself, and no cookie or credential rides on the request, so any
+	// origin may call it.
+	w.Header().Set("Access-Control-Allow-Origin", "*")
 	switch r.Method {
+	case http.MethodOptions:
+		w.Header().Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+		w.Header().Set("Access-Control-Allow-Headers", "Content-Type")
+		w.Header().Set("Access-Control-Max-Age", "86400")
+		w.WriteHeader(http.StatusNoContent)
+		return
 	case http.MethodGet:
 		s.serveInvitation(w, r)
 		return
 	case http.MethodPost:
 	default:
-		w.Header().Set("Allow", "GET, POST")
+		w.Header().Set("Allow", "GET, POST, OPTIONS")
 		http.Error(w, "use POST with a DIDComm message, or GET for the invitation", http.StatusMethodNotAllowed)
 		return
 	}

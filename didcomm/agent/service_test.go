@@ -475,3 +475,30 @@ func TestRequestThroughSenderAndHandleFrom(t *testing.T) {
 		t.Fatalf("another sender was refused: %v", err)
 	}
 }
+
+// TestCrossOrigin: a page on another origin may post to /didcomm (a
+// browser leaf paired with a home by link), so the endpoint answers the
+// CORS preflight and marks its answers readable from any origin.
+func TestCrossOrigin(t *testing.T) {
+	s, _ := newService(t, t.TempDir())
+	for _, tc := range []struct {
+		method string
+		want   int
+	}{
+		{http.MethodOptions, http.StatusNoContent},
+		{http.MethodGet, http.StatusOK},
+		{http.MethodPut, http.StatusMethodNotAllowed},
+	} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(tc.method, "http://home.example/didcomm", nil)
+		req.Header.Set("Origin", "https://app.example")
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		s.ServeHTTP(rec, req)
+		if rec.Code != tc.want {
+			t.Errorf("%s: status %d, want %d", tc.method, rec.Code, tc.want)
+		}
+		if got := rec.Header().Get("Access-Control-Allow-Origin"); got != "*" {
+			t.Errorf("%s: Access-Control-Allow-Origin %q", tc.method, got)
+		}
+	}
+}
