@@ -381,6 +381,7 @@ func TestRelayModel(t *testing.T) {
 		{"deleted by its author", []*event{note, delNote}, 0, []*event{delNote}},
 		{"deleted before it arrived", []*event{delNote, note}, 0, []*event{delNote}},
 		{"another author's deletion does nothing", []*event{note, delByBob}, 0, []*event{note, delByBob}},
+		{"another author's later deletion does not lift the author's", []*event{note, delNote, delByBob}, 0, []*event{delNote, delByBob}},
 		{"a deletion is never deleted", []*event{note, delNote, delDel}, 0, []*event{delNote, delDel}},
 		{"an address deletion covers versions up to its time", []*event{a1, delAddr}, 0, []*event{delAddr}},
 		{"an address deletion spares later versions", []*event{a1, a3, delAddr}, 0, []*event{a3, delAddr}},

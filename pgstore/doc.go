@@ -41,7 +41,7 @@
 //	    (tv, created_at DESC) walks a tag's events newest first, so a
 //	    {"#p": [x], "limit": 50} reads 50 rows, where a GIN index over
 //	    the values would fetch all of x's events and sort them.
-//	deleted_ids(id, pubkey)            NIP-09 tombstones by id
+//	deleted_ids(id, pubkey)            NIP-09 tombstones by id, one per deleter
 //	deleted_addresses(pubkey, kind, d, up_to)  NIP-09 by address
 //	feed_head(seq)                     the feed's counter: one row
 //	changes(seq, op, id, raw)          the feed

@@ -80,6 +80,12 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	return applyMigrations(ctx, pool, ms)
+}
+
+// applyMigrations is migrate with the migrations given: all of them, or
+// in a test the first few, to make a database as an older build left it.
+func applyMigrations(ctx context.Context, pool *pgxpool.Pool, ms []migration) (int, error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: connect: %w", err)

@@ -66,7 +66,7 @@
 //	P pubkey kind created_at serial  → loc (by author and kind)
 //	T letter hash(value) created_at serial → loc (by single-letter tag)
 //	R pubkey kind hash(d)            → serial of the current replaceable/addressable version
-//	D id                             → pubkey that deleted it (NIP-09 tombstone)
+//	D id pubkey                      → (empty) NIP-09 tombstone: pubkey asked to delete id
 //	F pubkey kind hash(d)            → created_at up to which an address is deleted (NIP-09 "a" tags)
 //	X expiration serial              → loc (NIP-40 sweep)
 //	0x00 "format"                    → the store's Format (uvarint; format.go)

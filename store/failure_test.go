@@ -130,7 +130,7 @@ func TestSaveAllOrNothing(t *testing.T) {
 	}}
 	opts.fs = vfs.NewMem() // fsync costs nothing here: this test is about the batch
 	fx := newFixtureWith(t, 4, opts, "db")
-	m := &model{events: map[[32]byte]*nostr.Event{}, delIDs: map[[32]byte][32]byte{}, delAddr: map[string]int64{}}
+	m := newModel()
 	var history []*nostr.Event
 	// group commits c1, e, c2 in one batch: a gate save holds the writer
 	// until all three are queued behind it.
@@ -249,7 +249,7 @@ func TestSaveDiskFaults(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	inj := &writeFault{}
 	fx := newFixtureWith(t, 4, Options{fs: errorfs.Wrap(mem, inj), retryMin: time.Millisecond}, "db")
-	m := &model{events: map[[32]byte]*nostr.Event{}, delIDs: map[[32]byte][32]byte{}, delAddr: map[string]int64{}}
+	m := newModel()
 	r := rand.New(rand.NewPCG(9, 42))
 	var history []*nostr.Event
 	faults := map[string]int{}
@@ -377,7 +377,7 @@ func TestDeleteDiskFault(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	inj := &writeFault{}
 	fx := newFixtureWith(t, 4, Options{fs: errorfs.Wrap(mem, inj), retryMin: time.Millisecond}, "db")
-	m := &model{events: map[[32]byte]*nostr.Event{}, delIDs: map[[32]byte][32]byte{}, delAddr: map[string]int64{}}
+	m := newModel()
 	r := rand.New(rand.NewPCG(10, 42))
 	var history []*nostr.Event
 	for i := range 6 {

@@ -16,7 +16,7 @@ import (
 // layout in the package doc and the record encoding in codec.go. Change
 // either and Format goes up by one, with a migration that rewrites an
 // older store in place.
-const Format = 2
+const Format = 3
 
 // formatKey holds a store's Format as a uvarint. 0x00 sorts before every
 // data prefix, so no index range ever meets it.
@@ -42,6 +42,10 @@ var migrations = []migration{
 	// Format 2 keeps event records in segment files (records.go) instead
 	// of in Pebble under their E keys; each E key then holds a location.
 	{to: 2, what: "move the event records into records/ segments", apply: moveRecords},
+	// Format 3 keeps one NIP-09 tombstone per id and deleter (D id pubkey)
+	// where format 2 kept one per id (D id → the pubkey that asked last),
+	// so that a later request by anyone else no longer lifts the author's.
+	{to: 3, what: "key each deletion tombstone by its deleter", apply: splitTombstones},
 }
 
 // moveRecords is the migration to format 2: every E key that holds a
@@ -113,6 +117,68 @@ func (s *Store) moveSomeRecords(b *pebble.Batch, resume []byte) (n int, next []b
 		}
 		n++
 		size += len(v)
+	}
+	return n, nil, it.Error()
+}
+
+// tombstoneChunk is how many tombstones one migration batch rewrites; a
+// variable so that a test can make batches of a few.
+var tombstoneChunk = 64 << 10
+
+// splitTombstones is the migration to format 3: every format-2 tombstone
+// D id → pubkey becomes D id pubkey (empty value), in batches of
+// tombstoneChunk. The two shapes differ in length, so a crash between
+// batches leaves some rewritten and running it again rewrites the rest.
+// Only the pubkey an old store recorded is known: an author's deletion
+// that a stranger's request overwrote there was lost before this ran.
+func splitTombstones(s *Store, _ *pebble.Batch) error {
+	resume := []byte{pDeletedID}
+	for resume != nil {
+		b := s.db.NewBatch()
+		n, next, err := s.splitSomeTombstones(b, resume)
+		if err == nil && n > 0 {
+			err = b.Commit(pebble.Sync)
+		}
+		b.Close()
+		if err != nil {
+			return err
+		}
+		resume = next
+	}
+	return nil
+}
+
+// splitSomeTombstones appends to b the rewrite of up to tombstoneChunk
+// format-2 tombstones from key resume on; next is where the next call
+// starts, nil at the end.
+func (s *Store) splitSomeTombstones(b *pebble.Batch, resume []byte) (n int, next []byte, err error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: resume, UpperBound: []byte{pDeletedID + 1}})
+	if err != nil {
+		return 0, nil, err
+	}
+	defer it.Close()
+	var id, by [32]byte
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		if len(k) == 1+len(id)+len(by) {
+			continue // format 3 already
+		}
+		if n == tombstoneChunk {
+			return n, bytes.Clone(k), nil
+		}
+		v := it.Value()
+		if len(k) != 1+len(id) || len(v) != len(by) {
+			return 0, nil, fmt.Errorf("tombstone key %x holds %x: the store is damaged; restore a backup", k, v)
+		}
+		copy(id[:], k[1:])
+		copy(by[:], v)
+		if err := b.Delete(k, nil); err != nil {
+			return 0, nil, err
+		}
+		if err := b.Set(deletedIDKey(id, by), nil, nil); err != nil {
+			return 0, nil, err
+		}
+		n++
 	}
 	return n, nil, it.Error()
 }

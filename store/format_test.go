@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -139,6 +140,117 @@ func TestOpensFormat0(t *testing.T) {
 	e := fx.event(0, 1, fx.now, nil, "after the migration")
 	if r := fx.save(e); r != Stored {
 		t.Fatalf("save after the migration: %v", r)
+	}
+	// The deleted note stays deleted: its tombstone was carried over, and
+	// a stranger's deletion request naming it now does not lift it.
+	var del *nostr.Event
+	for _, e := range want {
+		if e.Kind == nostr.KindDeletion {
+			del = e
+		}
+	}
+	if del == nil || len(del.Tags) != 1 {
+		t.Fatalf("the fixture's deletion request: %v", del)
+	}
+	var doomed *nostr.Event
+	for _, e := range want {
+		if e.IDHex() == del.Tags[0][1] {
+			doomed = e
+		}
+	}
+	if doomed == nil {
+		t.Fatal("the fixture does not list the note its deletion request names")
+	}
+	if r := fx.save(doomed); r != Deleted {
+		t.Fatalf("the deleted note re-offered after the migration: %v", r)
+	}
+	if r := fx.save(fx.event(0, 5, fx.now, nostr.Tags{{"e", doomed.IDHex()}}, "")); r != Stored {
+		t.Fatalf("a stranger's deletion request: %v", r)
+	}
+	fx.restart()
+	if r := fx.save(doomed); r != Deleted {
+		t.Fatalf("the deleted note re-offered after a stranger's deletion request: %v", r)
+	}
+}
+
+// TestSplitTombstones: the migration to format 3 rewrites every format-2
+// tombstone (D id → pubkey) as its deleter's own (D id pubkey), over as
+// many batches as it takes, and finishes one that a crash stopped
+// between batches; afterwards each deleted event stays deleted, and a
+// stranger's deletion request naming it does not lift that.
+func TestSplitTombstones(t *testing.T) {
+	defer func(n int) { tombstoneChunk = n }(tombstoneChunk)
+	tombstoneChunk = 3
+	dir := t.TempDir()
+	fx := newFixtureWith(t, 2, Options{}, dir)
+	var doomed []*nostr.Event
+	for i := range 10 {
+		e := fx.event(i%2, 1, fx.now-int64(10+i), nil, fmt.Sprint("doomed ", i))
+		fx.save(e)
+		fx.save(fx.event(i%2, 5, fx.now, nostr.Tags{{"e", e.IDHex()}}, ""))
+		doomed = append(doomed, e)
+	}
+	kept := fx.event(0, 1, fx.now, nil, "kept")
+	fx.save(kept)
+	if err := fx.s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Write the tombstones back as format 2 had them, but for the last
+	// two: a migration that stopped after its first batch.
+	db, err := pebble.Open(dir, &pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := db.NewBatch()
+	for i, e := range doomed {
+		if i >= len(doomed)-2 {
+			continue
+		}
+		if err := b.Delete(deletedIDKey(e.ID, e.PubKey), nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Set(append([]byte{pDeletedID}, e.ID[:]...), e.PubKey[:], nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := writeFormat(db, b, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fx.open()
+	if got := fx.format(); got != Format {
+		t.Fatalf("format after the migration: %d, want %d", got, Format)
+	}
+	it, err := fx.s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pDeletedID}, UpperBound: []byte{pDeletedID + 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if len(it.Key()) != 65 || len(it.Value()) != 0 {
+			t.Errorf("after the migration, tombstone key %x holds %x", it.Key(), it.Value())
+		}
+		n++
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n != len(doomed) {
+		t.Fatalf("%d tombstones after the migration, want %d", n, len(doomed))
+	}
+	for i, e := range doomed {
+		stranger := 1 - i%2
+		if r := fx.save(fx.event(stranger, 5, fx.now, nostr.Tags{{"e", e.IDHex()}}, "")); r != Stored {
+			t.Fatalf("a stranger's deletion of note %d: %v", i, r)
+		}
+		if r := fx.save(e); r != Deleted {
+			t.Fatalf("note %d re-offered after the migration: %v", i, r)
+		}
+	}
+	if r := fx.save(kept); r != Duplicate {
+		t.Fatalf("the kept note re-offered: %v", r)
 	}
 }
 

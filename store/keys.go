@@ -33,7 +33,14 @@ func hash64(s string) uint64 { return xxhash.Sum64String(s) }
 func eventKey(serial uint64) []byte { return u64([]byte{pEvent}, serial) }
 func idKey(id [32]byte) []byte      { return append([]byte{pID}, id[:]...) }
 
-func deletedIDKey(id [32]byte) []byte { return append([]byte{pDeletedID}, id[:]...) }
+// deletedIDKey is the NIP-09 tombstone of id left by a deletion request
+// of pubkey by. Each deleter has its own, so that one pubkey's request
+// never lifts or replaces another's: an event is refused iff its author's
+// is there.
+func deletedIDKey(id, by [32]byte) []byte {
+	k := make([]byte, 0, 1+len(id)+len(by))
+	return append(append(append(k, pDeletedID), id[:]...), by[:]...)
+}
 
 // addressKey names a replaceable (d = "") or addressable event's slot.
 func addressKey(prefix byte, pubkey [32]byte, kind int, d string) []byte {

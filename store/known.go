@@ -75,7 +75,8 @@ func (k *knownIDs) merge(other *knownIDs) {
 }
 
 // knownIDRanges are the key ranges loadKnownIDs reads: stored ids (I) and
-// tombstones (D), each key a prefix byte and an id.
+// tombstones (D), each key a prefix byte and an id (a tombstone's then
+// its deleter's pubkey).
 var knownIDRanges = [][2]byte{{pID, pID + 1}, {pDeletedID, pDeletedID + 1}}
 
 // loadIters are the loader's iterators: one per knownIDRanges, and one
@@ -142,7 +143,7 @@ func loadKnownIDs(its []*pebble.Iterator, stop <-chan struct{}) (*knownIDs, erro
 	for _, it := range its {
 		n := 0
 		for ok := it.First(); ok && err == nil; ok = it.Next() {
-			if key := it.Key(); len(key) == 1+len(id) {
+			if key := it.Key(); len(key) >= 1+len(id) {
 				copy(id[:], key[1:])
 				k.add(&id)
 			}

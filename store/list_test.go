@@ -19,7 +19,7 @@ import (
 func TestListRawAgainstModel(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 42))
 	fx := newFixture(t, 4)
-	m := &model{events: map[[32]byte]*nostr.Event{}, delIDs: map[[32]byte][32]byte{}, delAddr: map[string]int64{}}
+	m := newModel()
 	var history []*nostr.Event
 	list := func(f nostr.Filter, limit int) []string {
 		var out []string

@@ -502,9 +502,10 @@ func (s *Store) apply(b batchRW, ev *nostr.Event, serial *uint64, now int64) (Re
 		if has, err := exists(b, idKey(ev.ID)); err != nil || has {
 			return Duplicate, err
 		}
-		if by, err := get(b, deletedIDKey(ev.ID)); err != nil {
-			return 0, err
-		} else if by != nil && bytes.Equal(by, ev.PubKey[:]) {
+		if gone, err := exists(b, deletedIDKey(ev.ID, ev.PubKey)); err != nil || gone {
+			if err != nil {
+				return 0, err
+			}
 			return Deleted, nil
 		}
 	}
@@ -594,7 +595,7 @@ func (s *Store) applyDeletion(b batchRW, del *nostr.Event) error {
 			if nostr.DecodeHex(id[:], t[1]) != nil {
 				continue
 			}
-			if err := b.Set(deletedIDKey(id), del.PubKey[:], nil); err != nil {
+			if err := b.Set(deletedIDKey(id, del.PubKey), nil, nil); err != nil {
 				return err
 			}
 			s.known.add(&id)
@@ -762,9 +763,17 @@ func get(r batchRW, key []byte) ([]byte, error) {
 	return out, nil
 }
 
+// exists reports whether key is set, whatever its value (a tombstone's
+// is empty).
 func exists(r batchRW, key []byte) (bool, error) {
-	v, err := get(r, key)
-	return v != nil, err
+	_, c, err := r.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, c.Close()
 }
 
 // loadFrom reads event serial as the writer's batch r sees it: its

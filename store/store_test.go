@@ -212,12 +212,81 @@ func TestKindRules(t *testing.T) {
 	}
 }
 
+// TestTombstonePerDeleter: a NIP-09 tombstone is its deleter's own. An
+// event is refused once its author asked to delete it, whatever anyone
+// else asks before or after (a stranger's request naming the same id or
+// address neither lifts nor replaces the author's), and a stranger's
+// request alone deletes nothing. Key 0 is the target's author, key 1 a
+// stranger; each deletion names the target by id and, for an
+// addressable one, by address, one second after it was made.
+func TestTombstonePerDeleter(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		kind     int   // the target's kind
+		stored   bool  // the target is saved before the deletions
+		deleters []int // the keys whose deletion requests arrive, in order
+		restart  bool  // the store restarts before the target is re-offered
+		want     Result
+	}{
+		{"the author's", 1, true, []int{0}, false, Deleted},
+		{"the author's, then a stranger's", 1, true, []int{0, 1}, false, Deleted},
+		{"the author's, then a stranger's, across a restart", 1, true, []int{0, 1}, true, Deleted},
+		{"a stranger's, then the author's", 1, true, []int{1, 0}, false, Deleted},
+		{"the author's, then a stranger's, before it arrives", 1, false, []int{0, 1}, false, Deleted},
+		{"a stranger's, then the author's, before it arrives", 1, false, []int{1, 0}, true, Deleted},
+		{"a stranger's only", 1, true, []int{1}, false, Duplicate},
+		{"a stranger's only, before it arrives", 1, false, []int{1}, true, Stored},
+		{"addressable: the author's, then a stranger's", 30023, true, []int{0, 1}, false, Deleted},
+		{"addressable: the author's, then a stranger's, before it arrives", 30023, false, []int{0, 1}, true, Deleted},
+		{"addressable: a stranger's only", 30023, false, []int{1}, false, Stored},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fx := newFixture(t, 2)
+			ts := fx.now - 100
+			var tags nostr.Tags
+			if nostr.ClassOf(c.kind) == nostr.Addressable {
+				tags = nostr.Tags{{"d", "post"}}
+			}
+			target := fx.event(0, c.kind, ts, tags, "target")
+			if c.stored {
+				if r := fx.save(target); r != Stored {
+					t.Fatalf("target: %v", r)
+				}
+			}
+			for i, k := range c.deleters {
+				dtags := nostr.Tags{{"e", target.IDHex()}}
+				if a := addrOf(target); a != "" {
+					dtags = append(dtags, []string{"a", a})
+				}
+				if r := fx.save(fx.event(k, 5, ts+1, dtags, fmt.Sprint("deletion ", i))); r != Stored {
+					t.Fatalf("deletion %d by key %d: %v", i, k, r)
+				}
+			}
+			if c.restart {
+				fx.restart()
+			}
+			if r := fx.save(target); r != c.want {
+				t.Fatalf("target re-offered: %v, want %v", r, c.want)
+			}
+			served := len(fx.query(nostr.Filter{IDs: [][32]byte{target.ID}}, 1)) == 1
+			if wantServed := c.want != Deleted; served != wantServed {
+				t.Fatalf("target served: %v, want %v", served, wantServed)
+			}
+		})
+	}
+}
+
 // model is the reference: a map and a sort, applying NIP-01/09/40 rules in
 // the plainest way.
 type model struct {
-	events  map[[32]byte]*nostr.Event
-	delIDs  map[[32]byte][32]byte
+	events map[[32]byte]*nostr.Event
+	// delIDs holds a tombstone per id and deleter: {id, pubkey}.
+	delIDs  map[[2][32]byte]bool
 	delAddr map[string]int64
+}
+
+func newModel() *model {
+	return &model{events: map[[32]byte]*nostr.Event{}, delIDs: map[[2][32]byte]bool{}, delAddr: map[string]int64{}}
 }
 
 func addrOf(e *nostr.Event) string {
@@ -237,7 +306,7 @@ func (m *model) save(e *nostr.Event, now int64) Result {
 	if _, ok := m.events[e.ID]; ok {
 		return Duplicate
 	}
-	if by, ok := m.delIDs[e.ID]; ok && by == e.PubKey {
+	if m.delIDs[[2][32]byte{e.ID, e.PubKey}] {
 		return Deleted
 	}
 	if a := addrOf(e); a != "" {
@@ -264,7 +333,7 @@ func (m *model) save(e *nostr.Event, now int64) Result {
 				var id [32]byte
 				if b, err := hex.DecodeString(t[1]); err == nil && len(b) == 32 {
 					copy(id[:], b)
-					m.delIDs[id] = e.PubKey
+					m.delIDs[[2][32]byte{id, e.PubKey}] = true
 					if old, ok := m.events[id]; ok && old.PubKey == e.PubKey && old.Kind != 5 {
 						delete(m.events, id)
 					}
@@ -335,7 +404,7 @@ func TestAgainstModel(t *testing.T) {
 				opts.segmentBytes = 2 << 10
 			}
 			fx := newFixtureWith(t, 4, opts, t.TempDir())
-			m := &model{events: map[[32]byte]*nostr.Event{}, delIDs: map[[32]byte][32]byte{}, delAddr: map[string]int64{}}
+			m := newModel()
 			var history []*nostr.Event
 			for step := range steps {
 				switch op := r.IntN(20); {
