@@ -82,14 +82,7 @@ func TestTLSBehindNginx(t *testing.T) {
 		t.Fatal("nginx is missing (apt-get install nginx-light; scripts/test.sh does)")
 	}
 	dir := t.TempDir()
-	certPEM, keyPEM := selfSignedCert(t)
-	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	certFile, keyFile, certPEM := writeSelfSignedCert(t, dir)
 
 	tlsAddr := gwFreeAddr(t)
 	// As deploy/nginx.conf's comment says to configure the node.
@@ -175,6 +168,22 @@ func TestTLSBehindNginx(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("/metrics through the proxy: %s, want 404", resp.Status)
 	}
+}
+
+// writeSelfSignedCert writes a certificate for relay.example.org and
+// 127.0.0.1 and its key into dir, for nginx, and returns the files and
+// the certificate for the client's pool.
+func writeSelfSignedCert(t *testing.T, dir string) (certFile, keyFile string, certPEM []byte) {
+	t.Helper()
+	certPEM, keyPEM := selfSignedCert(t)
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile, certPEM
 }
 
 // selfSignedCert makes a certificate for relay.example.org and 127.0.0.1.

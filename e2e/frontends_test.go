@@ -802,14 +802,7 @@ func TestFrontEndsBehindNginx(t *testing.T) {
 	fes := []*node{startFrontEnd(t, homes[0]), startFrontEnd(t, homes[1])}
 
 	dir := t.TempDir()
-	certPEM, keyPEM := selfSignedCert(t)
-	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	certFile, keyFile, certPEM := writeSelfSignedCert(t, dir)
 	tlsAddr := gwFreeAddr(t)
 	block, err := os.ReadFile(filepath.Join(moduleRoot, "deploy", "nginx-frontends.conf"))
 	if err != nil {
