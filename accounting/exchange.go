@@ -25,8 +25,10 @@ func problem(code, format string, args ...any) error {
 }
 
 // snapshot stores a closed window's figures as pending, per peer, in one
-// committed transaction.
+// committed transaction. It seals the window first: no late count
+// (meter.RecordAt) lands in it after its figures are read.
 func (s *Service) snapshot(w *meter.Window) error {
+	s.meter.Seal(w)
 	sides := w.Sides()
 	err := s.db.b.Update(func(tx *bolt.Tx) error {
 		for p, side := range sides {

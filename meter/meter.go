@@ -4,7 +4,9 @@
 // happens: Event for each event moved (sync fetch, push and lookup in
 // meshsync, gossip forwarding through GossipTracer), Record for other
 // amounts (durable placement's storage bytes, relayed circuit bytes,
-// mediation in didcomm/agent), and Start and End around a service
+// mediation in didcomm/agent), RecordAt for an amount both sides count
+// in the window of a time they agreed (a compute job's units), and Start
+// and End around a service
 // counted in seconds (a relayed circuit). Run rolls the window at each
 // UTC-aligned boundary of the clock (package accounting runs it), a count
 // made after a boundary nothing has rolled yet rolls it first, and
@@ -199,6 +201,11 @@ type Window struct {
 	// Start is the window's start (Unix seconds).
 	Start int64
 	peers sync.Map // peer.ID → *Tally
+
+	// sealMu orders RecordAt's late counts before Seal: once sealed, a
+	// closed window takes no more.
+	sealMu sync.Mutex
+	sealed bool
 }
 
 func (w *Window) tally(p peer.ID) *Tally {
@@ -242,7 +249,15 @@ type Meter struct {
 
 	closedMu sync.Mutex
 	closed   []*Window // rolled, not yet taken (TakeClosed)
+
+	unsealedMu sync.Mutex
+	unsealed   []*Window // rolled, not yet sealed (RecordAt, Seal), oldest first
 }
+
+// maxUnsealed bounds the closed windows RecordAt may still count in when
+// nothing seals them (a meter without accounting): the oldest is sealed
+// as a newer one closes.
+const maxUnsealed = 4
 
 // New returns a meter for windows of length (whole seconds, at least one)
 // that ignores service to or from self.
@@ -272,6 +287,58 @@ func (m *Meter) Record(p peer.ID, s Service, d Direction, n uint64) {
 		return
 	}
 	m.window().tally(p).counts[int(d)*int(numServices)+int(s)].Add(n)
+}
+
+// RecordAt counts n units of service s with p in the window that at falls
+// in, if that window is the open one or a closed one not yet sealed, and
+// in the open window otherwise (at in a sealed window, or after the open
+// one began and before the clock rolled it). It returns the start of the
+// window counted in.
+//
+// It is for a service two sides count at moments apart but agree a time
+// for: a compute job's units, which the executor counts as it sends its
+// result and the requester once it has judged it, each at the time the
+// executor stamped (spec/compute.md "Accounting"). Counting both in the
+// window of that time keeps an honest job out of a disputed window when a
+// boundary falls between the two counts.
+func (m *Meter) RecordAt(p peer.ID, s Service, d Direction, n uint64, at time.Time) int64 {
+	if m == nil || n == 0 || p == m.self || p == "" {
+		return 0
+	}
+	i := int(d)*int(numServices) + int(s)
+	cur := m.window()
+	if start := m.Align(at); start < cur.Start {
+		m.unsealedMu.Lock()
+		for _, w := range m.unsealed {
+			if w.Start != start {
+				continue
+			}
+			w.sealMu.Lock()
+			ok := !w.sealed
+			if ok {
+				w.tally(p).counts[i].Add(n)
+			}
+			w.sealMu.Unlock()
+			if ok {
+				m.unsealedMu.Unlock()
+				return start
+			}
+		}
+		m.unsealedMu.Unlock()
+	}
+	cur.tally(p).counts[i].Add(n)
+	return cur.Start
+}
+
+// Seal ends RecordAt's counts in a closed window: the caller seals a
+// window before it reads the window's figures for the last time.
+func (m *Meter) Seal(w *Window) {
+	w.sealMu.Lock()
+	w.sealed = true
+	w.sealMu.Unlock()
+	m.unsealedMu.Lock()
+	m.unsealed = slices.DeleteFunc(m.unsealed, func(x *Window) bool { return x == w })
+	m.unsealedMu.Unlock()
 }
 
 // Event counts one event given to or received from p, whose JSON is js:
@@ -373,6 +440,16 @@ func (m *Meter) Roll(start int64) *Window {
 	m.closedMu.Lock()
 	m.closed = append(m.closed, old)
 	m.closedMu.Unlock()
+	m.unsealedMu.Lock()
+	m.unsealed = append(m.unsealed, old)
+	var drop *Window
+	if len(m.unsealed) > maxUnsealed {
+		drop = m.unsealed[0]
+	}
+	m.unsealedMu.Unlock()
+	if drop != nil {
+		m.Seal(drop)
+	}
 	return old
 }
 

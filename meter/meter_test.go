@@ -71,6 +71,59 @@ func TestCountAfterBoundaryRolls(t *testing.T) {
 	}
 }
 
+// TestRecordAt: a count at an agreed time lands in that time's window
+// while the window is open or closed but unsealed, and in the open window
+// once it is sealed, before the meter's oldest window or after the open
+// one began; a meter nothing seals keeps at most maxUnsealed windows
+// open to it.
+func TestRecordAt(t *testing.T) {
+	clock := time.Unix(7200+3599, 0)
+	m := New("self", time.Hour, clock)
+	m.SetClock(func() time.Time { return clock })
+	at := clock // the executor's stamp, a second before the boundary
+	clock = time.Unix(10800+1, 0)
+	m.Roll(10800)
+	closed := m.TakeClosed()[0]
+	tests := []struct {
+		name string
+		at   time.Time
+		seal bool
+		want int64
+	}{
+		{"in the open window", time.Unix(10800+1, 0), false, 10800},
+		{"in the closed unsealed window", at, false, 7200},
+		{"in the future: the open window", time.Unix(14400+5, 0), false, 10800},
+		{"before any window kept: the open window", time.Unix(5, 0), false, 10800},
+		{"in the closed window once sealed: the open window", at, true, 10800},
+	}
+	for _, tt := range tests {
+		if tt.seal {
+			m.Seal(closed)
+		}
+		if got := m.RecordAt("p", ComputeUnits, Received, 800, tt.at); got != tt.want {
+			t.Errorf("%s: counted in %d, want %d", tt.name, got, tt.want)
+		}
+	}
+	if s := closed.Sides()["p"]; s.Received.ComputeUnits != 800 {
+		t.Fatalf("the closed window holds %d units, want 800", s.Received.ComputeUnits)
+	}
+	if s := m.Current().Sides()["p"]; s.Received.ComputeUnits != 4*800 {
+		t.Fatalf("the open window holds %d units, want 3200", s.Received.ComputeUnits)
+	}
+	if m.RecordAt("self", ComputeUnits, Received, 1, at) != 0 || m.RecordAt("p", ComputeUnits, Received, 0, at) != 0 {
+		t.Fatal("counted service with itself, or nothing")
+	}
+	for i := range 2 * maxUnsealed {
+		m.Roll(10800 + int64(i+1)*3600)
+	}
+	m.unsealedMu.Lock()
+	n := len(m.unsealed)
+	m.unsealedMu.Unlock()
+	if n != maxUnsealed {
+		t.Fatalf("%d unsealed windows kept, want %d", n, maxUnsealed)
+	}
+}
+
 func TestParseService(t *testing.T) {
 	for _, n := range Names() {
 		s, ok := ParseService(n)
