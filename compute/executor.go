@@ -35,7 +35,10 @@ type Runner func(ctx context.Context, module, input []byte, l Limits) (Run, erro
 // meters the units given once a run ends. Either may be nil.
 type Hooks struct {
 	Allow func(requester string, units uint64) error
-	Gave  func(requester string, units uint64)
+	// Gave meters the units of a result as given to the requester, in
+	// the window of at: the time the result carries as `metered`, which
+	// the requester counts them at too.
+	Gave func(requester string, units uint64, at time.Time)
 	// Ran is told of every run's outcome and fuel (for metrics).
 	Ran func(outcome string, fuel uint64)
 }
@@ -263,13 +266,15 @@ func (e *Executor) reveal(m *didcomm.Message) (*didcomm.Message, error) {
 		return nil, err
 	}
 	e.forget(b.JobID)
-	// The units are given as the result goes out, when the requester
-	// counts them too, so both count them in the same window.
+	// The units are given as the result goes out, at the time the
+	// result names: the requester counts them at that time too, so both
+	// count them in the same window however long it takes to judge.
+	at := time.Now()
 	if e.hooks.Gave != nil {
-		e.hooks.Gave(m.From, Units(run.Fuel))
+		e.hooks.Gave(m.From, Units(run.Fuel), at)
 	}
 	return Message(TypeResult, m.Thread(), Result{JobID: b.JobID, Outcome: run.Outcome, ResultHash: hex.EncodeToString(run.Hash[:]),
-		Fuel: run.Fuel, Nonce: hex.EncodeToString(nonce[:]), Sealed: sealed})
+		Fuel: run.Fuel, Nonce: hex.EncodeToString(nonce[:]), Metered: at.Unix(), Sealed: sealed})
 }
 
 func (e *Executor) forget(id string) {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"sync"
+	"time"
 
 	"fleetmesh.org/fleetmesh/compute/verify"
 	"fleetmesh.org/fleetmesh/standing"
@@ -24,10 +25,11 @@ type MarketHooks struct {
 	// Standing reads executors' standing (nil: everyone's is zero).
 	Standing standing.Reader
 	// Received meters the compute units an executor gave this node for
-	// a result this node counts. A caught executor's units are not
-	// counted, so the window's receipt with it is disputed
-	// (spec/compute.md "Accounting").
-	Received func(executor string, units uint64)
+	// a result this node counts, in the window of at: the time the
+	// executor metered them, kept within the job's own span. A caught
+	// executor's units are not counted, so the window's receipt with it
+	// is disputed (spec/compute.md "Accounting").
+	Received func(executor string, units uint64, at time.Time)
 	// Caught is told of every dispute, after the metrics count it.
 	Caught func(verify.Dispute)
 }
@@ -116,6 +118,7 @@ type Verdict struct {
 // Run runs one job on at least redundancy executors (0: the
 // configured redundancy) and returns the verdict.
 func (mk *Market) Run(ctx context.Context, job Job, redundancy int) (*Verdict, error) {
+	started := time.Now()
 	if redundancy == 0 {
 		redundancy = mk.cfg.Redundancy
 	}
@@ -204,7 +207,7 @@ func (mk *Market) Run(ctx context.Context, job Job, redundancy int) (*Verdict, e
 		if r.Revealed() {
 			rr.Outcome, rr.ResultHash, rr.Fuel = r.Outcome, hex.EncodeToString(r.Hash[:]), r.Fuel
 			if caught[r.Executor] == "" && mk.hooks.Received != nil {
-				mk.hooks.Received(r.Executor, Units(r.Fuel))
+				mk.hooks.Received(r.Executor, Units(r.Fuel), meteredAt(r.Metered, started, time.Now()))
 			}
 		} else {
 			rr.Error = r.Err.Error()
@@ -229,6 +232,20 @@ func (mk *Market) Run(ctx context.Context, job Job, redundancy int) (*Verdict, e
 	}
 	mk.m.jobs.WithLabelValues(out.Outcome).Inc()
 	return out, nil
+}
+
+// meteredAt is the time this node counts a result's units at: the time
+// the executor says it metered them, kept within the job's span as this
+// node saw it (from started to now), so an executor can move its units
+// into no window the job did not touch; now when it said none.
+func meteredAt(said, started, now time.Time) time.Time {
+	switch {
+	case said.IsZero(), said.After(now):
+		return now
+	case said.Before(started):
+		return started
+	}
+	return said
 }
 
 // resultOf is a run's result as the judge takes it: the output's hash,

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"sync"
 	"testing"
+	"time"
 
 	"fleetmesh.org/fleetmesh/compute/verify"
 	"fleetmesh.org/fleetmesh/didcomm"
@@ -53,12 +54,16 @@ func TestMarketCatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	received := map[string]uint64{}
+	receivedAt := map[string]time.Time{}
 	var caught []verify.Dispute
 	cands := []verify.Candidate{{DID: honest.key.DID()}, {DID: cheat.key.DID()}, {DID: copier.key.DID()}}
 	mk, err := NewMarket(req.key.DID(), DefaultConfig(), r, run, verify.DefaultPolicy(), MarketHooks{
 		Candidates: func() []verify.Candidate { return cands },
-		Received:   func(e string, u uint64) { received[e] += u },
-		Caught:     func(d verify.Dispute) { caught = append(caught, d) },
+		Received: func(e string, u uint64, at time.Time) {
+			received[e] += u
+			receivedAt[e] = at
+		},
+		Caught: func(d verify.Dispute) { caught = append(caught, d) },
 	}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +85,36 @@ func TestMarketCatches(t *testing.T) {
 	if received[honest.key.DID()] == 0 || received[cheat.key.DID()] != 0 || received[copier.key.DID()] != 0 {
 		t.Fatalf("units counted %v: only the honest executor's", received)
 	}
+	// The requester counts the honest units at the second the executor
+	// metered them, whenever it got round to judging.
+	stamped := false
+	for _, at := range gave.ats {
+		stamped = stamped || at.Unix() == receivedAt[honest.key.DID()].Unix()
+	}
+	if !stamped {
+		t.Fatalf("units received at %v, given at %v: want the executor's second", receivedAt[honest.key.DID()], gave.ats)
+	}
 	if got := mk.Planner().Ledger().Executor(cheat.key.DID()).Losses; got != 1 {
 		t.Fatalf("the cheat has %d losses in the ledger", got)
+	}
+}
+
+// TestMeteredAt: the time a result's units are counted at is the
+// executor's, kept within the job's span; none said, now.
+func TestMeteredAt(t *testing.T) {
+	started, now := time.Unix(1000, 0), time.Unix(1010, 0)
+	tests := []struct {
+		name       string
+		said, want time.Time
+	}{
+		{"within the job", time.Unix(1005, 0), time.Unix(1005, 0)},
+		{"none said", time.Time{}, now},
+		{"after now", time.Unix(5000, 0), now},
+		{"before the job", time.Unix(10, 0), started},
+	}
+	for _, tt := range tests {
+		if got := meteredAt(tt.said, started, now); !got.Equal(tt.want) {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 
 	"github.com/ipfs/go-cid"
 	mh "github.com/multiformats/go-multihash"
@@ -193,8 +194,12 @@ type Result struct {
 	// Fuel is the fuel the run burned.
 	Fuel uint64 `json:"fuel"`
 	// Nonce is the commitment's 32 random bytes, hex.
-	Nonce  string          `json:"nonce"`
-	Sealed json.RawMessage `json:"sealed"`
+	Nonce string `json:"nonce"`
+	// Metered is when the executor metered the run's units as given
+	// (Unix seconds; 0 or absent: not said), the time whose accounting
+	// window the requester counts them in if it falls within the job.
+	Metered int64           `json:"metered,omitempty"`
+	Sealed  json.RawMessage `json:"sealed"`
 }
 
 // Cancel is the cancel body: either party abandons the job.
@@ -364,6 +369,8 @@ type Opening struct {
 	ResultHash [32]byte
 	Fuel       uint64
 	Nonce      [32]byte
+	// Metered is the result's `metered`, the zero time when absent.
+	Metered time.Time
 }
 
 // ParseResult decodes and checks a result.
@@ -388,7 +395,13 @@ func ParseResult(m *didcomm.Message) (*Result, Opening, error) {
 	if len(b.Sealed) == 0 || b.Sealed[0] != '{' {
 		return nil, o, malformed("sealed: must be a DIDComm encrypted message (a JSON object)")
 	}
+	if b.Metered < 0 {
+		return nil, o, malformed("metered %d: must be Unix seconds, or absent", b.Metered)
+	}
 	o.Outcome, o.Fuel = b.Outcome, b.Fuel
+	if b.Metered > 0 {
+		o.Metered = time.Unix(b.Metered, 0)
+	}
 	return b, o, nil
 }
 

@@ -167,3 +167,36 @@ func FuzzOpen(f *testing.F) {
 		}
 	})
 }
+
+func TestParseResult(t *testing.T) {
+	ok := func(metered int64) Result {
+		return Result{JobID: testJob, Outcome: OutcomeOK, ResultHash: strings.Repeat("cd", 32), Nonce: strings.Repeat("01", 32), Metered: metered, Sealed: json.RawMessage(`{}`)}
+	}
+	for _, tc := range []struct {
+		name    string
+		body    Result
+		metered int64 // Unix seconds of the Opening's Metered, 0: zero time
+		err     string
+	}{
+		{"metered", ok(1_800_000_000), 1_800_000_000, ""},
+		{"metered absent", ok(0), 0, ""},
+		{"metered negative", ok(-5), 0, "metered"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, o, err := ParseResult(msg(t, TypeResult, tc.body))
+			if tc.err != "" {
+				var p *didcomm.Problem
+				if err == nil || !strings.Contains(err.Error(), tc.err) || !errors.As(err, &p) || p.Code != didcomm.CodeMalformed {
+					t.Fatalf("err %v, want a malformed problem naming %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.metered == 0 && !o.Metered.IsZero() || tc.metered != 0 && o.Metered.Unix() != tc.metered {
+				t.Fatalf("metered %v, want %d", o.Metered, tc.metered)
+			}
+		})
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"fleetmesh.org/fleetmesh/compute/sandbox"
 	"fleetmesh.org/fleetmesh/compute/verify"
@@ -121,19 +122,22 @@ func sandboxed(t testing.TB) Runner {
 	return SandboxRunner(r)
 }
 
-// tally counts the units executors gave, by requester.
+// tally counts the units executors gave, by requester, and the times
+// they were metered at.
 type tally struct {
-	mu sync.Mutex
-	m  map[string]uint64
+	mu  sync.Mutex
+	m   map[string]uint64
+	ats []time.Time
 }
 
-func (t *tally) gave(r string, u uint64) {
+func (t *tally) gave(r string, u uint64, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.m == nil {
 		t.m = map[string]uint64{}
 	}
 	t.m[r] += u
+	t.ats = append(t.ats, at)
 }
 
 func (t *tally) of(r string) uint64 {

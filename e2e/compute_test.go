@@ -416,7 +416,13 @@ func TestComputeCheatersCaught(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
-	before := standingOf(t, rh, c.did).Standing
+	honest := standingOf(t, rh, c.did)
+	before := honest.Standing
+	// Both sides count each job's units in the window of the time the
+	// executor metered them (spec/compute.md "Accounting"), so honest
+	// service is normally undisputed; a late judgement past the window's
+	// seal can still split a job, so this is reported, not required.
+	t.Logf("honest service: %+v at the requester", honest)
 	// Now it cheats.
 	c.kill()
 	c = startCheater(t, ch, r.mesh, "FLEETMESH_E2E_CHEAT=wrong")

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	manet "github.com/multiformats/go-multiaddr/net"
@@ -70,8 +71,8 @@ func openCompute(opts Options, dc *agent.Service, mp *meshPart, acct *accounting
 		Allow: func(requester string, units uint64) error {
 			return acct.allow(peerOf(requester), meter.ComputeUnits, units)
 		},
-		Gave: func(requester string, units uint64) {
-			acct.meter.Record(peerOf(requester), meter.ComputeUnits, meter.Gave, units)
+		Gave: func(requester string, units uint64, at time.Time) {
+			acct.meter.RecordAt(peerOf(requester), meter.ComputeUnits, meter.Gave, units, at)
 		},
 		Ran: m.Ran,
 	}, opts.Log)
@@ -92,8 +93,8 @@ func openCompute(opts Options, dc *agent.Service, mp *meshPart, acct *accounting
 	market, err := compute.NewMarket(opts.Key.DID(), cfg, req, run, verify.DefaultPolicy(), compute.MarketHooks{
 		Candidates: func() []verify.Candidate { return computeCandidates(mp) },
 		Standing:   acct.standing,
-		Received: func(executor string, units uint64) {
-			acct.meter.Record(peerOf(executor), meter.ComputeUnits, meter.Received, units)
+		Received: func(executor string, units uint64, at time.Time) {
+			acct.meter.RecordAt(peerOf(executor), meter.ComputeUnits, meter.Received, units, at)
 		},
 	}, m, opts.Log)
 	if err != nil {
