@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -30,12 +29,6 @@ type Options struct {
 	// Release stores an event the operator allowed out of the moderation
 	// queue (its JSON); nil leaves held events unstored.
 	Release func(ctx context.Context, evJSON []byte) error
-	// SetInfo is told the NIP-11 name, description and icon whenever the
-	// operator changes one (and once at start).
-	SetInfo func(name, description, icon string)
-	// CloseClients closes the open connections of clients inside a
-	// newly blocked prefix, returning how many.
-	CloseClients func(p netip.Prefix) int
 	// Log, if set, records every change an admin makes.
 	Log *slog.Logger
 	// Metrics, if set, counts calls.
@@ -76,11 +69,6 @@ func NewAPI(l *Lists, o Options) *API {
 	a := &API{l: l, o: o, admins: map[[32]byte]struct{}{}, now: time.Now, seen: map[[32]byte]time.Time{}}
 	for _, k := range o.Admins {
 		a.admins[k] = struct{}{}
-	}
-	if o.SetInfo != nil {
-		if n, d, i, err := l.Info(); err == nil {
-			o.SetInfo(n, d, i)
-		}
 	}
 	return a
 }
@@ -298,33 +286,33 @@ func (a *API) call(ctx context.Context, req Request) (any, error) {
 			return nil, err
 		}
 		if req.Method == "banpubkey" {
-			return true, l.BanPubkey(pk, reason)
+			return true, l.BanPubkey(ctx, pk, reason)
 		}
-		return true, l.AllowPubkey(pk, reason)
+		return true, l.AllowPubkey(ctx, pk, reason)
 	case "unbanpubkey", "unallowpubkey":
 		pk, err := req.hex32(0, "pubkey")
 		if err != nil {
 			return nil, err
 		}
 		if req.Method == "unbanpubkey" {
-			_, err = l.UnbanPubkey(pk)
+			_, err = l.UnbanPubkey(ctx, pk)
 		} else {
-			_, err = l.UnallowPubkey(pk)
+			_, err = l.UnallowPubkey(ctx, pk)
 		}
 		return true, err
 	case "listbannedpubkeys", "listallowedpubkeys":
-		b := bucketBannedPubkeys
+		b := ListBannedPubkeys
 		if req.Method == "listallowedpubkeys" {
-			b = bucketAllowedPubkeys
+			b = ListAllowedPubkeys
 		}
-		es, err := l.list(b)
+		es, err := l.list(ctx, b)
 		return rows(es, err, func(e Entry) pubkeyReason { return pubkeyReason{e.Key, e.Reason} })
 	case "banevent":
 		id, reason, err := req.keyReason("event id")
 		if err != nil {
 			return nil, err
 		}
-		if err := l.BanEvent(id, reason); err != nil {
+		if err := l.BanEvent(ctx, id, reason); err != nil {
 			return nil, err
 		}
 		if a.o.Delete != nil {
@@ -338,14 +326,14 @@ func (a *API) call(ctx context.Context, req Request) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		_, err = l.UnbanEvent(id)
+		_, err = l.UnbanEvent(ctx, id)
 		return true, err
 	case "allowevent":
 		id, reason, err := req.keyReason("event id")
 		if err != nil {
 			return nil, err
 		}
-		held, err := l.AllowEvent(id, reason)
+		held, err := l.AllowEvent(ctx, id, reason)
 		if err != nil {
 			return nil, err
 		}
@@ -360,14 +348,14 @@ func (a *API) call(ctx context.Context, req Request) (any, error) {
 		}
 		return true, nil
 	case "listbannedevents", "listallowedevents":
-		b := bucketBannedEvents
+		b := ListBannedEvents
 		if req.Method == "listallowedevents" {
-			b = bucketAllowedEvents
+			b = ListAllowedEvents
 		}
-		es, err := l.list(b)
+		es, err := l.list(ctx, b)
 		return rows(es, err, func(e Entry) idReason { return idReason{e.Key, e.Reason} })
 	case "listeventsneedingmoderation":
-		es, err := l.Held()
+		es, err := l.Held(ctx)
 		return rows(es, err, func(e Entry) idReason { return idReason{e.Key, e.Reason} })
 	case "changerelayname", "changerelaydescription", "changerelayicon":
 		v, err := req.str(0, "new value", false)
@@ -375,31 +363,21 @@ func (a *API) call(ctx context.Context, req Request) (any, error) {
 			return nil, err
 		}
 		field := map[string]string{"changerelayname": "name", "changerelaydescription": "description", "changerelayicon": "icon"}[req.Method]
-		if err := l.SetInfo(field, v); err != nil {
-			return nil, err
-		}
-		if a.o.SetInfo != nil {
-			n, d, i, err := l.Info()
-			if err != nil {
-				return nil, err
-			}
-			a.o.SetInfo(n, d, i)
-		}
-		return true, nil
+		return true, l.SetInfo(ctx, field, v)
 	case "allowkind", "disallowkind":
 		k, err := req.kind(0)
 		if err != nil {
 			return nil, err
 		}
 		if req.Method == "allowkind" {
-			return true, l.AllowKind(k)
+			return true, l.AllowKind(ctx, k)
 		}
-		return true, l.DisallowKind(k)
+		return true, l.DisallowKind(ctx, k)
 	case "listallowedkinds":
-		ks, err := l.kinds(bucketAllowedKinds)
+		ks, err := l.kinds(ctx, ListAllowedKinds)
 		return orEmpty(ks), err
 	case "listdisallowedkinds":
-		ks, err := l.kinds(bucketDisallowKinds)
+		ks, err := l.kinds(ctx, ListDisallowKinds)
 		return orEmpty(ks), err
 	case "blockip", "unblockip":
 		s, err := req.str(0, "IP address", false)
@@ -411,22 +389,16 @@ func (a *API) call(ctx context.Context, req Request) (any, error) {
 			return nil, fmt.Errorf("invalid: %s: %v", req.Method, err)
 		}
 		if req.Method == "unblockip" {
-			_, err = l.UnblockIP(p)
+			_, err = l.UnblockIP(ctx, p)
 			return true, err
 		}
 		reason, err := req.str(1, "reason", true)
 		if err != nil {
 			return nil, err
 		}
-		if err := l.BlockIP(p, reason); err != nil {
-			return nil, err
-		}
-		if a.o.CloseClients != nil {
-			a.o.CloseClients(p)
-		}
-		return true, nil
+		return true, l.BlockIP(ctx, p, reason)
 	case "listblockedips":
-		es, err := l.list(bucketBlockedIPs)
+		es, err := l.list(ctx, ListBlockedIPs)
 		return rows(es, err, func(e Entry) ipReason { return ipReason{e.Key, e.Reason} })
 	}
 	return nil, fmt.Errorf("unsupported: method %q; supportedmethods lists the ones this relay has", req.Method)
