@@ -22,36 +22,59 @@ import (
 // event of admin's with the payload hash, and returns its error field.
 func nip86(t *testing.T, n *node, admin nostr.SecretKey, method string, params ...any) error {
 	t.Helper()
-	if params == nil {
-		params = []any{}
-	}
-	body, _ := json.Marshal(map[string]any{"method": method, "params": params})
-	u := n.httpURL() + "/"
-	sum := sha256.Sum256(body)
-	ev := &nostr.Event{Kind: manage.KindHTTPAuth, CreatedAt: time.Now().Unix(), Tags: nostr.Tags{
-		{"u", u}, {"method", "POST"}, {"payload", hex.EncodeToString(sum[:])},
-	}}
-	if err := admin.Sign(ev); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), httpTimeout)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/nostr+json+rpc")
-	req.Header.Set("Authorization", "Nostr "+base64.StdEncoding.EncodeToString(ev.AppendJSON(nil)))
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("NIP-86 %s: %v", method, err)
-	}
-	defer res.Body.Close()
-	var r manage.Response
-	if err := json.NewDecoder(res.Body).Decode(&r); err != nil || res.StatusCode != http.StatusOK {
-		t.Fatalf("NIP-86 %s: status %d, answer %+v (%v)", method, res.StatusCode, r, err)
+	body := nip86Body(method, params...)
+	status, r := nip86Post(t, n, n, nip86Auth(t, admin, n, body), body)
+	if status != http.StatusOK {
+		t.Fatalf("NIP-86 %s: status %d, answer %+v", method, status, r)
 	}
 	if r.Error != "" {
 		return fmt.Errorf("NIP-86 %s: %s", method, r.Error)
 	}
 	return nil
+}
+
+func nip86Body(method string, params ...any) []byte {
+	if params == nil {
+		params = []any{}
+	}
+	body, _ := json.Marshal(map[string]any{"method": method, "params": params})
+	return body
+}
+
+// nip86Auth is a NIP-98 Authorization header of admin's for body POSTed
+// to n's relay URL.
+func nip86Auth(t *testing.T, admin nostr.SecretKey, n *node, body []byte) string {
+	t.Helper()
+	sum := sha256.Sum256(body)
+	ev := &nostr.Event{Kind: manage.KindHTTPAuth, CreatedAt: time.Now().Unix(), Tags: nostr.Tags{
+		{"u", n.httpURL() + "/"}, {"method", "POST"}, {"payload", hex.EncodeToString(sum[:])},
+	}}
+	if err := admin.Sign(ev); err != nil {
+		t.Fatal(err)
+	}
+	return "Nostr " + base64.StdEncoding.EncodeToString(ev.AppendJSON(nil))
+}
+
+// nip86Post POSTs a NIP-86 body to front-end to, with the Host header of
+// front-end as, as a load balancer in front of both would forward it.
+func nip86Post(t *testing.T, to, as *node, auth string, body []byte) (int, manage.Response) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), httpTimeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, to.httpURL()+"/", bytes.NewReader(body))
+	req.Host = strings.TrimPrefix(as.httpURL(), "http://")
+	req.Header.Set("Content-Type", "application/nostr+json+rpc")
+	req.Header.Set("Authorization", auth)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("NIP-86 POST: %v", err)
+	}
+	defer res.Body.Close()
+	var r manage.Response
+	if err := json.NewDecoder(res.Body).Decode(&r); err != nil {
+		t.Fatalf("NIP-86 answer (status %d) is not JSON: %v", res.StatusCode, err)
+	}
+	return res.StatusCode, r
 }
 
 // publishAs publishes a fresh kind 1 event of u at url and returns the
@@ -83,7 +106,8 @@ func publishAs(t *testing.T, url string, u *user, what string) okMessage {
 // pubkey banned through front-end A is refused with blocked: at B, an
 // address blocked through A has its open connection at B closed and its
 // new ones refused, and the relay name changed through A is B's NIP-11
-// name, each within a bounded wait.
+// name, each within a bounded wait; an authorization used at A is
+// refused at B.
 func TestFrontEndsShareLists(t *testing.T) {
 	needBinary(t)
 	url := frontEndsDB(t)
@@ -181,6 +205,19 @@ func TestFrontEndsShareLists(t *testing.T) {
 			}
 			return nil
 		})
+	})
+
+	// Behind one load balancer the front-ends share a URL: an
+	// authorization taken at A is refused when sent again to B.
+	t.Run("authorization used once", func(t *testing.T) {
+		body := nip86Body("listbannedpubkeys")
+		auth := nip86Auth(t, admin, a, body)
+		if st, r := nip86Post(t, a, a, auth, body); st != http.StatusOK || r.Error != "" {
+			t.Fatalf("first use at A: %d %+v", st, r)
+		}
+		if st, r := nip86Post(t, b, a, auth, body); st != http.StatusUnauthorized || !strings.Contains(r.Error, "already used") {
+			t.Fatalf("the same authorization again, at B: %d %+v, want 401", st, r)
+		}
 	})
 
 	t.Run("relay name", func(t *testing.T) {

@@ -29,6 +29,11 @@ type Options struct {
 	// Release stores an event the operator allowed out of the moderation
 	// queue (its JSON); nil leaves held events unstored.
 	Release func(ctx context.Context, evJSON []byte) error
+	// Used remembers the authorizations already used (nil: this
+	// process's memory, up to maxSeenAuth). Front-ends sharing one
+	// database share it (pgstore.ManageLists), so an authorization used
+	// at one is refused at every other.
+	Used AuthMemory
 	// Log, if set, records every change an admin makes.
 	Log *slog.Logger
 	// Metrics, if set, counts calls.
@@ -44,15 +49,50 @@ const DefaultMaxBodyBytes = 64 << 10
 // maxSeenAuth bounds the replay cache of authorization event ids.
 const maxSeenAuth = 10_000
 
+// AuthMemory remembers the NIP-98 authorization events already used, so
+// that none is accepted twice.
+type AuthMemory interface {
+	// Use records id, an authorization made at made, and reports whether
+	// it was not recorded before. It may forget ids made more than window
+	// before now: CheckAuth refuses those anyway.
+	Use(ctx context.Context, id [32]byte, made, now time.Time, window time.Duration) (fresh bool, err error)
+}
+
+// memoryAuth is an AuthMemory in this process's memory, bounded by
+// maxSeenAuth.
+type memoryAuth struct {
+	mu   sync.Mutex
+	seen map[[32]byte]time.Time // NIP-98 event ids used, until they go stale
+}
+
+// Use implements AuthMemory. When it holds maxSeenAuth ids still fresh it
+// refuses every new one until some age out.
+func (m *memoryAuth) Use(_ context.Context, id [32]byte, made, now time.Time, window time.Duration) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, used := m.seen[id]; used {
+		return false, nil
+	}
+	if len(m.seen) >= maxSeenAuth {
+		for k, t := range m.seen {
+			if now.Sub(t) > window {
+				delete(m.seen, k)
+			}
+		}
+		if len(m.seen) >= maxSeenAuth {
+			return false, nil
+		}
+	}
+	m.seen[id] = made
+	return true, nil
+}
+
 // API serves NIP-86 over the lists.
 type API struct {
 	l      *Lists
 	o      Options
 	admins map[[32]byte]struct{}
 	now    func() time.Time
-
-	mu   sync.Mutex
-	seen map[[32]byte]time.Time // NIP-98 event ids used, until they go stale
 }
 
 // NewAPI makes the API over l.
@@ -66,7 +106,10 @@ func NewAPI(l *Lists, o Options) *API {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	a := &API{l: l, o: o, admins: map[[32]byte]struct{}{}, now: time.Now, seen: map[[32]byte]time.Time{}}
+	if o.Used == nil {
+		o.Used = &memoryAuth{seen: map[[32]byte]time.Time{}}
+	}
+	a := &API{l: l, o: o, admins: map[[32]byte]struct{}{}, now: time.Now}
 	for _, k := range o.Admins {
 		a.admins[k] = struct{}{}
 	}
@@ -119,7 +162,12 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.answer(w, http.StatusForbidden, "", Response{Error: msg})
 		return
 	}
-	if !a.fresh(ev.ID, time.Unix(ev.CreatedAt, 0)) {
+	fresh, err := a.o.Used.Use(r.Context(), ev.ID, time.Unix(ev.CreatedAt, 0), a.now(), a.o.AuthWindow)
+	if err != nil {
+		a.answer(w, http.StatusServiceUnavailable, "", Response{Error: "error: checking whether this authorization was used before failed; try again: " + err.Error()})
+		return
+	}
+	if !fresh {
 		w.Header().Set("WWW-Authenticate", "Nostr")
 		a.answer(w, http.StatusUnauthorized, "", Response{Error: "auth-required: this authorization event was already used; sign a fresh one for each request"})
 		return
@@ -144,30 +192,6 @@ func (a *API) answer(w http.ResponseWriter, status int, method string, resp Resp
 	}
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(resp)
-}
-
-// fresh records an authorization event's id and reports whether it was
-// not used before. Ids are forgotten once their event is too old to pass
-// CheckAuth anyway.
-func (a *API) fresh(id [32]byte, made time.Time) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	now := a.now()
-	if _, used := a.seen[id]; used {
-		return false
-	}
-	if len(a.seen) >= maxSeenAuth {
-		for k, t := range a.seen {
-			if now.Sub(t) > a.o.AuthWindow {
-				delete(a.seen, k)
-			}
-		}
-		if len(a.seen) >= maxSeenAuth {
-			return false
-		}
-	}
-	a.seen[id] = made
-	return true
 }
 
 // RequestURL is the URL a client names in a NIP-98 u tag for r, as far

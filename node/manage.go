@@ -25,10 +25,12 @@ func openManage(opts Options, st EventStore, pg *pgstore.Store, rl *relay.Relay,
 	}
 	var (
 		ls   manage.ListStore
+		used manage.AuthMemory
 		file *manage.FileStore
 	)
 	if pg != nil {
-		ls = pg.ManageLists()
+		shared := pg.ManageLists()
+		ls, used = shared, shared
 	} else {
 		if file, err = manage.OpenFile(opts.Home.Path(".")); err != nil {
 			return nil, nil, err
@@ -68,6 +70,7 @@ func openManage(opts Options, st EventStore, pg *pgstore.Store, rl *relay.Relay,
 			_, err := rl.AddEvent(ctx, &ev, relay.FromClient)
 			return err
 		},
+		Used:    used,
 		Log:     opts.Log,
 		Metrics: m,
 	})

@@ -52,6 +52,8 @@
 //	    the lists, in its transaction, which also NOTIFYs
 //	    fleetmesh_manage; each front-end reloads its view of the lists
 //	    when the version it reads (on the NOTIFY, and every poll) moved
+//	manage_auth_used(id, made)         NIP-98 authorizations the NIP-86
+//	    API took, so none is taken twice at any front-end
 //
 // # One winner per slot, across processes
 //

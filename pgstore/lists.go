@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -25,7 +26,10 @@ type ManageLists struct {
 	s *Store
 }
 
-var _ manage.ListStore = (*ManageLists)(nil)
+var (
+	_ manage.ListStore  = (*ManageLists)(nil)
+	_ manage.AuthMemory = (*ManageLists)(nil)
+)
 
 // ManageLists returns the operator's lists kept in s's database.
 func (s *Store) ManageLists() *ManageLists { return &ManageLists{s: s} }
@@ -179,4 +183,17 @@ func (m *ManageLists) Changed() <-chan struct{} {
 	s.wakeMu.Lock()
 	defer s.wakeMu.Unlock()
 	return s.listsCh
+}
+
+// Use implements manage.AuthMemory in the table manage_auth_used, shared by
+// the front-ends: an authorization taken at one is refused at the others.
+// Each call first deletes the rows made more than window before now.
+func (m *ManageLists) Use(ctx context.Context, id [32]byte, made, now time.Time, window time.Duration) (fresh bool, err error) {
+	tag, err := m.s.pool.Exec(ctx, `WITH old AS (DELETE FROM fleetmesh.manage_auth_used WHERE made < $3)
+		INSERT INTO fleetmesh.manage_auth_used (id, made) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`,
+		id[:], made.Unix(), now.Add(-window).Unix())
+	if err != nil {
+		return false, fmt.Errorf("pgstore: NIP-98 authorizations used: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
 }

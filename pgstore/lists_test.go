@@ -226,3 +226,45 @@ func TestCopyListsFromFile(t *testing.T) {
 		t.Fatalf("%d rows after copying twice (%v), want 4", rows, err)
 	}
 }
+
+// TestManageAuthUsedShared: a NIP-98 authorization taken at one front-end
+// is refused at another, and forgotten once older than the window.
+func TestManageAuthUsedShared(t *testing.T) {
+	url := pgtest.Database(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var ms []*ManageLists
+	for range 2 {
+		s, err := Open(ctx, url, Options{SweepEvery: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		ms = append(ms, s.ManageLists())
+	}
+	now := time.Unix(1_800_000_000, 0)
+	const window = time.Minute
+	for _, tc := range []struct {
+		name  string
+		at    int
+		id    byte
+		made  time.Time
+		now   time.Time
+		fresh bool
+	}{
+		{"first use", 0, 1, now, now, true},
+		{"again at the other front-end", 1, 1, now, now.Add(time.Second), false},
+		{"again at the first", 0, 1, now, now.Add(2 * time.Second), false},
+		{"another id", 1, 2, now, now.Add(3 * time.Second), true},
+		{"a third id, later: the first two are forgotten", 0, 3, now.Add(2 * window), now.Add(2 * window), true},
+	} {
+		fresh, err := ms[tc.at].Use(ctx, [32]byte{tc.id}, tc.made, tc.now, window)
+		if err != nil || fresh != tc.fresh {
+			t.Fatalf("%s: fresh %v (%v), want %v", tc.name, fresh, err, tc.fresh)
+		}
+	}
+	var rows int
+	if err := ms[0].s.pool.QueryRow(ctx, "SELECT count(*) FROM fleetmesh.manage_auth_used").Scan(&rows); err != nil || rows != 1 {
+		t.Fatalf("%d authorizations remembered (%v), want 1: the stale ones deleted", rows, err)
+	}
+}

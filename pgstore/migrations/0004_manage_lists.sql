@@ -17,3 +17,11 @@ CREATE TABLE fleetmesh.manage_head (
 	version bigint NOT NULL
 );
 INSERT INTO fleetmesh.manage_head (version) VALUES (0);
+
+-- The NIP-98 authorizations the NIP-86 API has taken, so one used at a
+-- front-end is refused at every other; rows older than the API's window
+-- are deleted as new ones come.
+CREATE TABLE fleetmesh.manage_auth_used (
+	id   bytea  PRIMARY KEY,
+	made bigint NOT NULL
+);
