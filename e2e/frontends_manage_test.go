@@ -81,23 +81,17 @@ func nip86Post(t *testing.T, to, as *node, auth string, body []byte) (int, manag
 // relay's OK.
 func publishAs(t *testing.T, url string, u *user, what string) okMessage {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := dial(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	ev, err := u.sign(1, randomContent(what), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	ok, err := publishOne(c, ev)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	oks, err := gwPublish(ctx, url, []*event{ev})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ok
+	return oks[ev.ID]
 }
 
 // TestFrontEndsShareLists: the operator's NIP-86 lists hold at every
