@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/hex"
 	"log/slog"
-	"os"
 	"testing"
 	"time"
 
 	"fleetmesh.org/fleetmesh/config"
-	"fleetmesh.org/fleetmesh/config/setting"
 	"fleetmesh.org/fleetmesh/label"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/relay"
@@ -20,38 +18,11 @@ import (
 // NIP-86 moderation queue (listeventsneedingmoderation), once however
 // often they arrive; events of other authors are not listed.
 func TestHeldEventsReachModeration(t *testing.T) {
-	h := Home{Dir: t.TempDir()}
-	key, _, err := Init(h, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(h.ConfigPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Relay.Listen = "127.0.0.1:0"
-	cfg.Mesh.Listen, cfg.Mesh.Bootstrap, cfg.Mesh.MDNS, cfg.Mesh.DHT = []string{"/ip4/127.0.0.1/tcp/0"}, nil, setting.Off, "off"
-	cfg.Iroh.Enabled = false
-	cfg.Labels.Policy = label.ActionHold
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan struct{}, 1)
-	n, err := Open(Options{Home: h, Config: cfg, Key: key, Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Ready: func(string) { ready <- struct{}{} }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Serve(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	<-ready
+	n, key, _ := serveNode(t, slog.LevelWarn, func(cfg *config.Config) {
+		cfg.Iroh.Enabled = false
+		cfg.Labels.Policy = label.ActionHold
+	})
+	ctx := context.Background()
 
 	spammer, _ := nostr.GenerateSecretKey()
 	pk := spammer.PubKey()
