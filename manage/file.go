@@ -86,6 +86,31 @@ func (f *FileStore) Put(_ context.Context, list string, key, value []byte, max i
 	return cleared, err
 }
 
+// PutNew implements ListStore.
+func (f *FileStore) PutNew(_ context.Context, list string, key, value []byte, max int, unless ...string) (added bool, err error) {
+	err = f.db.Update(func(tx *bolt.Tx) error {
+		for _, u := range unless {
+			o, err := bucket(tx, u)
+			if err != nil {
+				return err
+			}
+			if o.Get(key) != nil {
+				return nil
+			}
+		}
+		bk, err := bucket(tx, list)
+		if err != nil {
+			return err
+		}
+		if max > 0 && bk.Get(key) == nil && bk.Stats().KeyN >= max {
+			return fmt.Errorf("%w: %s holds %d entries, the limit (max_entries); remove some first", ErrFull, list, max)
+		}
+		added = true
+		return bk.Put(key, value)
+	})
+	return added, err
+}
+
 // Delete implements ListStore.
 func (f *FileStore) Delete(_ context.Context, list string, key []byte) (found bool, err error) {
 	err = f.db.Update(func(tx *bolt.Tx) error {

@@ -67,10 +67,13 @@ type snapshot struct {
 	bannedPubkeys  map[[32]byte]string
 	allowedPubkeys map[[32]byte]struct{}
 	bannedEvents   map[[32]byte]string
-	allowedKinds   map[int]struct{}
-	disallowKinds  map[int]struct{}
-	blocked        []blockedPrefix
-	info           [3]string // name, description, icon
+	// queued are the events allowed or held for moderation: Hold leaves
+	// them, and banned ones, as they are without asking the store.
+	queued        map[[32]byte]struct{}
+	allowedKinds  map[int]struct{}
+	disallowKinds map[int]struct{}
+	blocked       []blockedPrefix
+	info          [3]string // name, description, icon
 }
 
 type blockedPrefix struct {
@@ -192,6 +195,7 @@ func (l *Lists) reload(ctx context.Context) error {
 		bannedPubkeys:  map[[32]byte]string{},
 		allowedPubkeys: map[[32]byte]struct{}{},
 		bannedEvents:   map[[32]byte]string{},
+		queued:         map[[32]byte]struct{}{},
 		allowedKinds:   map[int]struct{}{},
 		disallowKinds:  map[int]struct{}{},
 	}
@@ -210,7 +214,7 @@ func (l *Lists) reload(ctx context.Context) error {
 	}
 	v, err := l.st.Load(ctx, func(list string, k, v []byte) error {
 		switch list {
-		case ListBannedPubkeys, ListAllowedPubkeys, ListBannedEvents:
+		case ListBannedPubkeys, ListAllowedPubkeys, ListBannedEvents, ListAllowedEvents, ListHeldEvents:
 			id, err := hexKey(list, k)
 			if err != nil {
 				return err
@@ -220,8 +224,10 @@ func (l *Lists) reload(ctx context.Context) error {
 				s.bannedPubkeys[id] = string(v)
 			case ListAllowedPubkeys:
 				s.allowedPubkeys[id] = struct{}{}
-			default:
+			case ListBannedEvents:
 				s.bannedEvents[id] = string(v)
+			default:
+				s.queued[id] = struct{}{}
 			}
 		case ListAllowedKinds, ListDisallowKinds:
 			n, err := kind(list, k)
@@ -399,8 +405,17 @@ type heldEvent struct {
 // Hold puts an event in the moderation queue (NIP-86
 // listeventsneedingmoderation) with why it was held; allowevent releases
 // it, banevent drops it. evJSON is the event's JSON. A policy that holds
-// events for review calls it.
+// events for review calls it, as often as the event arrives: an event
+// already queued, allowed or banned is left as it is, without a write
+// (and, when this view knows of it, without asking the store).
 func (l *Lists) Hold(ctx context.Context, id [32]byte, evJSON []byte, reason string) error {
+	s := l.cur.Load()
+	if _, ok := s.queued[id]; ok {
+		return nil
+	}
+	if _, ok := s.bannedEvents[id]; ok {
+		return nil
+	}
 	r, err := l.reason(reason)
 	if err != nil {
 		return err
@@ -409,8 +424,11 @@ func (l *Lists) Hold(ctx context.Context, id [32]byte, evJSON []byte, reason str
 	if err != nil {
 		return err
 	}
-	_, err = l.put(ctx, ListHeldEvents, hexKey(id), string(v))
-	return err
+	added, err := l.st.PutNew(ctx, ListHeldEvents, hexKey(id), v, l.lim.MaxEntries, ListHeldEvents, ListAllowedEvents, ListBannedEvents)
+	if err != nil || !added {
+		return err
+	}
+	return l.rebuild(ctx)
 }
 
 // Held lists the events needing moderation, with their reasons.

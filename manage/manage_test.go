@@ -428,3 +428,36 @@ func FuzzDecodeRequest(f *testing.F) {
 		api.call(context.Background(), req) // must not panic
 	})
 }
+
+// TestHoldOnce: an event held again stays queued once; one the operator
+// allowed or banned is not queued again.
+func TestHoldOnce(t *testing.T) {
+	ctx := context.Background()
+	l := openLists(t, t.TempDir(), ListOptions{})
+	ids := [3][32]byte{{1}, {2}, {3}}
+	for _, err := range []error{
+		l.Hold(ctx, ids[0], []byte(`{}`), "first"),
+		l.Hold(ctx, ids[0], []byte(`{}`), "second"),
+		l.Hold(ctx, ids[1], []byte(`{}`), "x"),
+		l.Hold(ctx, ids[2], []byte(`{}`), "x"),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.AllowEvent(ctx, ids[1], ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.BanEvent(ctx, ids[2], ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids[1:] {
+		if err := l.Hold(ctx, id, []byte(`{}`), "again"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held, err := l.Held(ctx)
+	if err != nil || len(held) != 1 || held[0].Reason != "first" {
+		t.Fatalf("held = %+v (%v), want only the first event, with its first reason", held, err)
+	}
+}

@@ -41,6 +41,10 @@ type ListStore interface {
 	// entries and not key is left as it is and Put returns an error
 	// wrapping ErrFull.
 	Put(ctx context.Context, list string, key, value []byte, max int, clear ...string) (cleared [][]byte, err error)
+	// PutNew sets key's value in list only if key is in none of the
+	// lists of unless (name list among them to leave an entry as it is),
+	// in one transaction, and reports whether it did; max as for Put.
+	PutNew(ctx context.Context, list string, key, value []byte, max int, unless ...string) (added bool, err error)
 	// Delete removes key from list and reports whether it was there.
 	Delete(ctx context.Context, list string, key []byte) (found bool, err error)
 	// Entries calls fn for each entry of list, in key order. Here and in

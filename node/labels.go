@@ -17,6 +17,7 @@ import (
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/internal/nostrkey"
 	"fleetmesh.org/fleetmesh/label"
+	"fleetmesh.org/fleetmesh/manage"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/receipt"
 	"fleetmesh.org/fleetmesh/relay"
@@ -39,23 +40,46 @@ type labelsPart struct {
 	st   EventStore
 	acct *accounting.Service
 	log  *slog.Logger
+	// held carries the events the policy holds to the operator's NIP-86
+	// moderation queue, written off the event path (a disk write per
+	// held event would let a flood of one labelled author's events
+	// cost a write each); when full, an event is listed only in
+	// `fleetmesh why --held`.
+	held  chan heldEvent
+	lists *manage.Lists
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
-func openLabels(opts Options, rl *relay.Relay, st EventStore, ap *accountingPart, reg prometheus.Registerer) (*labelsPart, error) {
+// heldEvent is an event held for review and why.
+type heldEvent struct {
+	ev  *nostr.Event
+	why string
+}
+
+// heldQueue bounds the held events waiting for the moderation queue's
+// write.
+const heldQueue = 256
+
+func openLabels(opts Options, rl *relay.Relay, st EventStore, ap *accountingPart, lists *manage.Lists, reg prometheus.Registerer) (*labelsPart, error) {
 	sk, _, err := nostrkey.LoadOrCreate(opts.Home.Path(LabelKeyFile), "labels: label key")
 	if err != nil {
 		return nil, err
 	}
-	lp := &labelsPart{key: opts.Key, sk: sk, rl: rl, st: st, acct: ap.s, log: opts.Log}
+	lp := &labelsPart{key: opts.Key, sk: sk, rl: rl, st: st, acct: ap.s, log: opts.Log, held: make(chan heldEvent, heldQueue), lists: lists}
 	lp.p, err = label.NewPolicy(opts.Config.Labels, label.Options{
 		Self:     opts.Key.DID(),
 		Standing: rawReader{ap.standing},
 		Resolved: ap.standing.resolved,
 		Evict:    lp.evict,
-		Metrics:  label.NewMetrics(reg),
+		Held: func(ev *nostr.Event, why string) {
+			select {
+			case lp.held <- heldEvent{ev, why}:
+			default:
+			}
+		},
+		Metrics: label.NewMetrics(reg),
 	})
 	if err != nil {
 		return nil, err
@@ -125,6 +149,33 @@ func (lp *labelsPart) start() {
 			}
 		}
 	}()
+	lp.wg.Add(1)
+	go func() {
+		defer lp.wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case h := <-lp.held:
+				lp.queue(ctx, h)
+			}
+		}
+	}()
+}
+
+// queue puts a held event in the NIP-86 moderation queue
+// (listeventsneedingmoderation); allowevent releases it there.
+func (lp *labelsPart) queue(ctx context.Context, h heldEvent) {
+	js, err := h.ev.MarshalJSON()
+	if err == nil {
+		err = lp.lists.Hold(ctx, h.ev.ID, js, "labels: "+h.why)
+	}
+	switch {
+	case errors.Is(err, manage.ErrFull):
+		lp.log.Debug("labels: the moderation queue is full", "id", h.ev.IDHex())
+	case err != nil:
+		lp.log.Warn("labels: queueing a held event for moderation", "id", h.ev.IDHex(), "err", err)
+	}
 }
 
 func (lp *labelsPart) close() {

@@ -290,7 +290,7 @@ func Open(opts Options) (*Node, error) {
 		}
 		mp.rounds.SetPrefer(acct.standing.trusted)
 		mp.m.SetStanding(acct.standing.score)
-		if labels, err = openLabels(opts, rl, st, acct, reg); err != nil {
+		if labels, err = openLabels(opts, rl, st, acct, lists, reg); err != nil {
 			return nil, err
 		}
 		if cp, err = openCompute(opts, dc, mp, acct, rl, st, reg); err != nil {

@@ -55,16 +55,8 @@ func (m *ManageLists) change(ctx context.Context, fn func(tx pgx.Tx) error) erro
 // Put implements manage.ListStore.
 func (m *ManageLists) Put(ctx context.Context, list string, key, value []byte, max int, clear ...string) (cleared [][]byte, err error) {
 	err = m.change(ctx, func(tx pgx.Tx) error {
-		if max > 0 {
-			var have bool
-			var n int
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM fleetmesh.manage_lists WHERE list = $1 AND key = $2),
-				(SELECT count(*) FROM fleetmesh.manage_lists WHERE list = $1)`, list, key).Scan(&have, &n); err != nil {
-				return err
-			}
-			if !have && n >= max {
-				return fmt.Errorf("%w: %s holds %d entries, the limit (max_entries); remove some first", manage.ErrFull, list, max)
-			}
+		if err := m.checkFull(ctx, tx, list, key, max); err != nil {
+			return err
 		}
 		cleared = make([][]byte, len(clear))
 		for i, c := range clear {
@@ -81,6 +73,51 @@ func (m *ManageLists) Put(ctx context.Context, list string, key, value []byte, m
 		return nil, fmt.Errorf("pgstore: manage list %s: %w", list, err)
 	}
 	return cleared, nil
+}
+
+// PutNew implements manage.ListStore. Finding key in one of unless
+// changes nothing, so it does not move the version.
+func (m *ManageLists) PutNew(ctx context.Context, list string, key, value []byte, max int, unless ...string) (added bool, err error) {
+	err = m.change(ctx, func(tx pgx.Tx) error {
+		var there bool
+		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM fleetmesh.manage_lists WHERE list = ANY ($1) AND key = $2)", unless, key).Scan(&there); err != nil {
+			return err
+		}
+		if there {
+			return errNothing
+		}
+		if err := m.checkFull(ctx, tx, list, key, max); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "INSERT INTO fleetmesh.manage_lists (list, key, value) VALUES ($1, $2, $3)", list, key, value)
+		added = err == nil
+		return err
+	})
+	if errors.Is(err, errNothing) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("pgstore: manage list %s: %w", list, err)
+	}
+	return added, nil
+}
+
+// checkFull returns an error wrapping manage.ErrFull if list holds max
+// entries (max > 0) and not key.
+func (m *ManageLists) checkFull(ctx context.Context, tx pgx.Tx, list string, key []byte, max int) error {
+	if max <= 0 {
+		return nil
+	}
+	var have bool
+	var n int
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM fleetmesh.manage_lists WHERE list = $1 AND key = $2),
+		(SELECT count(*) FROM fleetmesh.manage_lists WHERE list = $1)`, list, key).Scan(&have, &n); err != nil {
+		return err
+	}
+	if !have && n >= max {
+		return fmt.Errorf("%w: %s holds %d entries, the limit (max_entries); remove some first", manage.ErrFull, list, max)
+	}
+	return nil
 }
 
 // Delete implements manage.ListStore. Removing what is not there changes

@@ -268,3 +268,38 @@ func TestManageAuthUsedShared(t *testing.T) {
 		t.Fatalf("%d authorizations remembered (%v), want 1: the stale ones deleted", rows, err)
 	}
 }
+
+// TestManageHoldShared: an event another front-end allowed is not queued
+// for moderation again, even by a front-end whose view has not heard of
+// the allow: the store's check, not the view's, decides.
+func TestManageHoldShared(t *testing.T) {
+	url := pgtest.Database(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := Open(ctx, url, Options{SweepEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a := openFrontLists(t, s, manage.ListOptions{Poll: time.Hour}).l
+	id := [32]byte{7}
+	// The allow is written with no version change and no NOTIFY, so a's
+	// view never learns of it.
+	if _, err := s.pool.Exec(ctx, "INSERT INTO fleetmesh.manage_lists (list, key, value) VALUES ($1, $2, '')",
+		manage.ListAllowedEvents, fmt.Sprintf("%x", id)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Hold(ctx, id, []byte(`{}`), "labels: spam"); err != nil {
+		t.Fatal(err)
+	}
+	held, err := a.Held(ctx)
+	if err != nil || len(held) != 0 {
+		t.Fatalf("an allowed event held again: the queue is %+v (%v), want empty", held, err)
+	}
+	if err := a.Hold(ctx, [32]byte{8}, []byte(`{}`), "labels: spam"); err != nil {
+		t.Fatal(err)
+	}
+	if held, err = a.Held(ctx); err != nil || len(held) != 1 {
+		t.Fatalf("another event held: the queue is %+v (%v), want it alone", held, err)
+	}
+}
