@@ -52,16 +52,18 @@ func openFrontLists(t *testing.T, s *Store, o manage.ListOptions) *frontLists {
 // error after a generous bound (the lists' poll is far shorter).
 func within(t *testing.T, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	start := time.Now()
+	deadline := start.Add(30 * time.Second)
 	for {
 		err := check()
 		if err == nil {
+			t.Logf("%s: after %s", what, time.Since(start).Round(time.Millisecond))
 			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: %v", what, err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
