@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,13 +17,17 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"fleetmesh.org/fleetmesh/internal/pgtest"
 )
 
 // scaleOut turns on TestScaleOut, the measurement behind
-// docs/benchmarks/scale-out.md; scaleOutEvents sizes it.
+// docs/benchmarks/scale-out.md; scaleOutEvents sizes it and
+// scaleOutOrder names the set-ups and the order they run in.
 var (
 	scaleOut       = flag.Bool("scaleout", false, "run TestScaleOut, the front-end cost and parity measurement (docs/benchmarks/scale-out.md)")
 	scaleOutEvents = flag.Int("scaleout.events", 5000, "TestScaleOut: events published per set-up")
+	scaleOutOrder  = flag.String("scaleout.order", "pebble,khatru,postgres1,postgres3", "TestScaleOut: the set-ups, in the order they run: pebble, khatru (khatru on eventstore's PostgreSQL backend), postgres1, postgres3 (fleetmesh front-ends over PostgreSQL)")
 )
 
 // scaleOutResult is one set-up's figures.
@@ -39,47 +44,145 @@ type scaleOutResult struct {
 	IdleCPUPct    float64 `json:"idle_cpu_percent"`
 }
 
+// scaleOutSetUp is a relay set-up under measurement: its client URLs
+// and the PIDs of its relay processes.
+type scaleOutSetUp struct {
+	urls []string
+	pids []int
+}
+
 // TestScaleOut measures, on this machine and in one run, a Pebble node,
-// one front-end over PostgreSQL and three: ingest (16 clients, one EVENT
-// at a time each, spread over the front-ends), REQ latency to EOSE over
-// a mix of filters, the delay from an OK at one front-end to the event at
-// a subscription on another, CPU-seconds per 1,000 events of the relay
-// processes and of PostgreSQL, and the CPU an idle set-up uses. Run it
-// without -race:
+// khatru v0.17.4 on eventstore's PostgreSQL backend (bench/cmd/khatru-relay
+// --postgres), one fleetmesh front-end over PostgreSQL and three: ingest
+// (16 clients, one EVENT at a time each, spread over the front-ends), REQ
+// latency to EOSE over a mix of filters, the delay from an OK at one
+// front-end to the event at a subscription on another, CPU-seconds per
+// 1,000 events of the relay processes and of PostgreSQL, and the CPU an
+// idle set-up uses. The PostgreSQL set-ups share one server (internal/
+// pgtest), each on a database of its own. Run it without -race:
 //
-//	go test -count=1 -run TestScaleOut -scaleout -scaleout.events 5000 -v ./e2e/
+//	go test -count=1 -run TestScaleOut -v ./e2e/ -args -scaleout -scaleout.events 5000
 func TestScaleOut(t *testing.T) {
 	if !*scaleOut {
 		t.Skip("a measurement, not a check: -scaleout runs it (docs/benchmarks/scale-out.md)")
 	}
 	needBinary(t)
 	n := *scaleOutEvents
-	var results []scaleOutResult
+	order := strings.Split(*scaleOutOrder, ",")
+	var khatruBin string
+	if slices.Contains(order, "khatru") {
+		khatruBin = khatruRelayBin(t)
+	}
 
-	pebbleHome := newHome(t, nodeConfig(map[string]string{"max_limit": "100000",
-		"req_ms_per_second": "1000000", "ip_req_ms_per_second": "1000000", "req_rows_per_second": "100000000", "ip_req_rows_per_second": "100000000"}))
-	pn := startFrontEnd(t, pebbleHome)
-	results = append(results, measureSetUp(t, "pebble", []*node{pn}, nil, n))
-	pn.stop()
-
-	for _, count := range []int{1, 3} {
-		url := frontEndsDB(t)
-		homes := frontEndHomes(t, url, count, "")
-		var fes []*node
-		for _, h := range homes {
-			fes = append(fes, startFrontEnd(t, h))
+	srv, err := pgtest.Start(pgtest.Options{})
+	if err != nil {
+		t.Fatalf("PostgreSQL for the scale-out measurement (apt-get install postgresql): %v", err)
+	}
+	t.Cleanup(func() { srv.Stop() })
+	dbPIDs := postgresPIDs(t, srv.URL("postgres"))
+	newDB := func() string {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		url, err := srv.CreateDatabase(ctx)
+		if err != nil {
+			t.Fatal(err)
 		}
-		results = append(results, measureSetUp(t, fmt.Sprintf("postgres, %d front-end(s)", count), fes, postgresPIDs(t, url), n))
-		for _, fe := range fes {
-			fe.stop()
+		return url
+	}
+
+	var results []scaleOutResult
+	for _, name := range order {
+		switch name {
+		case "pebble":
+			home := newHome(t, nodeConfig(map[string]string{"max_limit": "100000",
+				"req_ms_per_second": "1000000", "ip_req_ms_per_second": "1000000", "req_rows_per_second": "100000000", "ip_req_rows_per_second": "100000000"}))
+			pn := startFrontEnd(t, home)
+			results = append(results, measureSetUp(t, "pebble", frontEndSetUp(pn), nil, n))
+			pn.stop()
+		case "khatru":
+			p := gwStart(t, "khatru-relay", khatruBin, "--postgres", newDB())
+			results = append(results, measureSetUp(t, "khatru, eventstore postgres", scaleOutSetUp{urls: []string{p.url}, pids: []int{p.cmd.Process.Pid}}, dbPIDs, n))
+			p.stop(t)
+		case "postgres1", "postgres3":
+			count := int(name[len(name)-1] - '0')
+			homes := frontEndHomes(t, newDB(), count, "")
+			var fes []*node
+			for _, h := range homes {
+				fes = append(fes, startFrontEnd(t, h))
+			}
+			results = append(results, measureSetUp(t, fmt.Sprintf("postgres, %d front-end(s)", count), frontEndSetUp(fes...), dbPIDs, n))
+			for _, fe := range fes {
+				fe.stop()
+			}
+		default:
+			t.Fatalf("-scaleout.order: unknown set-up %q (want pebble, khatru, postgres1 or postgres3)", name)
 		}
 	}
 	data, _ := json.MarshalIndent(results, "", "  ")
 	t.Logf("results:\n%s", data)
 	for _, r := range results {
-		t.Logf("%-26s ingest %7.0f/s  REQ p50 %6.1f ms p99 %6.1f ms  cross p50 %6.1f ms p99 %6.1f ms  CPU/1k relay %.2f s db %.2f s  idle %.2f %%",
+		t.Logf("%-28s ingest %7.0f/s  REQ p50 %6.1f ms p99 %6.1f ms  cross p50 %6.1f ms p99 %6.1f ms  CPU/1k relay %.2f s db %.2f s  idle %.2f %%",
 			r.Name, r.IngestPerSec, r.ReqP50ms, r.ReqP99ms, r.CrossP50ms, r.CrossP99ms, r.RelayCPUPer1k, r.DBCPUPer1k, r.IdleCPUPct)
 	}
+	// The issue's ratios against khatru on the same server, this run.
+	for _, k := range results {
+		if !strings.HasPrefix(k.Name, "khatru") {
+			continue
+		}
+		for _, r := range results {
+			if strings.HasPrefix(r.Name, "postgres") {
+				t.Logf("%s / khatru: ingest %.2fx (goal >= 1.5x), REQ p99 %.2fx (goal <= 0.8x), REQ p50 %.2fx, CPU/1k relay+db %.2fx",
+					r.Name, r.IngestPerSec/k.IngestPerSec, r.ReqP99ms/k.ReqP99ms, r.ReqP50ms/k.ReqP50ms,
+					(r.RelayCPUPer1k+r.DBCPUPer1k)/(k.RelayCPUPer1k+k.DBCPUPer1k))
+			}
+		}
+	}
+}
+
+// frontEndSetUp is the set-up of running fleetmesh front-ends.
+func frontEndSetUp(fes ...*node) scaleOutSetUp {
+	var s scaleOutSetUp
+	for _, fe := range fes {
+		s.urls = append(s.urls, fe.url)
+		s.pids = append(s.pids, fe.cmd.Process.Pid)
+	}
+	return s
+}
+
+// khatruRelay is the build of bench/cmd/khatru-relay (the bench-only
+// module, so the product module never depends on khatru).
+var khatruRelay struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
+// khatruRelayBin builds bench/cmd/khatru-relay the first time and returns
+// its path; it fails t if the build failed.
+func khatruRelayBin(t *testing.T) string {
+	t.Helper()
+	khatruRelay.once.Do(func() {
+		dir, err := os.MkdirTemp("", "fleetmesh-khatru-relay-")
+		if err != nil {
+			khatruRelay.err = err
+			return
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		bin := filepath.Join(dir, "khatru-relay")
+		ctx, cancel := context.WithTimeout(context.Background(), gwBuildTimeout)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/khatru-relay")
+		cmd.Dir = filepath.Join(moduleRoot, "bench")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			khatruRelay.err = fmt.Errorf("go build bench/cmd/khatru-relay: %w\n%s", err, out)
+			return
+		}
+		khatruRelay.bin = bin
+	})
+	if khatruRelay.err != nil {
+		t.Fatal(khatruRelay.err)
+	}
+	return khatruRelay.bin
 }
 
 // postgresPIDs returns a function listing the PIDs of the PostgreSQL
@@ -153,21 +256,12 @@ func cpuSeconds(pids []int) float64 {
 	return total
 }
 
-// measureSetUp publishes n events over the front-ends and measures.
-func measureSetUp(t *testing.T, name string, fes []*node, dbPIDs func() []int, n int) scaleOutResult {
+// measureSetUp publishes n events over the set-up's relays and measures.
+func measureSetUp(t *testing.T, name string, setUp scaleOutSetUp, dbPIDs func() []int, n int) scaleOutResult {
 	t.Helper()
 	r := scaleOutResult{Name: name, Events: n}
-	var urls []string
-	relayPIDs := func() []int {
-		var pids []int
-		for _, fe := range fes {
-			pids = append(pids, fe.cmd.Process.Pid)
-		}
-		return pids
-	}
-	for _, fe := range fes {
-		urls = append(urls, fe.url)
-	}
+	urls := setUp.urls
+	relayPIDs := func() []int { return setUp.pids }
 	db := func() float64 {
 		if dbPIDs == nil {
 			return 0
