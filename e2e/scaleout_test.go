@@ -79,7 +79,7 @@ func TestScaleOut(t *testing.T) {
 	n := *scaleOutEvents
 	order := strings.Split(*scaleOutOrder, ",")
 	var khatruBin string
-	if slices.Contains(order, "khatru") {
+	if slices.ContainsFunc(order, func(s string) bool { return strings.HasPrefix(s, "khatru") }) {
 		khatruBin = khatruRelayBin(t)
 	}
 
