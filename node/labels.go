@@ -21,6 +21,7 @@ import (
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/receipt"
 	"fleetmesh.org/fleetmesh/relay"
+	"fleetmesh.org/fleetmesh/standing"
 )
 
 // LabelKeyFile is the label key's file name in a node home: the
@@ -62,16 +63,26 @@ type heldEvent struct {
 // write.
 const heldQueue = 256
 
-func openLabels(opts Options, rl *relay.Relay, st EventStore, ap *accountingPart, lists *manage.Lists, reg prometheus.Registerer) (*labelsPart, error) {
+// openLabels opens the policy on the relay. With the accounting (ap; a
+// node, or the front-end holding the mesh role) it weighs labellers by
+// the node's own standing view, feeds what labels make of nodes back into
+// it and serves `fleetmesh label` and `fleetmesh why`. A front-end
+// without the mesh role has no accounting (ap nil): it weighs them by
+// shared, the view its holder shares, and knows of no dispute resolved.
+func openLabels(opts Options, rl *relay.Relay, st EventStore, ap *accountingPart, shared standing.Reader, lists *manage.Lists, reg prometheus.Registerer) (*labelsPart, error) {
 	sk, _, err := nostrkey.LoadOrCreate(opts.Home.Path(LabelKeyFile), "labels: label key")
 	if err != nil {
 		return nil, err
 	}
-	lp := &labelsPart{key: opts.Key, sk: sk, rl: rl, st: st, acct: ap.s, log: opts.Log, held: make(chan heldEvent, heldQueue), lists: lists}
+	lp := &labelsPart{key: opts.Key, sk: sk, rl: rl, st: st, log: opts.Log, held: make(chan heldEvent, heldQueue), lists: lists}
+	var resolved func(*receipt.Receipt) bool
+	if ap != nil {
+		lp.acct, shared, resolved = ap.s, rawReader{ap.standing}, ap.standing.resolved
+	}
 	lp.p, err = label.NewPolicy(opts.Config.Labels, label.Options{
 		Self:     opts.Key.DID(),
-		Standing: rawReader{ap.standing},
-		Resolved: ap.standing.resolved,
+		Standing: shared,
+		Resolved: resolved,
 		Evict:    lp.evict,
 		Held: func(ev *nostr.Event, why string) {
 			select {
@@ -84,12 +95,15 @@ func openLabels(opts Options, rl *relay.Relay, st EventStore, ap *accountingPart
 	if err != nil {
 		return nil, err
 	}
-	adjust := lp.p.Standing
-	ap.standing.adjust.Store(&adjust)
 	hookLabels(rl, lp.p)
 	if err := lp.load(); err != nil {
 		return nil, err
 	}
+	if ap == nil {
+		return lp, nil
+	}
+	adjust := lp.p.Standing
+	ap.standing.adjust.Store(&adjust)
 	ctl := ap.ctl.Handler.(*http.ServeMux)
 	ctl.HandleFunc("POST /labels", lp.serveLabel)
 	ctl.HandleFunc("POST /labels/retract", lp.serveRetract)
