@@ -38,59 +38,22 @@ func (s *Store) ManageLists() *ManageLists { return &ManageLists{s: s} }
 // larger, which takes that row's lock until the commit: changes to the
 // lists, from any front-end, run one at a time, so a list's bound is
 // checked against what the one before left. It notifies the front-ends
-// with the commit.
-func (m *ManageLists) change(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, m.s.pool, func(tx pgx.Tx) error {
+// with the commit. fn returns changed false to roll back, having found
+// nothing to change, so the version does not move; change returns it.
+// Errors name list.
+func (m *ManageLists) change(ctx context.Context, list string, fn func(tx pgx.Tx) (changed bool, err error)) (bool, error) {
+	err := pgx.BeginFunc(ctx, m.s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "UPDATE fleetmesh.manage_head SET version = version + 1"); err != nil {
 			return err
 		}
-		if err := fn(tx); err != nil {
+		changed, err := fn(tx)
+		if err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, "SELECT pg_notify($1, '')", manageChannel)
-		return err
-	})
-}
-
-// Put implements manage.ListStore.
-func (m *ManageLists) Put(ctx context.Context, list string, key, value []byte, max int, clear ...string) (cleared [][]byte, err error) {
-	err = m.change(ctx, func(tx pgx.Tx) error {
-		if err := m.checkFull(ctx, tx, list, key, max); err != nil {
-			return err
-		}
-		cleared = make([][]byte, len(clear))
-		for i, c := range clear {
-			err := tx.QueryRow(ctx, "DELETE FROM fleetmesh.manage_lists WHERE list = $1 AND key = $2 RETURNING value", c, key).Scan(&cleared[i])
-			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				return err
-			}
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO fleetmesh.manage_lists (list, key, value) VALUES ($1, $2, $3)
-			ON CONFLICT (list, key) DO UPDATE SET value = EXCLUDED.value`, list, key, value)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: manage list %s: %w", list, err)
-	}
-	return cleared, nil
-}
-
-// PutNew implements manage.ListStore. Finding key in one of unless
-// changes nothing, so it does not move the version.
-func (m *ManageLists) PutNew(ctx context.Context, list string, key, value []byte, max int, unless ...string) (added bool, err error) {
-	err = m.change(ctx, func(tx pgx.Tx) error {
-		var there bool
-		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM fleetmesh.manage_lists WHERE list = ANY ($1) AND key = $2)", unless, key).Scan(&there); err != nil {
-			return err
-		}
-		if there {
+		if !changed {
 			return errNothing
 		}
-		if err := m.checkFull(ctx, tx, list, key, max); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, "INSERT INTO fleetmesh.manage_lists (list, key, value) VALUES ($1, $2, $3)", list, key, value)
-		added = err == nil
+		_, err = tx.Exec(ctx, "SELECT pg_notify($1, '')", manageChannel)
 		return err
 	})
 	if errors.Is(err, errNothing) {
@@ -99,7 +62,49 @@ func (m *ManageLists) PutNew(ctx context.Context, list string, key, value []byte
 	if err != nil {
 		return false, fmt.Errorf("pgstore: manage list %s: %w", list, err)
 	}
-	return added, nil
+	return true, nil
+}
+
+// errNothing rolls back a change that found nothing to change.
+var errNothing = errors.New("pgstore: nothing to change")
+
+// Put implements manage.ListStore.
+func (m *ManageLists) Put(ctx context.Context, list string, key, value []byte, max int, clear ...string) (cleared [][]byte, err error) {
+	_, err = m.change(ctx, list, func(tx pgx.Tx) (bool, error) {
+		if err := m.checkFull(ctx, tx, list, key, max); err != nil {
+			return false, err
+		}
+		cleared = make([][]byte, len(clear))
+		for i, c := range clear {
+			err := tx.QueryRow(ctx, "DELETE FROM fleetmesh.manage_lists WHERE list = $1 AND key = $2 RETURNING value", c, key).Scan(&cleared[i])
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return false, err
+			}
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO fleetmesh.manage_lists (list, key, value) VALUES ($1, $2, $3)
+			ON CONFLICT (list, key) DO UPDATE SET value = EXCLUDED.value`, list, key, value)
+		return err == nil, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cleared, nil
+}
+
+// PutNew implements manage.ListStore. Finding key in one of unless
+// changes nothing, so it does not move the version.
+func (m *ManageLists) PutNew(ctx context.Context, list string, key, value []byte, max int, unless ...string) (added bool, err error) {
+	return m.change(ctx, list, func(tx pgx.Tx) (bool, error) {
+		var there bool
+		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM fleetmesh.manage_lists WHERE list = ANY ($1) AND key = $2)", unless, key).Scan(&there); err != nil || there {
+			return false, err
+		}
+		if err := m.checkFull(ctx, tx, list, key, max); err != nil {
+			return false, err
+		}
+		_, err := tx.Exec(ctx, "INSERT INTO fleetmesh.manage_lists (list, key, value) VALUES ($1, $2, $3)", list, key, value)
+		return err == nil, err
+	})
 }
 
 // checkFull returns an error wrapping manage.ErrFull if list holds max
@@ -123,27 +128,11 @@ func (m *ManageLists) checkFull(ctx context.Context, tx pgx.Tx, list string, key
 // Delete implements manage.ListStore. Removing what is not there changes
 // nothing, so it does not move the version.
 func (m *ManageLists) Delete(ctx context.Context, list string, key []byte) (found bool, err error) {
-	err = m.change(ctx, func(tx pgx.Tx) error {
+	return m.change(ctx, list, func(tx pgx.Tx) (bool, error) {
 		tag, err := tx.Exec(ctx, "DELETE FROM fleetmesh.manage_lists WHERE list = $1 AND key = $2", list, key)
-		if err != nil {
-			return err
-		}
-		if found = tag.RowsAffected() > 0; !found {
-			return errNothing
-		}
-		return nil
+		return err == nil && tag.RowsAffected() > 0, err
 	})
-	if errors.Is(err, errNothing) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("pgstore: manage list %s: %w", list, err)
-	}
-	return found, nil
 }
-
-// errNothing rolls back a change that found nothing to change.
-var errNothing = errors.New("pgstore: nothing to change")
 
 // Entries implements manage.ListStore.
 func (m *ManageLists) Entries(ctx context.Context, list string, fn func(key, value []byte) error) error {

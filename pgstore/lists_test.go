@@ -304,4 +304,19 @@ func TestManageHoldShared(t *testing.T) {
 	if held, err = a.Held(ctx); err != nil || len(held) != 1 {
 		t.Fatalf("another event held: the queue is %+v (%v), want it alone", held, err)
 	}
+	// What changes nothing does not move the version: the front-ends do
+	// not reload for it.
+	v, err := s.ManageLists().Version(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found, err := a.UnbanEvent(ctx, [32]byte{9}); found || err != nil {
+		t.Fatalf("unban of an event never banned: found %v (%v)", found, err)
+	}
+	if err := a.Hold(ctx, [32]byte{8}, []byte(`{}`), "again"); err != nil {
+		t.Fatal(err)
+	}
+	if after, err := s.ManageLists().Version(ctx); err != nil || after != v {
+		t.Fatalf("version %d after changing nothing (%v), was %d", after, err, v)
+	}
 }
