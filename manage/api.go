@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -30,12 +29,11 @@ type Options struct {
 	// Release stores an event the operator allowed out of the moderation
 	// queue (its JSON); nil leaves held events unstored.
 	Release func(ctx context.Context, evJSON []byte) error
-	// SetInfo is told the NIP-11 name, description and icon whenever the
-	// operator changes one (and once at start).
-	SetInfo func(name, description, icon string)
-	// CloseClients closes the open connections of clients inside a
-	// newly blocked prefix, returning how many.
-	CloseClients func(p netip.Prefix) int
+	// Used remembers the authorizations already used (nil: this
+	// process's memory, up to maxSeenAuth). Front-ends sharing one
+	// database share it (pgstore.ManageLists), so an authorization used
+	// at one is refused at every other.
+	Used AuthMemory
 	// Log, if set, records every change an admin makes.
 	Log *slog.Logger
 	// Metrics, if set, counts calls.
@@ -51,15 +49,50 @@ const DefaultMaxBodyBytes = 64 << 10
 // maxSeenAuth bounds the replay cache of authorization event ids.
 const maxSeenAuth = 10_000
 
+// AuthMemory remembers the NIP-98 authorization events already used, so
+// that none is accepted twice.
+type AuthMemory interface {
+	// Use records id, an authorization made at made, and reports whether
+	// it was not recorded before. It may forget ids made more than window
+	// before now: CheckAuth refuses those anyway.
+	Use(ctx context.Context, id [32]byte, made, now time.Time, window time.Duration) (fresh bool, err error)
+}
+
+// memoryAuth is an AuthMemory in this process's memory, bounded by
+// maxSeenAuth.
+type memoryAuth struct {
+	mu   sync.Mutex
+	seen map[[32]byte]time.Time // NIP-98 event ids used, until they go stale
+}
+
+// Use implements AuthMemory. When it holds maxSeenAuth ids still fresh it
+// refuses every new one until some age out.
+func (m *memoryAuth) Use(_ context.Context, id [32]byte, made, now time.Time, window time.Duration) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, used := m.seen[id]; used {
+		return false, nil
+	}
+	if len(m.seen) >= maxSeenAuth {
+		for k, t := range m.seen {
+			if now.Sub(t) > window {
+				delete(m.seen, k)
+			}
+		}
+		if len(m.seen) >= maxSeenAuth {
+			return false, nil
+		}
+	}
+	m.seen[id] = made
+	return true, nil
+}
+
 // API serves NIP-86 over the lists.
 type API struct {
 	l      *Lists
 	o      Options
 	admins map[[32]byte]struct{}
 	now    func() time.Time
-
-	mu   sync.Mutex
-	seen map[[32]byte]time.Time // NIP-98 event ids used, until they go stale
 }
 
 // NewAPI makes the API over l.
@@ -73,14 +106,12 @@ func NewAPI(l *Lists, o Options) *API {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	a := &API{l: l, o: o, admins: map[[32]byte]struct{}{}, now: time.Now, seen: map[[32]byte]time.Time{}}
+	if o.Used == nil {
+		o.Used = &memoryAuth{seen: map[[32]byte]time.Time{}}
+	}
+	a := &API{l: l, o: o, admins: map[[32]byte]struct{}{}, now: time.Now}
 	for _, k := range o.Admins {
 		a.admins[k] = struct{}{}
-	}
-	if o.SetInfo != nil {
-		if n, d, i, err := l.Info(); err == nil {
-			o.SetInfo(n, d, i)
-		}
 	}
 	return a
 }
@@ -131,7 +162,12 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.answer(w, http.StatusForbidden, "", Response{Error: msg})
 		return
 	}
-	if !a.fresh(ev.ID, time.Unix(ev.CreatedAt, 0)) {
+	fresh, err := a.o.Used.Use(r.Context(), ev.ID, time.Unix(ev.CreatedAt, 0), a.now(), a.o.AuthWindow)
+	if err != nil {
+		a.answer(w, http.StatusServiceUnavailable, "", Response{Error: "error: checking whether this authorization was used before failed; try again: " + err.Error()})
+		return
+	}
+	if !fresh {
 		w.Header().Set("WWW-Authenticate", "Nostr")
 		a.answer(w, http.StatusUnauthorized, "", Response{Error: "auth-required: this authorization event was already used; sign a fresh one for each request"})
 		return
@@ -156,30 +192,6 @@ func (a *API) answer(w http.ResponseWriter, status int, method string, resp Resp
 	}
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(resp)
-}
-
-// fresh records an authorization event's id and reports whether it was
-// not used before. Ids are forgotten once their event is too old to pass
-// CheckAuth anyway.
-func (a *API) fresh(id [32]byte, made time.Time) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	now := a.now()
-	if _, used := a.seen[id]; used {
-		return false
-	}
-	if len(a.seen) >= maxSeenAuth {
-		for k, t := range a.seen {
-			if now.Sub(t) > a.o.AuthWindow {
-				delete(a.seen, k)
-			}
-		}
-		if len(a.seen) >= maxSeenAuth {
-			return false
-		}
-	}
-	a.seen[id] = made
-	return true
 }
 
 // RequestURL is the URL a client names in a NIP-98 u tag for r, as far
@@ -298,33 +310,33 @@ func (a *API) call(ctx context.Context, req Request) (any, error) {
 			return nil, err
 		}
 		if req.Method == "banpubkey" {
-			return true, l.BanPubkey(pk, reason)
+			return true, l.BanPubkey(ctx, pk, reason)
 		}
-		return true, l.AllowPubkey(pk, reason)
+		return true, l.AllowPubkey(ctx, pk, reason)
 	case "unbanpubkey", "unallowpubkey":
 		pk, err := req.hex32(0, "pubkey")
 		if err != nil {
 			return nil, err
 		}
 		if req.Method == "unbanpubkey" {
-			_, err = l.UnbanPubkey(pk)
+			_, err = l.UnbanPubkey(ctx, pk)
 		} else {
-			_, err = l.UnallowPubkey(pk)
+			_, err = l.UnallowPubkey(ctx, pk)
 		}
 		return true, err
 	case "listbannedpubkeys", "listallowedpubkeys":
-		b := bucketBannedPubkeys
+		b := ListBannedPubkeys
 		if req.Method == "listallowedpubkeys" {
-			b = bucketAllowedPubkeys
+			b = ListAllowedPubkeys
 		}
-		es, err := l.list(b)
+		es, err := l.list(ctx, b)
 		return rows(es, err, func(e Entry) pubkeyReason { return pubkeyReason{e.Key, e.Reason} })
 	case "banevent":
 		id, reason, err := req.keyReason("event id")
 		if err != nil {
 			return nil, err
 		}
-		if err := l.BanEvent(id, reason); err != nil {
+		if err := l.BanEvent(ctx, id, reason); err != nil {
 			return nil, err
 		}
 		if a.o.Delete != nil {
@@ -338,14 +350,14 @@ func (a *API) call(ctx context.Context, req Request) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		_, err = l.UnbanEvent(id)
+		_, err = l.UnbanEvent(ctx, id)
 		return true, err
 	case "allowevent":
 		id, reason, err := req.keyReason("event id")
 		if err != nil {
 			return nil, err
 		}
-		held, err := l.AllowEvent(id, reason)
+		held, err := l.AllowEvent(ctx, id, reason)
 		if err != nil {
 			return nil, err
 		}
@@ -360,14 +372,14 @@ func (a *API) call(ctx context.Context, req Request) (any, error) {
 		}
 		return true, nil
 	case "listbannedevents", "listallowedevents":
-		b := bucketBannedEvents
+		b := ListBannedEvents
 		if req.Method == "listallowedevents" {
-			b = bucketAllowedEvents
+			b = ListAllowedEvents
 		}
-		es, err := l.list(b)
+		es, err := l.list(ctx, b)
 		return rows(es, err, func(e Entry) idReason { return idReason{e.Key, e.Reason} })
 	case "listeventsneedingmoderation":
-		es, err := l.Held()
+		es, err := l.Held(ctx)
 		return rows(es, err, func(e Entry) idReason { return idReason{e.Key, e.Reason} })
 	case "changerelayname", "changerelaydescription", "changerelayicon":
 		v, err := req.str(0, "new value", false)
@@ -375,31 +387,21 @@ func (a *API) call(ctx context.Context, req Request) (any, error) {
 			return nil, err
 		}
 		field := map[string]string{"changerelayname": "name", "changerelaydescription": "description", "changerelayicon": "icon"}[req.Method]
-		if err := l.SetInfo(field, v); err != nil {
-			return nil, err
-		}
-		if a.o.SetInfo != nil {
-			n, d, i, err := l.Info()
-			if err != nil {
-				return nil, err
-			}
-			a.o.SetInfo(n, d, i)
-		}
-		return true, nil
+		return true, l.SetInfo(ctx, field, v)
 	case "allowkind", "disallowkind":
 		k, err := req.kind(0)
 		if err != nil {
 			return nil, err
 		}
 		if req.Method == "allowkind" {
-			return true, l.AllowKind(k)
+			return true, l.AllowKind(ctx, k)
 		}
-		return true, l.DisallowKind(k)
+		return true, l.DisallowKind(ctx, k)
 	case "listallowedkinds":
-		ks, err := l.kinds(bucketAllowedKinds)
+		ks, err := l.kinds(ctx, ListAllowedKinds)
 		return orEmpty(ks), err
 	case "listdisallowedkinds":
-		ks, err := l.kinds(bucketDisallowKinds)
+		ks, err := l.kinds(ctx, ListDisallowKinds)
 		return orEmpty(ks), err
 	case "blockip", "unblockip":
 		s, err := req.str(0, "IP address", false)
@@ -411,22 +413,16 @@ func (a *API) call(ctx context.Context, req Request) (any, error) {
 			return nil, fmt.Errorf("invalid: %s: %v", req.Method, err)
 		}
 		if req.Method == "unblockip" {
-			_, err = l.UnblockIP(p)
+			_, err = l.UnblockIP(ctx, p)
 			return true, err
 		}
 		reason, err := req.str(1, "reason", true)
 		if err != nil {
 			return nil, err
 		}
-		if err := l.BlockIP(p, reason); err != nil {
-			return nil, err
-		}
-		if a.o.CloseClients != nil {
-			a.o.CloseClients(p)
-		}
-		return true, nil
+		return true, l.BlockIP(ctx, p, reason)
 	case "listblockedips":
-		es, err := l.list(bucketBlockedIPs)
+		es, err := l.list(ctx, ListBlockedIPs)
 		return rows(es, err, func(e Entry) ipReason { return ipReason{e.Key, e.Reason} })
 	}
 	return nil, fmt.Errorf("unsupported: method %q; supportedmethods lists the ones this relay has", req.Method)

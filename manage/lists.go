@@ -1,44 +1,19 @@
 package manage
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"net/netip"
-	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
-
-	"fleetmesh.org/fleetmesh/internal/boltsnap"
-)
-
-// FileName is the lists' database in the node's home.
-const FileName = "manage.db"
-
-// The lists' buckets. Keys: a pubkey or event id as 64 hex characters, a
-// kind as 8 bytes big-endian, an address or prefix as its text; values:
-// the reason the operator gave (JSON for events needing moderation).
-var (
-	bucketBannedPubkeys  = []byte("banned_pubkeys")
-	bucketAllowedPubkeys = []byte("allowed_pubkeys")
-	bucketBannedEvents   = []byte("banned_events")
-	bucketAllowedEvents  = []byte("allowed_events")
-	bucketHeldEvents     = []byte("held_events")
-	bucketAllowedKinds   = []byte("allowed_kinds")
-	bucketDisallowKinds  = []byte("disallowed_kinds")
-	bucketBlockedIPs     = []byte("blocked_ips")
-	bucketInfo           = []byte("info")
-	allBuckets           = [][]byte{bucketBannedPubkeys, bucketAllowedPubkeys, bucketBannedEvents, bucketAllowedEvents,
-		bucketHeldEvents, bucketAllowedKinds, bucketDisallowKinds, bucketBlockedIPs, bucketInfo}
 )
 
 // Limits bound the lists, so a leaked admin key cannot fill the disk or
@@ -54,6 +29,10 @@ type Limits struct {
 // DefaultLimits are the lists' bounds unless configured otherwise.
 func DefaultLimits() Limits { return Limits{MaxEntries: 100_000, MaxReasonBytes: 1024} }
 
+// DefaultPoll is how often Lists reads a shared store's version when no
+// notification has come (ListOptions.Poll).
+const DefaultPoll = time.Second
+
 // ErrFull is a change refused because its list is at Limits.MaxEntries.
 var ErrFull = errors.New("list is full")
 
@@ -63,15 +42,38 @@ type Entry struct {
 	Reason string
 }
 
+// ListOptions configure Lists.
+type ListOptions struct {
+	Limits Limits
+	// Poll is how often the lists read a shared store's version when no
+	// notification has woken them (default DefaultPoll): the longest a
+	// lost notification delays a change made by another process.
+	Poll time.Duration
+	// SetInfo is told the NIP-11 name, description and icon once at start
+	// and whenever one changes, here or in another process sharing the
+	// store.
+	SetInfo func(name, description, icon string)
+	// CloseClients closes the open connections of clients inside a newly
+	// blocked prefix, returning how many; called in every process that
+	// sees the block, each for its own clients.
+	CloseClients func(p netip.Prefix) int
+	// Log receives the watcher's warnings (default: discard).
+	Log *slog.Logger
+}
+
 // snapshot is what the relay's hooks read, swapped whole on every change,
-// so a check on the event path takes no lock.
+// so a check on the event path takes no lock and reaches no database.
 type snapshot struct {
 	bannedPubkeys  map[[32]byte]string
 	allowedPubkeys map[[32]byte]struct{}
 	bannedEvents   map[[32]byte]string
-	allowedKinds   map[int]struct{}
-	disallowKinds  map[int]struct{}
-	blocked        []blockedPrefix
+	// queued are the events allowed or held for moderation: Hold leaves
+	// them, and banned ones, as they are without asking the store.
+	queued        map[[32]byte]struct{}
+	allowedKinds  map[int]struct{}
+	disallowKinds map[int]struct{}
+	blocked       []blockedPrefix
+	info          [3]string // name, description, icon
 }
 
 type blockedPrefix struct {
@@ -79,120 +81,235 @@ type blockedPrefix struct {
 	reason string
 }
 
-// Lists are the operator's bans and allows, durable in manage.db.
+// infoFields are the info list's keys, in snapshot.info's order.
+var infoFields = [3]string{"name", "description", "icon"}
+
+// Lists are the operator's bans and allows: kept in a ListStore, checked
+// from an in-memory view of it. A store that other processes change too
+// (Changed not nil) is watched: its version is read on every notification
+// and every Poll, and the view rebuilt when it moved, so a change made
+// through another front-end holds here within Poll at worst.
 type Lists struct {
-	db  *bolt.DB
+	st  ListStore
 	lim Limits
-	mu  sync.Mutex // serialises changes and snapshot rebuilds
-	cur atomic.Pointer[snapshot]
+	o   ListOptions
+
+	mu      sync.Mutex // serialises view rebuilds and their effects
+	version uint64     // the store's version the view was loaded at
+	cur     atomic.Pointer[snapshot]
+
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
-// Open opens (creating) the lists in dir.
-func Open(dir string, lim Limits) (*Lists, error) {
-	if lim.MaxEntries <= 0 || lim.MaxReasonBytes <= 0 {
-		d := DefaultLimits()
-		if lim.MaxEntries <= 0 {
-			lim.MaxEntries = d.MaxEntries
-		}
-		if lim.MaxReasonBytes <= 0 {
-			lim.MaxReasonBytes = d.MaxReasonBytes
-		}
+// New loads the lists from st and, if other processes may change st,
+// starts watching it until Close.
+func New(ctx context.Context, st ListStore, o ListOptions) (*Lists, error) {
+	d := DefaultLimits()
+	if o.Limits.MaxEntries <= 0 {
+		o.Limits.MaxEntries = d.MaxEntries
 	}
-	db, err := bolt.Open(filepath.Join(dir, FileName), 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if o.Limits.MaxReasonBytes <= 0 {
+		o.Limits.MaxReasonBytes = d.MaxReasonBytes
+	}
+	if o.Poll <= 0 {
+		o.Poll = DefaultPoll
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	l := &Lists{st: st, lim: o.Limits, o: o, done: make(chan struct{})}
+	l.mu.Lock()
+	err := l.reload(ctx)
+	l.mu.Unlock()
 	if err != nil {
-		return nil, fmt.Errorf("manage: open %s: %w", filepath.Join(dir, FileName), err)
-	}
-	if err := db.Update(func(tx *bolt.Tx) error {
-		for _, b := range allBuckets {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("manage: %w", err)
-	}
-	l := &Lists{db: db, lim: lim}
-	if err := l.reload(); err != nil {
-		db.Close()
 		return nil, err
 	}
+	wctx, cancel := context.WithCancel(context.Background())
+	l.cancel = cancel
+	if st.Changed() == nil {
+		close(l.done)
+		return l, nil
+	}
+	go l.watch(wctx)
 	return l, nil
 }
 
-// Close closes the database.
-func (l *Lists) Close() error { return l.db.Close() }
+// Close stops watching the store. The store's owner closes it.
+func (l *Lists) Close() error {
+	l.cancel()
+	<-l.done
+	return nil
+}
 
-// reload rebuilds the snapshot from the database. l.mu is held or the
-// Lists is not yet shared.
-func (l *Lists) reload() error {
+// watchRetry is the first wait before the watcher reads a store again
+// after a failed read; it doubles up to Poll.
+const watchRetry = 50 * time.Millisecond
+
+// watch rebuilds the view whenever the store's version moves: woken by
+// the store's notification, and every Poll whatever it hears. A failed
+// read (a dropped connection) is tried again soon, backing off to Poll.
+func (l *Lists) watch(ctx context.Context) {
+	defer close(l.done)
+	poll := time.NewTimer(l.o.Poll)
+	defer poll.Stop()
+	retry := watchRetry
+	for {
+		wake := l.st.Changed() // before reading, so no change slips between
+		if err := l.refresh(ctx); err != nil && ctx.Err() == nil {
+			l.o.Log.Warn("manage: reading the lists; will try again", "err", err, "in", retry)
+			poll.Reset(retry)
+			retry = min(2*retry, l.o.Poll)
+		} else {
+			poll.Reset(l.o.Poll)
+			retry = watchRetry
+		}
+		select {
+		case <-wake:
+		case <-poll.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// refresh rebuilds the view if the store has changed since it was loaded.
+func (l *Lists) refresh(ctx context.Context) error {
+	v, err := l.st.Version(ctx)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if v == l.version {
+		return nil
+	}
+	return l.reload(ctx)
+}
+
+// reload rebuilds the view from the store and applies what changed: a
+// new NIP-11 field is shown, a newly blocked prefix's clients are closed
+// (after the new view refuses their reconnections). l.mu is held.
+func (l *Lists) reload(ctx context.Context) error {
 	s := &snapshot{
 		bannedPubkeys:  map[[32]byte]string{},
 		allowedPubkeys: map[[32]byte]struct{}{},
 		bannedEvents:   map[[32]byte]string{},
+		queued:         map[[32]byte]struct{}{},
 		allowedKinds:   map[int]struct{}{},
 		disallowKinds:  map[int]struct{}{},
 	}
-	err := l.db.View(func(tx *bolt.Tx) error {
-		hexKeys := func(b []byte, fn func(k [32]byte, v string)) error {
-			return tx.Bucket(b).ForEach(func(k, v []byte) error {
-				var id [32]byte
-				if _, err := hex.Decode(id[:], k); err != nil || len(k) != 64 {
-					return fmt.Errorf("manage: bad key %q in %s", k, b)
-				}
-				fn(id, string(v))
-				return nil
-			})
+	hexKey := func(list string, k []byte) ([32]byte, error) {
+		var id [32]byte
+		if _, err := hex.Decode(id[:], k); err != nil || len(k) != 64 {
+			return id, fmt.Errorf("manage: bad key %q in %s", k, list)
 		}
-		if err := hexKeys(bucketBannedPubkeys, func(k [32]byte, v string) { s.bannedPubkeys[k] = v }); err != nil {
-			return err
+		return id, nil
+	}
+	kind := func(list string, k []byte) (int, error) {
+		if len(k) != 8 {
+			return 0, fmt.Errorf("manage: bad kind key in %s", list)
 		}
-		if err := hexKeys(bucketAllowedPubkeys, func(k [32]byte, _ string) { s.allowedPubkeys[k] = struct{}{} }); err != nil {
-			return err
-		}
-		if err := hexKeys(bucketBannedEvents, func(k [32]byte, v string) { s.bannedEvents[k] = v }); err != nil {
-			return err
-		}
-		kinds := func(b []byte, m map[int]struct{}) error {
-			return tx.Bucket(b).ForEach(func(k, _ []byte) error {
-				if len(k) != 8 {
-					return fmt.Errorf("manage: bad kind key in %s", b)
-				}
-				m[int(binary.BigEndian.Uint64(k))] = struct{}{}
-				return nil
-			})
-		}
-		if err := kinds(bucketAllowedKinds, s.allowedKinds); err != nil {
-			return err
-		}
-		if err := kinds(bucketDisallowKinds, s.disallowKinds); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketBlockedIPs).ForEach(func(k, v []byte) error {
+		return int(binary.BigEndian.Uint64(k)), nil
+	}
+	v, err := l.st.Load(ctx, func(list string, k, v []byte) error {
+		switch list {
+		case ListBannedPubkeys, ListAllowedPubkeys, ListBannedEvents, ListAllowedEvents, ListHeldEvents:
+			id, err := hexKey(list, k)
+			if err != nil {
+				return err
+			}
+			switch list {
+			case ListBannedPubkeys:
+				s.bannedPubkeys[id] = string(v)
+			case ListAllowedPubkeys:
+				s.allowedPubkeys[id] = struct{}{}
+			case ListBannedEvents:
+				s.bannedEvents[id] = string(v)
+			default:
+				s.queued[id] = struct{}{}
+			}
+		case ListAllowedKinds, ListDisallowKinds:
+			n, err := kind(list, k)
+			if err != nil {
+				return err
+			}
+			if list == ListAllowedKinds {
+				s.allowedKinds[n] = struct{}{}
+			} else {
+				s.disallowKinds[n] = struct{}{}
+			}
+		case ListBlockedIPs:
 			p, err := netip.ParsePrefix(string(k))
 			if err != nil {
 				return fmt.Errorf("manage: bad address %q: %w", k, err)
 			}
 			s.blocked = append(s.blocked, blockedPrefix{p, string(v)})
-			return nil
-		})
+		case ListInfo:
+			for i, f := range infoFields {
+				if string(k) == f {
+					s.info[i] = string(v)
+				}
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return err
 	}
+	old := l.cur.Load()
 	l.cur.Store(s)
+	l.version = v
+	if l.o.SetInfo != nil && (old == nil || old.info != s.info) {
+		l.o.SetInfo(s.info[0], s.info[1], s.info[2])
+	}
+	if l.o.CloseClients != nil && old != nil {
+		had := map[netip.Prefix]bool{}
+		for _, b := range old.blocked {
+			had[b.p] = true
+		}
+		for _, b := range s.blocked {
+			if !had[b.p] {
+				l.o.CloseClients(b.p)
+			}
+		}
+	}
 	return nil
 }
 
-// change runs fn in a write transaction and rebuilds the snapshot.
-func (l *Lists) change(fn func(tx *bolt.Tx) error) error {
+// put adds key to list (removing it from each of others) and rebuilds
+// the view; it returns the values taken out of others.
+func (l *Lists) put(ctx context.Context, list string, key []byte, value string, others ...string) ([][]byte, error) {
+	cleared, err := l.st.Put(ctx, list, key, []byte(value), l.lim.MaxEntries, others...)
+	if err != nil {
+		return nil, err
+	}
+	return cleared, l.rebuild(ctx)
+}
+
+func (l *Lists) del(ctx context.Context, list string, key []byte) (bool, error) {
+	found, err := l.st.Delete(ctx, list, key)
+	if err != nil {
+		return false, err
+	}
+	return found, l.rebuild(ctx)
+}
+
+// rebuild reloads the view after a change made here, so the caller's
+// next check sees it.
+func (l *Lists) rebuild(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.db.Update(fn); err != nil {
-		return err
-	}
-	return l.reload()
+	return l.reload(ctx)
+}
+
+func (l *Lists) list(ctx context.Context, list string) ([]Entry, error) {
+	var out []Entry
+	err := l.st.Entries(ctx, list, func(k, v []byte) error {
+		out = append(out, Entry{Key: string(k), Reason: string(v)})
+		return nil
+	})
+	return out, err
 }
 
 func (l *Lists) reason(r string) (string, error) {
@@ -200,43 +317,6 @@ func (l *Lists) reason(r string) (string, error) {
 		return "", fmt.Errorf("reason of %d bytes is over the limit of %d", len(r), l.lim.MaxReasonBytes)
 	}
 	return r, nil
-}
-
-// put adds key to bucket b (and removes it from each of the others).
-func (l *Lists) put(b []byte, key []byte, value string, others ...[]byte) error {
-	return l.change(func(tx *bolt.Tx) error {
-		bk := tx.Bucket(b)
-		if bk.Get(key) == nil && bk.Stats().KeyN >= l.lim.MaxEntries {
-			return fmt.Errorf("%w: %s holds %d entries, the limit (max_entries); remove some first", ErrFull, b, l.lim.MaxEntries)
-		}
-		for _, o := range others {
-			if err := tx.Bucket(o).Delete(key); err != nil {
-				return err
-			}
-		}
-		return bk.Put(key, []byte(value))
-	})
-}
-
-func (l *Lists) del(b []byte, key []byte) (bool, error) {
-	found := false
-	err := l.change(func(tx *bolt.Tx) error {
-		bk := tx.Bucket(b)
-		found = bk.Get(key) != nil
-		return bk.Delete(key)
-	})
-	return found, err
-}
-
-func (l *Lists) list(b []byte) ([]Entry, error) {
-	var out []Entry
-	err := l.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(b).ForEach(func(k, v []byte) error {
-			out = append(out, Entry{Key: string(k), Reason: string(v)})
-			return nil
-		})
-	})
-	return out, err
 }
 
 // ParseHex32 parses a pubkey or event id written as 64 hex characters.
@@ -256,68 +336,63 @@ func hexKey(b [32]byte) []byte { return []byte(hex.EncodeToString(b[:])) }
 func kindKey(k int) []byte { return binary.BigEndian.AppendUint64(nil, uint64(k)) }
 
 // BanPubkey bans an author: their events are refused from now on.
-func (l *Lists) BanPubkey(pk [32]byte, reason string) error {
+func (l *Lists) BanPubkey(ctx context.Context, pk [32]byte, reason string) error {
 	r, err := l.reason(reason)
 	if err != nil {
 		return err
 	}
-	return l.put(bucketBannedPubkeys, hexKey(pk), r, bucketAllowedPubkeys)
+	_, err = l.put(ctx, ListBannedPubkeys, hexKey(pk), r, ListAllowedPubkeys)
+	return err
 }
 
 // UnbanPubkey lifts a ban; it reports whether there was one.
-func (l *Lists) UnbanPubkey(pk [32]byte) (bool, error) { return l.del(bucketBannedPubkeys, hexKey(pk)) }
+func (l *Lists) UnbanPubkey(ctx context.Context, pk [32]byte) (bool, error) {
+	return l.del(ctx, ListBannedPubkeys, hexKey(pk))
+}
 
 // AllowPubkey adds an author to the allowed list (and lifts a ban).
-func (l *Lists) AllowPubkey(pk [32]byte, reason string) error {
+func (l *Lists) AllowPubkey(ctx context.Context, pk [32]byte, reason string) error {
 	r, err := l.reason(reason)
 	if err != nil {
 		return err
 	}
-	return l.put(bucketAllowedPubkeys, hexKey(pk), r, bucketBannedPubkeys)
+	_, err = l.put(ctx, ListAllowedPubkeys, hexKey(pk), r, ListBannedPubkeys)
+	return err
 }
 
 // UnallowPubkey removes an author from the allowed list.
-func (l *Lists) UnallowPubkey(pk [32]byte) (bool, error) {
-	return l.del(bucketAllowedPubkeys, hexKey(pk))
+func (l *Lists) UnallowPubkey(ctx context.Context, pk [32]byte) (bool, error) {
+	return l.del(ctx, ListAllowedPubkeys, hexKey(pk))
 }
 
 // BanEvent bans an event id: it is refused if offered again. The caller
 // removes it from the store.
-func (l *Lists) BanEvent(id [32]byte, reason string) error {
+func (l *Lists) BanEvent(ctx context.Context, id [32]byte, reason string) error {
 	r, err := l.reason(reason)
 	if err != nil {
 		return err
 	}
-	return l.put(bucketBannedEvents, hexKey(id), r, bucketAllowedEvents, bucketHeldEvents)
+	_, err = l.put(ctx, ListBannedEvents, hexKey(id), r, ListAllowedEvents, ListHeldEvents)
+	return err
 }
 
 // UnbanEvent lifts an event's ban.
-func (l *Lists) UnbanEvent(id [32]byte) (bool, error) { return l.del(bucketBannedEvents, hexKey(id)) }
+func (l *Lists) UnbanEvent(ctx context.Context, id [32]byte) (bool, error) {
+	return l.del(ctx, ListBannedEvents, hexKey(id))
+}
 
 // AllowEvent marks an event allowed: it lifts a ban and releases it from
 // the moderation queue, whose held copy it returns (nil if none).
-func (l *Lists) AllowEvent(id [32]byte, reason string) (held []byte, err error) {
+func (l *Lists) AllowEvent(ctx context.Context, id [32]byte, reason string) (held []byte, err error) {
 	r, err := l.reason(reason)
 	if err != nil {
 		return nil, err
 	}
-	k := hexKey(id)
-	err = l.change(func(tx *bolt.Tx) error {
-		if v := tx.Bucket(bucketHeldEvents).Get(k); v != nil {
-			held = slices.Clone(v)
-		}
-		bk := tx.Bucket(bucketAllowedEvents)
-		if bk.Get(k) == nil && bk.Stats().KeyN >= l.lim.MaxEntries {
-			return fmt.Errorf("%w: allowed_events holds %d entries, the limit", ErrFull, l.lim.MaxEntries)
-		}
-		for _, b := range [][]byte{bucketBannedEvents, bucketHeldEvents} {
-			if err := tx.Bucket(b).Delete(k); err != nil {
-				return err
-			}
-		}
-		return bk.Put(k, []byte(r))
-	})
-	return held, err
+	cleared, err := l.put(ctx, ListAllowedEvents, hexKey(id), r, ListBannedEvents, ListHeldEvents)
+	if err != nil {
+		return nil, err
+	}
+	return cleared[1], nil
 }
 
 // heldEvent is a held event and why it was held, as the moderation queue
@@ -331,8 +406,16 @@ type heldEvent struct {
 // listeventsneedingmoderation) with why it was held; allowevent releases
 // it, banevent drops it. evJSON is the event's JSON. A policy that holds
 // events for review calls it, as often as the event arrives: an event
-// already queued, allowed or banned is left as it is, without a write.
-func (l *Lists) Hold(id [32]byte, evJSON []byte, reason string) error {
+// already queued, allowed or banned is left as it is, without a write
+// (and, when this view knows of it, without asking the store).
+func (l *Lists) Hold(ctx context.Context, id [32]byte, evJSON []byte, reason string) error {
+	s := l.cur.Load()
+	if _, ok := s.queued[id]; ok {
+		return nil
+	}
+	if _, ok := s.bannedEvents[id]; ok {
+		return nil
+	}
 	r, err := l.reason(reason)
 	if err != nil {
 		return err
@@ -341,23 +424,16 @@ func (l *Lists) Hold(id [32]byte, evJSON []byte, reason string) error {
 	if err != nil {
 		return err
 	}
-	k := hexKey(id)
-	known := false
-	l.db.View(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketHeldEvents, bucketAllowedEvents, bucketBannedEvents} {
-			known = known || tx.Bucket(b).Get(k) != nil
-		}
-		return nil
-	})
-	if known {
-		return nil
+	added, err := l.st.PutNew(ctx, ListHeldEvents, hexKey(id), v, l.lim.MaxEntries, ListHeldEvents, ListAllowedEvents, ListBannedEvents)
+	if err != nil || !added {
+		return err
 	}
-	return l.put(bucketHeldEvents, k, string(v))
+	return l.rebuild(ctx)
 }
 
 // Held lists the events needing moderation, with their reasons.
-func (l *Lists) Held() ([]Entry, error) {
-	es, err := l.list(bucketHeldEvents)
+func (l *Lists) Held(ctx context.Context) ([]Entry, error) {
+	es, err := l.list(ctx, ListHeldEvents)
 	for i := range es {
 		var h heldEvent
 		if json.Unmarshal([]byte(es[i].Reason), &h) == nil {
@@ -368,22 +444,25 @@ func (l *Lists) Held() ([]Entry, error) {
 }
 
 // AllowKind adds a kind to the allowed kinds (and lifts its disallowing).
-func (l *Lists) AllowKind(k int) error {
-	return l.put(bucketAllowedKinds, kindKey(k), "", bucketDisallowKinds)
+func (l *Lists) AllowKind(ctx context.Context, k int) error {
+	_, err := l.put(ctx, ListAllowedKinds, kindKey(k), "", ListDisallowKinds)
+	return err
 }
 
 // DisallowKind removes a kind from the allowed kinds and refuses it.
-func (l *Lists) DisallowKind(k int) error {
-	return l.put(bucketDisallowKinds, kindKey(k), "", bucketAllowedKinds)
+func (l *Lists) DisallowKind(ctx context.Context, k int) error {
+	_, err := l.put(ctx, ListDisallowKinds, kindKey(k), "", ListAllowedKinds)
+	return err
 }
 
-func (l *Lists) kinds(b []byte) ([]int, error) {
+func (l *Lists) kinds(ctx context.Context, list string) ([]int, error) {
 	var out []int
-	err := l.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(b).ForEach(func(k, _ []byte) error {
-			out = append(out, int(binary.BigEndian.Uint64(k)))
-			return nil
-		})
+	err := l.st.Entries(ctx, list, func(k, _ []byte) error {
+		if len(k) != 8 {
+			return fmt.Errorf("manage: bad kind key in %s", list)
+		}
+		out = append(out, int(binary.BigEndian.Uint64(k)))
+		return nil
 	})
 	return out, err
 }
@@ -401,36 +480,30 @@ func ParseAddr(s string) (netip.Prefix, error) {
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
-// BlockIP blocks an address or prefix.
-func (l *Lists) BlockIP(p netip.Prefix, reason string) error {
+// BlockIP blocks an address or prefix; the open connections inside it
+// are closed (ListOptions.CloseClients).
+func (l *Lists) BlockIP(ctx context.Context, p netip.Prefix, reason string) error {
 	r, err := l.reason(reason)
 	if err != nil {
 		return err
 	}
-	return l.put(bucketBlockedIPs, []byte(p.String()), r)
+	_, err = l.put(ctx, ListBlockedIPs, []byte(p.String()), r)
+	return err
 }
 
 // UnblockIP lifts a block.
-func (l *Lists) UnblockIP(p netip.Prefix) (bool, error) {
-	return l.del(bucketBlockedIPs, []byte(p.String()))
+func (l *Lists) UnblockIP(ctx context.Context, p netip.Prefix) (bool, error) {
+	return l.del(ctx, ListBlockedIPs, []byte(p.String()))
 }
 
-// Info is the NIP-11 name, description and icon the operator set.
-func (l *Lists) Info() (name, description, icon string, err error) {
-	err = l.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketInfo)
-		name, description, icon = string(b.Get([]byte("name"))), string(b.Get([]byte("description"))), string(b.Get([]byte("icon")))
-		return nil
-	})
-	return
-}
-
-// SetInfo sets one of "name", "description" or "icon".
-func (l *Lists) SetInfo(field, value string) error {
+// SetInfo sets one of "name", "description" or "icon"; every process
+// sharing the store shows it (ListOptions.SetInfo).
+func (l *Lists) SetInfo(ctx context.Context, field, value string) error {
 	if _, err := l.reason(value); err != nil {
 		return err
 	}
-	return l.change(func(tx *bolt.Tx) error { return tx.Bucket(bucketInfo).Put([]byte(field), []byte(value)) })
+	_, err := l.put(ctx, ListInfo, []byte(field), value)
+	return err
 }
 
 // PubkeyRefusal says why an author's event is refused by the lists, or "".
@@ -487,10 +560,4 @@ func withReason(msg, reason string) string {
 		return msg
 	}
 	return msg + ": " + reason
-}
-
-// Snapshot writes a consistent copy of the lists' database for a backup
-// of a running node (package boltsnap).
-func (l *Lists) Snapshot(fn func(size int64, write func(w io.Writer) error) error) error {
-	return boltsnap.Of(l.db)(fn)
 }

@@ -115,24 +115,41 @@ type fixture struct {
 	closed  []netip.Prefix
 }
 
-func newFixture(t *testing.T, lim Limits) *fixture {
+// openLists opens the lists in manage.db in dir, closed when the test
+// ends.
+func openLists(t testing.TB, dir string, o ListOptions) *Lists {
 	t.Helper()
-	dir := t.TempDir()
-	l, err := Open(dir, lim)
+	fs, err := OpenFile(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
-	f := &fixture{t: t, lists: l, admin: key(t)}
-	api := NewAPI(l, Options{
+	l, err := New(context.Background(), fs, o)
+	if err != nil {
+		fs.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		l.Close()
+		fs.Close()
+	})
+	return l
+}
+
+func newFixture(t *testing.T, lim Limits) *fixture {
+	t.Helper()
+	f := &fixture{t: t, admin: key(t)}
+	f.lists = openLists(t, t.TempDir(), ListOptions{
+		Limits:       lim,
+		SetInfo:      func(n, d, i string) { f.info = [3]string{n, d, i} },
+		CloseClients: func(p netip.Prefix) int { f.closed = append(f.closed, p); return 0 },
+	})
+	api := NewAPI(f.lists, Options{
 		Admins: [][32]byte{f.admin.PubKey()},
 		Delete: func(_ context.Context, ids [][32]byte) (int, error) {
 			f.deleted = append(f.deleted, ids...)
 			return len(ids), nil
 		},
-		SetInfo:      func(n, d, i string) { f.info = [3]string{n, d, i} },
-		CloseClients: func(p netip.Prefix) int { f.closed = append(f.closed, p); return 0 },
-		Metrics:      NewMetrics(nil),
+		Metrics: NewMetrics(nil),
 	})
 	f.srv = httptest.NewServer(api)
 	t.Cleanup(f.srv.Close)
@@ -224,7 +241,7 @@ func TestAPIRefusesOutsiders(t *testing.T) {
 			t.Errorf("%s: refused with no error message", tc.name)
 		}
 	}
-	banned, _ := f.lists.list(bucketBannedPubkeys)
+	banned, _ := f.lists.list(context.Background(), ListBannedPubkeys)
 	if len(banned) != 1 {
 		t.Fatalf("%d bans after one good call", len(banned))
 	}
@@ -337,23 +354,26 @@ func TestAPIMethods(t *testing.T) {
 
 func TestListsSurviveRestart(t *testing.T) {
 	dir := t.TempDir()
-	l, err := Open(dir, Limits{})
+	ctx := context.Background()
+	fs, err := OpenFile(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := New(ctx, fs, ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	pk := [32]byte{1}
-	if err := l.BanPubkey(pk, "spam"); err != nil {
+	if err := l.BanPubkey(ctx, pk, "spam"); err != nil {
 		t.Fatal(err)
 	}
 	p, _ := ParseAddr("198.51.100.0/24")
-	if err := l.BlockIP(p, ""); err != nil {
+	if err := l.BlockIP(ctx, p, ""); err != nil {
 		t.Fatal(err)
 	}
 	l.Close()
-	if l, err = Open(dir, Limits{}); err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	fs.Close()
+	l = openLists(t, dir, ListOptions{})
 	if l.PubkeyRefusal(pk, false) == "" || l.AddrRefusal(netip.MustParseAddr("198.51.100.9")) == "" {
 		t.Fatal("bans lost on reopen")
 	}
@@ -398,12 +418,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add([]byte(`{"method":"allowkind","params":[1]}`))
 	f.Add([]byte(`{"method":"allowkind","params":["1e9"]}`))
 	f.Add([]byte(`[]`))
-	dir := f.TempDir()
-	l, err := Open(dir, Limits{MaxEntries: 50})
-	if err != nil {
-		f.Fatal(err)
-	}
-	defer l.Close()
+	l := openLists(f, f.TempDir(), ListOptions{Limits: Limits{MaxEntries: 50}})
 	api := NewAPI(l, Options{})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, err := DecodeRequest(body)
@@ -412,4 +427,37 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 		api.call(context.Background(), req) // must not panic
 	})
+}
+
+// TestHoldOnce: an event held again stays queued once; one the operator
+// allowed or banned is not queued again.
+func TestHoldOnce(t *testing.T) {
+	ctx := context.Background()
+	l := openLists(t, t.TempDir(), ListOptions{})
+	ids := [3][32]byte{{1}, {2}, {3}}
+	for _, err := range []error{
+		l.Hold(ctx, ids[0], []byte(`{}`), "first"),
+		l.Hold(ctx, ids[0], []byte(`{}`), "second"),
+		l.Hold(ctx, ids[1], []byte(`{}`), "x"),
+		l.Hold(ctx, ids[2], []byte(`{}`), "x"),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.AllowEvent(ctx, ids[1], ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.BanEvent(ctx, ids[2], ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids[1:] {
+		if err := l.Hold(ctx, id, []byte(`{}`), "again"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held, err := l.Held(ctx)
+	if err != nil || len(held) != 1 || held[0].Reason != "first" {
+		t.Fatalf("held = %+v (%v), want only the first event, with its first reason", held, err)
+	}
 }

@@ -361,7 +361,7 @@ func (n *Node) serveBackup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pebble, ok := n.store.(*store.Store)
-	if !ok || n.didcomm == nil {
+	if !ok || n.didcomm == nil || n.listsFile == nil {
 		http.Error(w, "this node's events are in PostgreSQL ([store] backend = 'postgres'): back the database up with pg_dump, and the node home (node.key, config.toml, accounting/, didcomm/) of the front-end holding the mesh role by copying it with the node stopped", http.StatusConflict)
 		return
 	}
@@ -371,7 +371,7 @@ func (n *Node) serveBackup(w http.ResponseWriter, r *http.Request) {
 	if a := n.acct.s; a != nil {
 		held[path.Join(AccountingDir, accounting.DBFile)] = a.Snapshot
 	}
-	held[manage.FileName] = n.lists.Snapshot
+	held[manage.FileName] = n.listsFile.Snapshot
 	w.Header().Set("Content-Type", "application/x-tar")
 	tw := tar.NewWriter(w)
 	m, err := writeBackup(n.opts.Home, n.opts.Config, n.opts.Key.DID(), true, pebble.Checkpoint, held, tarSink{tw})

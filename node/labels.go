@@ -171,7 +171,7 @@ func (lp *labelsPart) start() {
 			case <-ctx.Done():
 				return
 			case h := <-lp.held:
-				lp.queue(h)
+				lp.queue(ctx, h)
 			}
 		}
 	}()
@@ -179,10 +179,10 @@ func (lp *labelsPart) start() {
 
 // queue puts a held event in the NIP-86 moderation queue
 // (listeventsneedingmoderation); allowevent releases it there.
-func (lp *labelsPart) queue(h heldEvent) {
+func (lp *labelsPart) queue(ctx context.Context, h heldEvent) {
 	js, err := h.ev.MarshalJSON()
 	if err == nil {
-		err = lp.lists.Hold(h.ev.ID, js, "labels: "+h.why)
+		err = lp.lists.Hold(ctx, h.ev.ID, js, "labels: "+h.why)
 	}
 	switch {
 	case errors.Is(err, manage.ErrFull):

@@ -45,10 +45,10 @@ func TestHeldEventsReachModeration(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "the held event in the moderation queue", func() bool {
-		held, err := n.lists.Held()
+		held, err := n.lists.Held(context.Background())
 		return err == nil && len(held) > 0
 	})
-	held, err := n.lists.Held()
+	held, err := n.lists.Held(context.Background())
 	if err != nil || len(held) != 1 || held[0].Key != spam.IDHex() {
 		t.Fatalf("moderation queue %+v (err %v): want only %s", held, err, spam.IDHex())
 	}

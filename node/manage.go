@@ -8,21 +8,52 @@ import (
 
 	"fleetmesh.org/fleetmesh/manage"
 	"fleetmesh.org/fleetmesh/nostr"
+	"fleetmesh.org/fleetmesh/pgstore"
 	"fleetmesh.org/fleetmesh/relay"
 )
 
-// openManage opens the operator's lists in the node home, puts them on the
-// relay's event and connection paths, and serves NIP-86 on the relay URL
-// (package manage).
-func openManage(opts Options, st EventStore, rl *relay.Relay, reg prometheus.Registerer) (*manage.Lists, error) {
+// openManage opens the operator's lists, puts them on the relay's event
+// and connection paths, and serves NIP-86 on the relay URL (package
+// manage). With a PostgreSQL store the lists are the database's, shared by
+// every front-end (pgstore.ManageLists); otherwise manage.db in the node
+// home, which it returns for the node to back up and close.
+func openManage(opts Options, st EventStore, pg *pgstore.Store, rl *relay.Relay, reg prometheus.Registerer) (*manage.Lists, *manage.FileStore, error) {
 	cfg := opts.Config.Manage
 	admins, err := cfg.AdminKeys()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	lists, err := manage.Open(opts.Home.Path("."), manage.Limits{MaxEntries: cfg.MaxEntries})
+	var (
+		ls   manage.ListStore
+		used manage.AuthMemory
+		file *manage.FileStore
+	)
+	if pg != nil {
+		shared := pg.ManageLists()
+		ls, used = shared, shared
+	} else {
+		if file, err = manage.OpenFile(opts.Home.Path(".")); err != nil {
+			return nil, nil, err
+		}
+		ls = file
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeOpenTimeout)
+	defer cancel()
+	lists, err := manage.New(ctx, ls, manage.ListOptions{
+		Limits: manage.Limits{MaxEntries: cfg.MaxEntries},
+		SetInfo: func(name, description, icon string) {
+			rl.SetInfo(relay.Info{Name: name, Description: description, Icon: icon})
+		},
+		CloseClients: func(p netip.Prefix) int {
+			return rl.CloseClients(func(client string) bool { return manage.ClientIn(client, p) })
+		},
+		Log: opts.Log,
+	})
 	if err != nil {
-		return nil, err
+		if file != nil {
+			file.Close()
+		}
+		return nil, nil, err
 	}
 	m := manage.NewMetrics(reg)
 	rl.RejectEvent = append(rl.RejectEvent, lists.RelayHook(m))
@@ -39,14 +70,9 @@ func openManage(opts Options, st EventStore, rl *relay.Relay, reg prometheus.Reg
 			_, err := rl.AddEvent(ctx, &ev, relay.FromClient)
 			return err
 		},
-		SetInfo: func(name, description, icon string) {
-			rl.SetInfo(relay.Info{Name: name, Description: description, Icon: icon})
-		},
-		CloseClients: func(p netip.Prefix) int {
-			return rl.CloseClients(func(client string) bool { return manage.ClientIn(client, p) })
-		},
+		Used:    used,
 		Log:     opts.Log,
 		Metrics: m,
 	})
-	return lists, nil
+	return lists, file, nil
 }

@@ -139,9 +139,11 @@ type Options struct {
 type Node struct {
 	opts     Options
 	boundary *boundary.Policy
-	// lists are the operator's own bans and allows (NIP-86).
-	lists *manage.Lists
-	store EventStore
+	// lists are the operator's own bans and allows (NIP-86); listsFile
+	// keeps them in the node home, nil when PostgreSQL does.
+	lists     *manage.Lists
+	listsFile *manage.FileStore
+	store     EventStore
 	// fe is the front-end's side of a PostgreSQL store shared with the
 	// node's other front-ends; nil with Pebble. Without the mesh role
 	// (fe.role nil) didcomm, mesh, acct, iroh and irohRelay are nil.
@@ -249,9 +251,12 @@ func Open(opts Options) (*Node, error) {
 	// OKs in one write rather than a syscall each.
 	ln = rl.Listener(ln)
 	rl.RejectEvent = append(rl.RejectEvent, policy.RelayHook)
-	lists, err := openManage(opts, st, rl, reg)
+	lists, listsFile, err := openManage(opts, st, pg, rl, reg)
 	if err != nil {
 		return nil, err
+	}
+	if listsFile != nil {
+		undo.push(listsFile.Close)
 	}
 	undo.push(lists.Close)
 	var fe *frontEndPart
@@ -362,6 +367,7 @@ func Open(opts Options) (*Node, error) {
 		statusToken: token,
 		boundary:    policy,
 		lists:       lists,
+		listsFile:   listsFile,
 		store:       st,
 		fe:          fe,
 		roleChanged: make(chan struct{}),
@@ -532,6 +538,11 @@ func (n *Node) Serve(ctx context.Context) error {
 	}
 	if err := n.lists.Close(); err != nil {
 		n.opts.Log.Warn("manage close", "err", err)
+	}
+	if n.listsFile != nil {
+		if err := n.listsFile.Close(); err != nil {
+			n.opts.Log.Warn("manage close", "err", err)
+		}
 	}
 	err := n.store.Close()
 	n.lock.release()

@@ -45,6 +45,15 @@
 //	deleted_addresses(pubkey, kind, d, up_to)  NIP-09 by address
 //	feed_head(seq)                     the feed's counter: one row
 //	changes(seq, op, id, raw)          the feed
+//	manage_lists(list, key, value)     the operator's NIP-86 lists (package
+//	    manage: one row per entry, as manage.db keeps one bbolt bucket
+//	    per list), shared by the front-ends (ManageLists, lists.go)
+//	manage_head(version)               made larger by every change of
+//	    the lists, in its transaction, which also NOTIFYs
+//	    fleetmesh_manage; each front-end reloads its view of the lists
+//	    when the version it reads (on the NOTIFY, and every poll) moved
+//	manage_auth_used(id, made)         NIP-98 authorizations the NIP-86
+//	    API took, so none is taken twice at any front-end
 //
 // # One winner per slot, across processes
 //

@@ -287,10 +287,19 @@ func (s *Store) wake() {
 	s.wakeMu.Unlock()
 }
 
+// wakeLists wakes the watcher of the manage lists (ManageLists.Changed).
+func (s *Store) wakeLists() {
+	s.wakeMu.Lock()
+	close(s.listsCh)
+	s.listsCh = make(chan struct{})
+	s.wakeMu.Unlock()
+}
+
 // listener holds one connection, outside the pool, that LISTENs on the
-// feed's channel and wakes the followers on each notification. When the
-// connection drops it wakes them anyway (a notification may have been
-// lost) and connects again.
+// feed's channel and the manage lists' and wakes the followers, or the
+// lists' watcher, on each notification. When the connection drops it
+// wakes them all anyway (a notification may have been lost) and connects
+// again.
 func (s *Store) listener() {
 	defer s.wg.Done()
 	ctx := s.bg
@@ -298,6 +307,7 @@ func (s *Store) listener() {
 	for ctx.Err() == nil {
 		err := s.listenOnce(ctx, &retry)
 		s.wake()
+		s.wakeLists()
 		if ctx.Err() != nil {
 			return
 		}
@@ -319,16 +329,22 @@ func (s *Store) listenOnce(ctx context.Context, retry *time.Duration) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+feedChannel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+feedChannel+"; LISTEN "+manageChannel); err != nil {
 		return err
 	}
 	*retry = 50 * time.Millisecond
 	// Changes committed while no one listened are read now.
 	s.wake()
+	s.wakeLists()
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
 			return err
 		}
-		s.wake()
+		if n.Channel == manageChannel {
+			s.wakeLists()
+		} else {
+			s.wake()
+		}
 	}
 }

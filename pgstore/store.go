@@ -120,9 +120,10 @@ type Store struct {
 	// size is the database's size in bytes as last measured.
 	size atomic.Uint64
 
-	wakeMu sync.Mutex
-	wakeCh chan struct{} // closed and replaced on each feed notification
-	listen sync.Once     // starts the listener on the first Follow
+	wakeMu  sync.Mutex
+	wakeCh  chan struct{} // closed and replaced on each feed notification
+	listsCh chan struct{} // closed and replaced on each notification of the manage lists
+	listen  sync.Once     // starts the listener on the first Follow or ManageLists.Changed
 
 	// bg is cancelled by Close; the sweeper and the listener run under
 	// it, and every follower stops with it.
@@ -168,7 +169,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if n > 0 {
 		opts.Logger.Info("pgstore: schema migrated", "applied", n, "version", SchemaVersion())
 	}
-	s := &Store{pool: pool, read: read, opts: opts, wakeCh: make(chan struct{}), writes: make(chan *saveReq, opts.MaxBatch)}
+	s := &Store{pool: pool, read: read, opts: opts, wakeCh: make(chan struct{}), listsCh: make(chan struct{}), writes: make(chan *saveReq, opts.MaxBatch)}
 	s.bg, s.cancel = context.WithCancel(context.Background())
 	s.measure(ctx)
 	s.wg.Add(1 + opts.Writers)

@@ -2,14 +2,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
+	"os"
+	"path/filepath"
 	"time"
 
 	"fleetmesh.org/fleetmesh/config"
 	"fleetmesh.org/fleetmesh/frontend"
+	"fleetmesh.org/fleetmesh/manage"
 	"fleetmesh.org/fleetmesh/pgstore"
 	"fleetmesh.org/fleetmesh/store"
 )
@@ -20,7 +25,7 @@ func init() {
 
 // storeVerbs describes the verbs of `fleetmesh store`.
 var storeVerbs = map[string]string{
-	"migrate": "copy a stopped node's Pebble store into PostgreSQL, for [store] backend = 'postgres'",
+	"migrate": "copy a stopped node's Pebble store and its operator's lists (manage.db) into PostgreSQL, for [store] backend = 'postgres'",
 }
 
 func runStore(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
@@ -76,6 +81,29 @@ func runStore(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		return err
 	}
 	fmt.Fprintf(stdout, "copied %d events from %s in %s: %v\n", got.Read, dir, time.Since(start).Round(time.Millisecond), got.Results)
+	if err := migrateLists(ctx, home(*h).Path(manage.FileName), dst, stdout); err != nil {
+		return err
+	}
 	fmt.Fprintln(stdout, "now set [store] backend = 'postgres' and postgres_url in config.toml")
+	return nil
+}
+
+// migrateLists copies the operator's NIP-86 lists from the node's
+// manage.db, if it has one, into the database, where every front-end
+// reads them.
+func migrateLists(ctx context.Context, path string, dst *pgstore.Store, stdout io.Writer) error {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	src, err := manage.OpenFile(filepath.Dir(path))
+	if err != nil {
+		return fmt.Errorf("%w (stop the node first)", err)
+	}
+	defer src.Close()
+	n, err := manage.CopyLists(ctx, dst.ManageLists(), src)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "copied %d entries of the operator's lists from %s\n", n, path)
 	return nil
 }
