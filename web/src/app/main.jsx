@@ -14,7 +14,10 @@ import { firstScreen } from './store.js';
 
 // FIRST_SCREEN is how many notes the first paint shows: a tall screen's
 // worth; the rest (to FEED_SHOWN) follow once it is painted.
+// FIRST_SCREEN_SCAN bounds the events its cursor looks at to find them
+// (others' events, profiles and follow lists are passed over).
 export const FIRST_SCREEN = 20;
+export const FIRST_SCREEN_SCAN = 200;
 
 // live resolves to the live side (live.js) once it has started; the views
 // that sign, send or pair wait for it.
@@ -284,7 +287,7 @@ function App() {
 // of it and loads the live side. Nothing before the first paint waits on
 // the network, a key or the whole local copy.
 async function start() {
-  const first = await firstScreen(FIRST_SCREEN).catch(() => null);
+  const first = await firstScreen(FIRST_SCREEN, FIRST_SCREEN_SCAN).catch(() => null);
   if (first) {
     app.follows = first.follows;
     app.pubkey = first.pubkey;

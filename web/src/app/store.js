@@ -105,10 +105,11 @@ const newestFirst = (a, b) => b.created_at - a.created_at || (a.id < b.id ? 1 : 
 // firstScreen reads what the first screen of the feed needs, in one
 // read-only transaction, without loading the whole copy: the follows and
 // the cached Nostr public key (meta), the newest `limit` notes of those
-// (a cursor walking the created_at index backwards, stopping there) and
-// the profiles (kind 0) of their authors. The page paints these before
-// it loads anything else (spec/web.md "First screen").
-export async function firstScreen(limit) {
+// (a cursor walking the created_at index backwards, stopping there or
+// after `scan` events, whichever comes first) and the profiles (kind 0)
+// of their authors. The page paints these before it loads anything else
+// (spec/web.md "First screen").
+export async function firstScreen(limit, scan) {
   const tx = (await db()).transaction(['meta', 'events']);
   const meta = tx.objectStore('meta');
   const [follows, pubkey] = await Promise.all([meta.get('follows'), meta.get('nostr_pk')]);
@@ -116,8 +117,8 @@ export async function firstScreen(limit) {
   if (pubkey) want.add(pubkey);
   const events = tx.objectStore('events');
   const notes = [];
-  let cur = await events.index('created_at').openCursor(null, 'prev');
-  while (cur && notes.length < limit) {
+  let cur = want.size ? await events.index('created_at').openCursor(null, 'prev') : null;
+  for (let seen = 0; cur && notes.length < limit && seen < scan; seen++) {
     if (cur.value.kind === 1 && want.has(cur.value.pubkey)) notes.push(cur.value);
     cur = await cur.continue();
   }
