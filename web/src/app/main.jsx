@@ -46,15 +46,16 @@ function short(pk) {
   return s;
 }
 
-// when shows a time as local YYYY-MM-DD HH:MM, from Date's getters. Not
-// with Intl or toLocaleString: a page's first date formatter loads ICU's
-// locale data, which costs more than the rest of the first screen
-// (docs/benchmarks/pwa.md).
+// when shows a time as local YYYY-MM-DD HH:MM:SS, from Date's getters,
+// with seconds as toLocaleString had them (the status view's last
+// catch-up changes with each one). Not with Intl or toLocaleString: a
+// page's first date formatter loads ICU's locale data, which costs more
+// than the rest of the first screen (docs/benchmarks/pwa.md).
 const pad = (n) => String(n).padStart(2, '0');
 function when(t) {
   if (!t) return 'never';
   const d = new Date(t * 1000);
-  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}`;
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
 }
 
 function Feed() {
