@@ -1,158 +1,31 @@
 // The browser leaf's page: feed of those followed, compose, profile names,
-// identity and home node, status. State lives in IndexedDB (store.js) so
-// the page shows the cached feed at once, online or not; the network is
-// used only while the page is visible ("wakes", as a phone leaf's).
+// identity and home node, status. It paints the first screen of the
+// cached feed before anything else (spec/web.md "First screen"): one read
+// of IndexedDB (store.js firstScreen) and Preact, then it loads the rest
+// of the feed and the live side (live.js: keys, the home connection, the
+// leaf) as a separate chunk. State lives in IndexedDB (store.js) so the
+// page shows the cached feed at once, online or not.
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { decode as nip19decode, npubEncode } from 'nostr-tools/nip19';
-import { catchUp, FEED_KINDS } from './catchup.js';
-import { guard, nostrSigner } from './keys.js';
-import { enqueue, flush } from './outbox.js';
-import { homeRelayURL, RelayConn } from './relay.js';
-import { eventsOf, getMeta, outboxAll, putEvents, setMeta } from './store.js';
-import { idbStorage, Leaf, webCryptoKeyStore } from '../leaf/index.js';
+import { app, names, refreshFeed, update } from './state.js';
+import { homeRelayURL } from './home.js';
+import { firstScreen } from './store.js';
 
-// BASIC_MESSAGE is the DIDComm type of the messages people write here.
-const BASIC_MESSAGE = 'https://didcomm.org/basicmessage/2.0/message';
+// FIRST_SCREEN is how many notes the first paint shows: a tall screen's
+// worth; the rest (to FEED_SHOWN) follow once it is painted.
+// FIRST_SCREEN_SCAN bounds the events its cursor looks at to find them
+// (others' events, profiles and follow lists are passed over).
+export const FIRST_SCREEN = 20;
+export const FIRST_SCREEN_SCAN = 200;
 
-// HIDDEN_CLOSE_MS: sockets are closed this long after the page is hidden
-// (spec/web.md: none open 30 s after).
-export const HIDDEN_CLOSE_MS = 25000;
-// FEED_SHOWN bounds the notes the feed renders.
-export const FEED_SHOWN = 200;
-
-const app = {
-  conn: null,
-  unsub: null,
-  hiddenTimer: null,
-  signer: null,
-  follows: [],
-  listeners: new Set(),
-  leaf: null,
-  status: { rev: 0, homes: [], messages: [], receipts: 0, leafError: '', online: false, lastCatchup: 0, method: '', behind: 0, outbox: 0, peers: null, home: null, error: '', did: '' },
-};
-
-// update changes the status and re-renders; rev counts the changes, so a
-// view reading IndexedDB reads again after each.
-function update(patch) {
-  Object.assign(app.status, patch, { rev: app.status.rev + 1 });
-  for (const l of app.listeners) l();
-}
-
-const authors = () => [app.signer.pubkey, ...app.follows.filter((f) => f !== app.signer.pubkey)];
-
-async function refreshCounts() {
-  const [outbox, behind, lastCatchup, method] = await Promise.all([
-    outboxAll(), getMeta('behind'), getMeta('last_catchup'), getMeta('last_method'),
-  ]);
-  update({ outbox: outbox.length, behind: behind || 0, lastCatchup: lastCatchup || 0, method: method || '' });
-}
-
-// wake connects to the home, sends the outbox, catches up and keeps a live
-// subscription while the page is visible and the browser online.
-let waking = null;
-async function wake() {
-  if (!navigator.onLine || document.visibilityState === 'hidden') return;
-  if (waking) return waking;
-  waking = (async () => {
-    try {
-      app.conn ??= new RelayConn(homeRelayURL(location));
-      app.conn.onclose = () => { app.unsub = null; update({ online: false }); };
-      await app.conn.connect();
-      update({ online: true, error: '' });
-      await flush(app.conn);
-      await refreshCounts();
-      const r = await catchUp(app.conn, authors());
-      await refreshCounts();
-      update({ lastResult: r });
-      if (!app.unsub) {
-        app.unsub = await app.conn.subscribe(
-          [{ kinds: FEED_KINDS, authors: authors(), since: Math.floor(Date.now() / 1000) }],
-          (ev) => putEvents([ev]).then(() => update({})),
-        );
-      }
-      fetchNode();
-    } catch (e) {
-      update({ online: !!app.conn?.open, error: String(e.message || e) });
-    }
-    await wakeLeaf();
-    waking = null;
-  })();
-  return waking;
-}
-
-// withLeaf runs fn with the leaf under a Web Lock: one leaf operation per
-// origin at a time, whichever tab runs it (spec/browser-leaf.md).
-function withLeaf(fn) {
-  if (navigator.locks) return navigator.locks.request('fleetmesh-leaf', () => fn(app.leaf));
-  return fn(app.leaf);
-}
-
-// wakeLeaf does the leaf protocol's wake with the home (DIDComm over
-// HTTP): pairing with the node that served the app when there is no home
-// yet, mediation, pickup, the DIDComm outbox and receipts.
-async function wakeLeaf() {
-  if (!app.leaf) return;
-  try {
-    const summary = await withLeaf(async (leaf) => {
-      if ((await leaf.homes()).length === 0) await leaf.pairWithNode(location.origin);
-      return leaf.wake();
-    });
-    await refreshLeaf({ leafError: summary.error || '', leafSummary: summary });
-  } catch (e) {
-    await refreshLeaf({ leafError: String(e.message || e) });
-  }
-}
-
-async function refreshLeaf(patch = {}) {
-  const [homes, messages, receipts] = await Promise.all([app.leaf.homes(), app.leaf.messages(0, 100), app.leaf.receipts()]);
-  update({ ...patch, homes, messages, receipts: receipts.length });
-}
-
-async function fetchNode() {
-  try {
-    const r = await fetch(new URL('node.json', location), { cache: 'no-store' });
-    if (r.ok) {
-      const n = await r.json();
-      update({ peers: n.peers, home: n });
-    }
-  } catch {
-    // offline: the last known home stays shown
-  }
-}
-
-function sleep() {
-  app.unsub = null;
-  app.conn?.close();
-  update({ online: false });
-}
-
-document.addEventListener('visibilitychange', () => {
-  clearTimeout(app.hiddenTimer);
-  if (document.visibilityState === 'hidden') app.hiddenTimer = setTimeout(sleep, HIDDEN_CLOSE_MS);
-  else wake();
-});
-addEventListener('online', () => wake());
-addEventListener('offline', () => { sleep(); });
-
-// publish signs a note (or profile, or follow list), keeps it in the
-// outbox and sends it when it can: now if online, else on the next wake or
-// on Background Sync.
-async function publish(template) {
-  guard(JSON.stringify(template));
-  const ev = await app.signer.sign({ created_at: Math.floor(Date.now() / 1000), tags: [], ...template });
-  guard(JSON.stringify(ev));
-  await enqueue(ev);
-  await putEvents([ev]);
-  await refreshCounts();
-  const reg = await navigator.serviceWorker?.ready.catch(() => null);
-  if (reg?.sync) await reg.sync.register('outbox').catch(() => {});
-  if (navigator.onLine && app.conn?.open) {
-    await flush(app.conn);
-    await refreshCounts();
-  } else wake();
-  return ev;
-}
+// live resolves to the live side (live.js) once it has started; the views
+// that sign, send or pair wait for it.
+let liveP = null;
+const live = () => (liveP ??= import('./live.js').then(async (m) => {
+  await m.start();
+  return m;
+}));
 
 function useApp() {
   const [, set] = useState(0);
@@ -164,28 +37,30 @@ function useApp() {
   return app.status;
 }
 
-function useEvents(kinds, limit) {
-  const s = useApp();
-  const [evs, setEvs] = useState([]);
-  useEffect(() => { eventsOf(authors(), kinds, limit).then(setEvs); }, [s.rev]);
-  return evs;
+// short is the start of an author's npub, for authors without a name;
+// computed once per author (bech32 in a loop of 200 notes adds up).
+const shortOf = new Map();
+function short(pk) {
+  let s = shortOf.get(pk);
+  if (!s) shortOf.set(pk, (s = npubEncode(pk).slice(0, 14) + '…'));
+  return s;
 }
 
-function names(profiles) {
-  const m = new Map();
-  for (const p of profiles) {
-    try { m.set(p.pubkey, JSON.parse(p.content).name || ''); } catch { /* not JSON: no name */ }
-  }
-  return m;
+// when shows a time as local YYYY-MM-DD HH:MM:SS, from Date's getters,
+// with seconds as toLocaleString had them (the status view's last
+// catch-up changes with each one). Not with Intl or toLocaleString: a
+// page's first date formatter loads ICU's locale data, which costs more
+// than the rest of the first screen (docs/benchmarks/pwa.md).
+const pad = (n) => String(n).padStart(2, '0');
+function when(t) {
+  if (!t) return 'never';
+  const d = new Date(t * 1000);
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
 }
-
-const short = (pk) => npubEncode(pk).slice(0, 14) + '…';
-const when = (t) => (t ? new Date(t * 1000).toLocaleString() : 'never');
 
 function Feed() {
-  const evs = useEvents([0, 1], Infinity);
-  const notes = evs.filter((e) => e.kind === 1).slice(0, FEED_SHOWN);
-  const nm = names(evs.filter((e) => e.kind === 0));
+  useApp();
+  const { notes, names: nm } = app.feed;
   // 'feed-shown' marks when the first notes are on the page (the
   // benchmark's offline second load reads it).
   useEffect(() => {
@@ -215,7 +90,7 @@ function Compose() {
     e.preventDefault();
     if (!text.trim()) return;
     try {
-      const ev = await publish({ kind: 1, content: text });
+      const ev = await (await live()).publish({ kind: 1, content: text });
       setText('');
       setMsg(`Queued ${ev.id.slice(0, 8)}: ${app.status.online ? 'sent' : 'will be sent when online'}.`);
     } catch (err) {
@@ -242,7 +117,7 @@ function Profile() {
   const saveName = async (e) => {
     e.preventDefault();
     try {
-      await publish({ kind: 0, content: JSON.stringify({ name }) });
+      await (await live()).publish({ kind: 0, content: JSON.stringify({ name }) });
       setMsg('Name saved.');
     } catch (err) { setMsg(String(err.message || err)); }
   };
@@ -252,14 +127,9 @@ function Profile() {
       let pk = follow.trim();
       if (pk.startsWith('npub1')) pk = nip19decode(pk).data;
       if (!/^[0-9a-f]{64}$/.test(pk)) throw new Error('give an npub1… or a 64-character hex public key');
-      app.follows = [...new Set([...app.follows, pk])];
-      await setMeta('follows', app.follows);
-      await publish({ kind: 3, content: '', tags: app.follows.map((p) => ['p', p]) });
+      await (await live()).follow(pk);
       setFollow('');
       setMsg('Following.');
-      app.unsub?.();
-      app.unsub = null;
-      wake();
     } catch (err) { setMsg(String(err.message || err)); }
   };
   return (
@@ -288,10 +158,11 @@ function PairForm() {
   const pair = async (e) => {
     e.preventDefault();
     try {
-      const h = await withLeaf((leaf) => leaf.pair(code.trim()));
+      const l = await live();
+      const h = await l.withLeaf((leaf) => leaf.pair(code.trim()));
       setCode('');
       setMsg(`Paired with ${h.did}.`);
-      await wakeLeaf();
+      await l.wakeLeaf();
     } catch (err) { setMsg(String(err.message || err)); }
   };
   return (
@@ -311,7 +182,7 @@ function Identity() {
       <h2 id="id-h">Identity and home</h2>
       <dl>
         <dt>This device's DID</dt><dd><code id="did">{s.did || 'making…'}</code></dd>
-        <dt>Nostr key</dt><dd><code id="npub">{npubEncode(app.signer.pubkey)}</code> ({app.signer.kind === 'nip07' ? 'browser signer' : 'kept on this device'})</dd>
+        <dt>Nostr key</dt><dd><code id="npub">{app.pubkey ? npubEncode(app.pubkey) : 'loading…'}</code>{app.signer && ` (${app.signer.kind === 'nip07' ? 'browser signer' : 'kept on this device'})`}</dd>
         <dt>Home relay</dt><dd><code id="home-relay">{app.conn?.url || homeRelayURL(location)}</code></dd>
         <dt>Home DID</dt><dd><code id="home-did">{s.home?.did || 'unknown'}</code></dd>
         <dt>Paired homes (DIDComm)</dt>
@@ -330,11 +201,11 @@ function Messages() {
   const send = async (e) => {
     e.preventDefault();
     try {
-      guard(text);
-      const id = await withLeaf((leaf) => leaf.sendMessage(to.trim(), { type: BASIC_MESSAGE, body: { content: text } }));
+      const l = await live();
+      const id = await l.sendBasicMessage(to.trim(), text);
       setText('');
       setMsg(`Queued ${id.slice(0, 8)}.`);
-      await wakeLeaf();
+      await l.wakeLeaf();
       setMsg(`Sent ${id.slice(0, 8)}${app.status.leafError ? `; ${app.status.leafError}` : ''}.`);
     } catch (err) { setMsg(String(err.message || err)); }
   };
@@ -413,32 +284,26 @@ function App() {
   );
 }
 
+// start paints the first screen of the cached feed, then reads the rest
+// of it and loads the live side. Nothing before the first paint waits on
+// the network, a key or the whole local copy.
 async function start() {
-  const [signer, follows] = await Promise.all([nostrSigner(), getMeta('follows'), refreshCounts()]);
-  app.signer = signer;
-  app.follows = follows || [];
+  const first = await firstScreen(FIRST_SCREEN, FIRST_SCREEN_SCAN).catch(() => null);
+  if (first) {
+    app.follows = first.follows;
+    app.pubkey = first.pubkey;
+    app.feed = { notes: first.notes, names: names(first.profiles) };
+  }
   const root = document.getElementById('app');
   root.textContent = '';
   render(<App />, root);
-  try {
-    const storage = await idbStorage();
-    app.leaf = await Leaf.open({ storage, keyStore: webCryptoKeyStore(storage) });
-    await refreshLeaf({ did: app.leaf.did });
-    // A link carrying ?pair=CODE pairs with that home.
-    const code = new URLSearchParams(location.search).get('pair');
-    if (code) {
-      await withLeaf((leaf) => leaf.pair(code));
-      history.replaceState(null, '', location.pathname + location.hash);
-    }
-  } catch (e) {
-    update({ leafError: String(e.message || e) });
-  }
-  if ('serviceWorker' in navigator) {
-    navigator.serviceWorker.register('sw.js', { scope: './' }).catch((e) => update({ error: `service worker: ${e.message}` }));
-  }
-  navigator.storage?.persist?.();
-  document.body.dataset.ready = 'true';
-  wake();
+  // After the frame with the first screen is painted: the rest, and the
+  // tab's icon (an SVG image document of its own to parse).
+  requestAnimationFrame(() => setTimeout(() => {
+    refreshFeed();
+    document.head.append(Object.assign(document.createElement('link'), { rel: 'icon', type: 'image/svg+xml', href: 'icon.svg' }));
+    live().catch((e) => update({ error: `loading the app: ${e.message || e}` }));
+  }));
 }
 
 start();

@@ -149,11 +149,3 @@ export class RelayConn {
     });
   }
 }
-
-// homeRelayURL is the relay of the node that served the app: the same
-// origin over WebSocket.
-export function homeRelayURL(loc) {
-  const u = new URL('/', loc);
-  u.protocol = u.protocol === 'https:' ? 'wss:' : 'ws:';
-  return u.href;
-}

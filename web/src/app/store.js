@@ -94,8 +94,37 @@ export async function eventsOf(authors, kinds, limit = Infinity) {
   const all = await (await db()).getAll('events');
   return all
     .filter((e) => want.has(e.pubkey) && kinds.includes(e.kind))
-    .sort((a, b) => b.created_at - a.created_at || (a.id < b.id ? -1 : 1))
+    .sort(newestFirst)
     .slice(0, limit);
+}
+
+// newestFirst orders events as a reverse cursor on the created_at index
+// walks them: newest first, and by id, descending, within a second.
+const newestFirst = (a, b) => b.created_at - a.created_at || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0);
+
+// firstScreen reads what the first screen of the feed needs, in one
+// read-only transaction, without loading the whole copy: the follows and
+// the cached Nostr public key (meta), the newest `limit` notes of those
+// (a cursor walking the created_at index backwards, stopping there or
+// after `scan` events, whichever comes first) and the profiles (kind 0)
+// of their authors. The page paints these before it loads anything else
+// (spec/web.md "First screen").
+export async function firstScreen(limit, scan) {
+  const tx = (await db()).transaction(['meta', 'events']);
+  const meta = tx.objectStore('meta');
+  const [follows, pubkey] = await Promise.all([meta.get('follows'), meta.get('nostr_pk')]);
+  const want = new Set(follows || []);
+  if (pubkey) want.add(pubkey);
+  const events = tx.objectStore('events');
+  const notes = [];
+  let cur = want.size ? await events.index('created_at').openCursor(null, 'prev') : null;
+  for (let seen = 0; cur && notes.length < limit && seen < scan; seen++) {
+    if (cur.value.kind === 1 && want.has(cur.value.pubkey)) notes.push(cur.value);
+    cur = await cur.continue();
+  }
+  const byKind = events.index('pubkey_kind');
+  const profiles = await Promise.all([...new Set(notes.map((n) => n.pubkey))].map((pk) => byKind.get([pk, 0])));
+  return { follows: follows || [], pubkey: pubkey || '', notes, profiles: profiles.filter(Boolean) };
 }
 
 export async function outboxAll() {

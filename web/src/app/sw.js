@@ -2,7 +2,8 @@
 // (SHELL_VERSION, set by build.mjs) so the app opens offline, and flushes
 // the outbox on Background Sync where the browser has it.
 import { flush } from './outbox.js';
-import { homeRelayURL, RelayConn } from './relay.js';
+import { homeRelayURL } from './home.js';
+import { RelayConn } from './relay.js';
 
 /* global SHELL_VERSION, SHELL_FILES */
 const CACHE = `fleetmesh-shell-${SHELL_VERSION}`;
