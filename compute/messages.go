@@ -13,6 +13,7 @@ import (
 	"github.com/ipfs/go-cid"
 	mh "github.com/multiformats/go-multihash"
 
+	"fleetmesh.org/fleetmesh/compute/sandbox"
 	"fleetmesh.org/fleetmesh/didcomm"
 )
 
@@ -44,7 +45,7 @@ const (
 	MaxRedundancy  = 16
 	MaxDeadlineMS  = 60_000
 	MaxMemoryPages = 1024 // 64 MiB
-	MaxCallDepth   = 1900 // the sandbox's bound (sandbox.MaxCallDepth)
+	MaxCallDepth   = sandbox.MaxCallDepth
 	maxJobIDLen    = 64
 	maxReasonLen   = 512
 )

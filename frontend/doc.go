@@ -15,7 +15,10 @@
 //     dies its session ends, the lock is free, and another front-end
 //     waiting for it (WaitRole) takes the role over.
 //   - Members registers a front-end in a table with a heartbeat, so that
-//     `fleetmesh status` lists the front-ends and which holds the role.
+//     `fleetmesh status` lists the front-ends and which holds the role;
+//     through it the role's holder shares the node's standing view
+//     (ShareStanding) with the others, which have no receipts to compute
+//     it from, so that a policy reading standing judges alike at all.
 //
 // It is not the event store (package pgstore is) and not the wiring:
 // package node decides what runs with and without the role. The lock and

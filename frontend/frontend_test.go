@@ -261,3 +261,44 @@ func TestCopyFromPebble(t *testing.T) {
 		t.Fatalf("a second copy gave %+v, want 302 duplicates", again.Results)
 	}
 }
+
+// TestSharedStanding: the standing view one front-end shares is what the
+// others read, a read not newer than the last returns no scores, and a
+// node that shared none reads as none.
+func TestSharedStanding(t *testing.T) {
+	url := pgtest.Database(t)
+	ctx := context.Background()
+	log := slog.New(slog.DiscardHandler)
+	join := func(did, name string) *Members {
+		m, err := Join(ctx, url, did, RoleLockKey(did), Member{Name: name, RelayURL: "ws://" + name}, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return m
+	}
+	holder, other, stranger := join("did:key:a", "a1"), join("did:key:a", "a2"), join("did:key:b", "b1")
+	if s, at, err := other.SharedStanding(ctx, time.Time{}); err != nil || s != nil || !at.IsZero() {
+		t.Fatalf("before any share: %v at %v (err %v)", s, at, err)
+	}
+	want := map[string]float64{"did:key:x": 0.25, "did:key:y": 0.0005}
+	if err := holder.ShareStanding(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	got, at, err := other.SharedStanding(ctx, time.Time{})
+	if err != nil || len(got) != 2 || got["did:key:x"] != 0.25 || got["did:key:y"] != 0.0005 || at.IsZero() {
+		t.Fatalf("read %v at %v (err %v), want %v", got, at, err, want)
+	}
+	if again, at2, err := other.SharedStanding(ctx, at); err != nil || again != nil || !at2.Equal(at) {
+		t.Fatalf("a read not newer returned %v at %v (err %v)", again, at2, err)
+	}
+	if s, _, err := stranger.SharedStanding(ctx, time.Time{}); err != nil || s != nil {
+		t.Fatalf("another node reads %v (err %v), want none", s, err)
+	}
+	if err := holder.ShareStanding(ctx, map[string]float64{}); err != nil {
+		t.Fatal(err)
+	}
+	if s, at3, err := other.SharedStanding(ctx, at); err != nil || s == nil || len(s) != 0 || !at3.After(at) {
+		t.Fatalf("after an empty share: %v at %v (err %v), want an empty view, newer", s, at3, err)
+	}
+}

@@ -119,18 +119,21 @@ func Join(ctx context.Context, url string, did string, key int64, me Member, log
 	return m, nil
 }
 
-// createTable makes the members table once, under a transaction-scoped
-// advisory lock.
+// createTable makes the members and standing tables once, under a
+// transaction-scoped advisory lock.
 func createTable(ctx context.Context, pool *pgxpool.Pool) error {
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", schemaLock); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, createMembers)
+		if _, err := tx.Exec(ctx, createMembers); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, createStanding)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("frontend: create the members table: %w", err)
+		return fmt.Errorf("frontend: create the members and standing tables: %w", err)
 	}
 	return nil
 }

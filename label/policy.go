@@ -41,6 +41,11 @@ type Options struct {
 	// Evict, if set, is told of a label the set evicted (to drop it from
 	// the event store too).
 	Evict func(id [32]byte)
+	// Held, if set, is told of each event the policy holds for review
+	// (policy hold) and why: the node puts it in the operator's NIP-86
+	// moderation queue. It is called on the event path, outside the
+	// policy's lock.
+	Held func(ev *nostr.Event, why string)
 	// Metrics, if not nil, count what the policy does.
 	Metrics *Metrics
 	// Now is the clock (nil: time.Now).
@@ -166,6 +171,9 @@ func (p *Policy) Admit(ev *nostr.Event) string {
 		p.mu.Lock()
 		p.held.add(ev.ID, ev.PubKey)
 		p.mu.Unlock()
+		if p.opts.Held != nil {
+			p.opts.Held(ev, v.Reason())
+		}
 	}
 	return ""
 }
@@ -297,12 +305,17 @@ func (v *Verdict) Passes() bool { return v != nil && v.Sum >= v.Threshold }
 
 // Message is the `OK false` reason of a refusal of the event id.
 func (v *Verdict) Message(id string) string {
+	return fmt.Sprintf("blocked: %s (rule labels.%s; the operator can see why with `fleetmesh why --event %s`)", v.Reason(), v.Rule, id)
+}
+
+// Reason says what the verdict found in a line: what was labelled, how,
+// by how many labellers, of what standing against the threshold.
+func (v *Verdict) Reason() string {
 	what := v.Rule
 	if len(v.Reasons) > 0 {
 		what += " labelled " + string(v.Reasons[0])
 	}
-	return fmt.Sprintf("blocked: %s by %d labeller(s) of standing %.4g here, at or past this relay's threshold %.4g (rule labels.%s; the operator can see why with `fleetmesh why --event %s`)",
-		what, v.counted(), v.Sum, v.Threshold, v.Rule, id)
+	return fmt.Sprintf("%s by %d labeller(s) of standing %.4g here, at or past this relay's threshold %.4g", what, v.counted(), v.Sum, v.Threshold)
 }
 
 func (v *Verdict) counted() int {

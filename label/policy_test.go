@@ -147,6 +147,33 @@ func TestPolicy(t *testing.T) {
 	}
 }
 
+// TestHoldQueues: under policy hold an event past the threshold is
+// accepted and handed to the node's moderation queue with why; one below
+// it is not.
+func TestHoldQueues(t *testing.T) {
+	spammer := nostrKey(t, 50)
+	var held []*nostr.Event
+	var whys []string
+	p := testPolicy(t, ActionHold, mapReader{nodeKey(t, 1).DID(): 0.01}, func(_ *Config, o *Options) {
+		o.Held = func(ev *nostr.Event, why string) {
+			held = append(held, ev)
+			whys = append(whys, why)
+		}
+	})
+	other := note(t, nostrKey(t, 51), "fine")
+	if p.Admit(other) != "" || len(held) != 0 {
+		t.Fatalf("an unlabelled author's event held: %v", whys)
+	}
+	publish(t, p, labelBy(t, 1, Spam, Target{Author, hexOf(spammer.PubKey())}, nil))
+	ev := note(t, spammer, "buy now")
+	if msg := p.Admit(ev); msg != "" {
+		t.Fatalf("held events are accepted, got %q", msg)
+	}
+	if len(held) != 1 || held[0].ID != ev.ID || !strings.HasPrefix(whys[0], "author labelled spam by 1 labeller(s)") {
+		t.Fatalf("queued %d events, why %q", len(held), whys)
+	}
+}
+
 // TestRetractionLifts: once a labeller retracts its label, the author is
 // taken again.
 func TestRetractionLifts(t *testing.T) {

@@ -330,7 +330,8 @@ type heldEvent struct {
 // Hold puts an event in the moderation queue (NIP-86
 // listeventsneedingmoderation) with why it was held; allowevent releases
 // it, banevent drops it. evJSON is the event's JSON. A policy that holds
-// events for review calls it.
+// events for review calls it, as often as the event arrives: an event
+// already queued, allowed or banned is left as it is, without a write.
 func (l *Lists) Hold(id [32]byte, evJSON []byte, reason string) error {
 	r, err := l.reason(reason)
 	if err != nil {
@@ -340,7 +341,18 @@ func (l *Lists) Hold(id [32]byte, evJSON []byte, reason string) error {
 	if err != nil {
 		return err
 	}
-	return l.put(bucketHeldEvents, hexKey(id), string(v))
+	k := hexKey(id)
+	known := false
+	l.db.View(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketHeldEvents, bucketAllowedEvents, bucketBannedEvents} {
+			known = known || tx.Bucket(b).Get(k) != nil
+		}
+		return nil
+	})
+	if known {
+		return nil
+	}
+	return l.put(bucketHeldEvents, k, string(v))
 }
 
 // Held lists the events needing moderation, with their reasons.

@@ -3,7 +3,10 @@ package node
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"fleetmesh.org/fleetmesh/frontend"
@@ -31,10 +34,14 @@ type frontEndPart struct {
 	key      int64
 	members  *frontend.Members
 	follower *frontend.Follower
+	log      *slog.Logger
 	// role is the mesh role when this front-end holds it, else nil;
 	// taken is the role taken while serving, for the next Open.
 	role  *frontend.Role
 	taken *frontend.Role
+	// standing is the node's standing view as the role's holder last
+	// shared it; kept fresh only at a front-end without the role.
+	standing sharedStanding
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -46,7 +53,7 @@ type frontEndPart struct {
 func openFrontEnd(opts Options, pg *pgstore.Store, rl *relay.Relay, listen string) (_ *frontEndPart, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeOpenTimeout)
 	defer cancel()
-	fe := &frontEndPart{pg: pg, url: opts.Config.Store.PostgresURL, name: frontend.Name(listen), key: frontend.RoleLockKey(opts.Key.DID())}
+	fe := &frontEndPart{pg: pg, url: opts.Config.Store.PostgresURL, name: frontend.Name(listen), key: frontend.RoleLockKey(opts.Key.DID()), log: opts.Log}
 	defer func() {
 		if err != nil {
 			fe.close()
@@ -75,8 +82,60 @@ func openFrontEnd(opts Options, pg *pgstore.Store, rl *relay.Relay, listen strin
 		opts.Log.Info("front-end holds the mesh role", "front_end", fe.name)
 	} else {
 		opts.Log.Info("front-end without the mesh role; waiting for it", "front_end", fe.name)
+		fe.standing.refresh(ctx, fe.members, opts.Log)
 	}
 	return fe, nil
+}
+
+// sharedStanding is the node's standing view as the front-end holding
+// the mesh role shared it (frontend.Members.ShareStanding): what a
+// front-end without the role, which has no receipts of its own, weighs
+// labellers by (standing.Reader).
+type sharedStanding struct {
+	scores atomic.Pointer[map[string]float64]
+	taken  time.Time // of scores; only refresh touches it
+}
+
+// Of is did's standing as last shared.
+func (s *sharedStanding) Of(did string) float64 {
+	if m := s.scores.Load(); m != nil {
+		return (*m)[did]
+	}
+	return 0
+}
+
+// refresh reads the view if it was shared again since the last read.
+func (s *sharedStanding) refresh(ctx context.Context, m *frontend.Members, log *slog.Logger) {
+	scores, taken, err := m.SharedStanding(ctx, s.taken)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Warn("front-end: reading the shared standing view", "err", err)
+		}
+		return
+	}
+	if scores != nil {
+		s.scores.Store(&scores)
+		s.taken = taken
+	}
+}
+
+// shareStanding is, at the front-end holding the mesh role, what the
+// standing view's every take calls: it shares the scores when they
+// changed since it last shared them.
+func (fe *frontEndPart) shareStanding(log *slog.Logger) func(map[string]float64) {
+	var last map[string]float64
+	return func(scores map[string]float64) {
+		if last != nil && maps.Equal(last, scores) {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := fe.members.ShareStanding(ctx, scores); err != nil {
+			log.Warn("front-end: sharing the standing view", "err", err)
+			return
+		}
+		last = scores
+	}
 }
 
 // start follows the feed and watches the role: roleChanged is called
@@ -89,6 +148,22 @@ func (fe *frontEndPart) start(roleChanged func(), log func(msg string, args ...a
 		defer fe.wg.Done()
 		fe.follower.Run(ctx)
 	}()
+	if fe.role == nil {
+		fe.wg.Add(1)
+		go func() {
+			defer fe.wg.Done()
+			t := time.NewTicker(frontend.Heartbeat)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					fe.standing.refresh(ctx, fe.members, fe.log)
+				}
+			}
+		}()
+	}
 	go func() {
 		defer fe.wg.Done()
 		if fe.role != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"fleetmesh.org/fleetmesh/boundary"
 	"fleetmesh.org/fleetmesh/config"
+	"fleetmesh.org/fleetmesh/config/setting"
 	"fleetmesh.org/fleetmesh/descriptor"
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/mesh"
@@ -333,4 +335,48 @@ func eventually(t testing.TB, within time.Duration, what string, cond func() boo
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// serveNode opens and serves a whole node (Open, Serve) in a fresh home,
+// its relay on a free loopback port and its mesh alone (a loopback
+// listener, no bootstrap, DHT or mDNS), after edit changes its config.
+// stop stops it, at most once; the test's cleanup calls it too.
+func serveNode(t testing.TB, level slog.Level, edit func(*config.Config)) (n *Node, key *identity.Key, stop func()) {
+	t.Helper()
+	h := Home{Dir: t.TempDir()}
+	key, _, err := Init(h, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(h.ConfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Relay.Listen = "127.0.0.1:0"
+	cfg.Mesh.Listen, cfg.Mesh.Bootstrap, cfg.Mesh.MDNS, cfg.Mesh.DHT = []string{"/ip4/127.0.0.1/tcp/0"}, nil, setting.Off, "off"
+	edit(&cfg)
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{}, 1)
+	n, err = Open(Options{Home: h, Config: cfg, Key: key, Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
+		Ready: func(string) { ready <- struct{}{} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Serve(ctx) }()
+	<-ready
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return n, key, stop
 }

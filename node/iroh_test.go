@@ -51,46 +51,14 @@ func startIrohNodeWith(t *testing.T, edit func(*config.Config)) *irohNode {
 	if err := iroh.Check(iroh.Config{Node: "node", HelperDir: helper}); err != nil {
 		t.Fatalf("%v (scripts/test.sh runs `npm install --no-save` in iroh/helper)", err)
 	}
-	h := Home{Dir: t.TempDir()}
-	key, _, err := Init(h, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(h.ConfigPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Relay.Listen = "127.0.0.1:0"
-	cfg.Mesh.Listen, cfg.Mesh.Bootstrap, cfg.Mesh.MDNS, cfg.Mesh.DHT = nil, nil, setting.Off, "off"
-	cfg.Mesh.SyncInterval = setting.DurationOf(500 * time.Millisecond)
-	cfg.Iroh.HelperDir = helper
-	cfg.Iroh.Bind = []string{"127.0.0.1:0"}
-	edit(&cfg)
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan struct{}, 1)
-	n, err := Open(Options{Home: h, Config: cfg, Key: key, Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: irohTestLogLevel})),
-		Ready: func(string) { ready <- struct{}{} }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Serve(ctx) }()
-	<-ready
-	stopped := false
-	in := &irohNode{n: n, key: key, stop: func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}}
-	t.Cleanup(in.stop)
+	n, key, stop := serveNode(t, irohTestLogLevel, func(cfg *config.Config) {
+		cfg.Mesh.Listen = nil
+		cfg.Mesh.SyncInterval = setting.DurationOf(500 * time.Millisecond)
+		cfg.Iroh.HelperDir = helper
+		cfg.Iroh.Bind = []string{"127.0.0.1:0"}
+		edit(cfg)
+	})
+	in := &irohNode{n: n, key: key, stop: stop}
 	if _, ok := n.Iroh(); !ok {
 		t.Fatal("iroh does not serve")
 	}

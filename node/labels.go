@@ -17,9 +17,11 @@ import (
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/internal/nostrkey"
 	"fleetmesh.org/fleetmesh/label"
+	"fleetmesh.org/fleetmesh/manage"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/receipt"
 	"fleetmesh.org/fleetmesh/relay"
+	"fleetmesh.org/fleetmesh/standing"
 )
 
 // LabelKeyFile is the label key's file name in a node home: the
@@ -39,33 +41,69 @@ type labelsPart struct {
 	st   EventStore
 	acct *accounting.Service
 	log  *slog.Logger
+	// held carries the events the policy holds to the operator's NIP-86
+	// moderation queue, written off the event path (a disk write per
+	// held event would let a flood of one labelled author's events
+	// cost a write each); when full, an event is listed only in
+	// `fleetmesh why --held`.
+	held  chan heldEvent
+	lists *manage.Lists
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
-func openLabels(opts Options, rl *relay.Relay, st EventStore, ap *accountingPart, reg prometheus.Registerer) (*labelsPart, error) {
+// heldEvent is an event held for review and why.
+type heldEvent struct {
+	ev  *nostr.Event
+	why string
+}
+
+// heldQueue bounds the held events waiting for the moderation queue's
+// write.
+const heldQueue = 256
+
+// openLabels opens the policy on the relay. With the accounting (ap; a
+// node, or the front-end holding the mesh role) it weighs labellers by
+// the node's own standing view, feeds what labels make of nodes back into
+// it and serves `fleetmesh label` and `fleetmesh why`. A front-end
+// without the mesh role has no accounting (ap nil): it weighs them by
+// shared, the view its holder shares, and knows of no dispute resolved.
+func openLabels(opts Options, rl *relay.Relay, st EventStore, ap *accountingPart, shared standing.Reader, lists *manage.Lists, reg prometheus.Registerer) (*labelsPart, error) {
 	sk, _, err := nostrkey.LoadOrCreate(opts.Home.Path(LabelKeyFile), "labels: label key")
 	if err != nil {
 		return nil, err
 	}
-	lp := &labelsPart{key: opts.Key, sk: sk, rl: rl, st: st, acct: ap.s, log: opts.Log}
+	lp := &labelsPart{key: opts.Key, sk: sk, rl: rl, st: st, log: opts.Log, held: make(chan heldEvent, heldQueue), lists: lists}
+	var resolved func(*receipt.Receipt) bool
+	if ap != nil {
+		lp.acct, shared, resolved = ap.s, rawReader{ap.standing}, ap.standing.resolved
+	}
 	lp.p, err = label.NewPolicy(opts.Config.Labels, label.Options{
 		Self:     opts.Key.DID(),
-		Standing: rawReader{ap.standing},
-		Resolved: ap.standing.resolved,
+		Standing: shared,
+		Resolved: resolved,
 		Evict:    lp.evict,
-		Metrics:  label.NewMetrics(reg),
+		Held: func(ev *nostr.Event, why string) {
+			select {
+			case lp.held <- heldEvent{ev, why}:
+			default:
+			}
+		},
+		Metrics: label.NewMetrics(reg),
 	})
 	if err != nil {
 		return nil, err
 	}
-	adjust := lp.p.Standing
-	ap.standing.adjust.Store(&adjust)
 	hookLabels(rl, lp.p)
 	if err := lp.load(); err != nil {
 		return nil, err
 	}
+	if ap == nil {
+		return lp, nil
+	}
+	adjust := lp.p.Standing
+	ap.standing.adjust.Store(&adjust)
 	ctl := ap.ctl.Handler.(*http.ServeMux)
 	ctl.HandleFunc("POST /labels", lp.serveLabel)
 	ctl.HandleFunc("POST /labels/retract", lp.serveRetract)
@@ -125,6 +163,33 @@ func (lp *labelsPart) start() {
 			}
 		}
 	}()
+	lp.wg.Add(1)
+	go func() {
+		defer lp.wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case h := <-lp.held:
+				lp.queue(h)
+			}
+		}
+	}()
+}
+
+// queue puts a held event in the NIP-86 moderation queue
+// (listeventsneedingmoderation); allowevent releases it there.
+func (lp *labelsPart) queue(h heldEvent) {
+	js, err := h.ev.MarshalJSON()
+	if err == nil {
+		err = lp.lists.Hold(h.ev.ID, js, "labels: "+h.why)
+	}
+	switch {
+	case errors.Is(err, manage.ErrFull):
+		lp.log.Debug("labels: the moderation queue is full", "id", h.ev.IDHex())
+	case err != nil:
+		lp.log.Warn("labels: queueing a held event for moderation", "id", h.ev.IDHex(), "err", err)
+	}
 }
 
 func (lp *labelsPart) close() {

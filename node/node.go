@@ -285,7 +285,7 @@ func Open(opts Options) (*Node, error) {
 		}
 		mp.rounds.SetPrefer(acct.standing.trusted)
 		mp.m.SetStanding(acct.standing.score)
-		if labels, err = openLabels(opts, rl, st, acct, reg); err != nil {
+		if labels, err = openLabels(opts, rl, st, acct, nil, lists, reg); err != nil {
 			return nil, err
 		}
 		if cp, err = openCompute(opts, dc, mp, acct, rl, st, reg); err != nil {
@@ -304,6 +304,20 @@ func Open(opts Options) (*Node, error) {
 		reg.MustRegister(newIrohCollector(ip))
 		mp.registerMetrics(reg)
 		reg.MustRegister(newMeshCollector(mp.m), newMeshObserver(mp))
+	}
+	if fe != nil {
+		// Every front-end judges events by the labels alike: each takes
+		// in the labels stored at any of them (the relay runs its
+		// OnStored hooks on the feed's events), and one without the mesh
+		// role weighs their labellers by the standing view the role's
+		// holder shares.
+		if fe.role == nil {
+			if labels, err = openLabels(opts, rl, st, nil, &fe.standing, lists, reg); err != nil {
+				return nil, err
+			}
+		} else {
+			acct.standing.share = fe.shareStanding(opts.Log)
+		}
 	}
 
 	var n *Node
@@ -441,6 +455,8 @@ func (n *Node) Serve(ctx context.Context) error {
 	if n.mesh != nil {
 		n.mesh.start(n.RelayURL())
 		n.acct.start()
+	}
+	if n.labels != nil {
 		n.labels.start()
 	}
 	if n.fe != nil {

@@ -40,6 +40,9 @@ type standingPart struct {
 	// standing (spec/labels.md "Policy"); the services read Of, which
 	// applies it, and the labels' policy reads raw, which does not.
 	adjust atomic.Pointer[func(did string, s float64) float64]
+	// share, if set before start, is given the scores at every take: a
+	// front-end holding the mesh role shares them with the others.
+	share  func(scores map[string]float64)
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -69,6 +72,9 @@ func (sp *standingPart) take() {
 	}
 	sc := sp.v.Scores()
 	sp.snap.Store(&sc)
+	if sp.share != nil {
+		sp.share(sc)
+	}
 	done := make(map[string]struct{}, len(cosigned))
 	for _, r := range cosigned {
 		done[windowKey(r)] = struct{}{}

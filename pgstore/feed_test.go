@@ -167,30 +167,38 @@ func TestStoredThenLive(t *testing.T) {
 	evs := makeNotes(fx, 250)
 	done := make(chan map[[32]byte]bool)
 	go func() { done <- writeAll(ctx, t, stores, evs, false) }()
-	// Open the REQ once some, not all, events are in.
+	storedThenLive(ctx, t, fx.s, nostr.Filter{Kinds: []int{1}, Tags: map[string][]string{"t": {"feed"}}}, 50, done)
+}
+
+// storedThenLive opens a "REQ" for f on s once the feed's head has
+// reached from (or a minute has passed) while the writes that done
+// reports go on: QueryRawHead, then Follow from its head to the head
+// after the writes. The stored part and the live part together must
+// hold every event the writes stored exactly once, and nothing else.
+func storedThenLive(ctx context.Context, t *testing.T, s *Store, f nostr.Filter, from uint64, done <-chan map[[32]byte]bool) {
+	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		h, err := fx.s.Head(ctx)
+		h, err := s.Head(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h >= 50 || time.Now().After(deadline) {
+		if h >= from || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	seen := map[[32]byte]int{}
-	f := nostr.Filter{Kinds: []int{1}, Tags: map[string][]string{"t": {"feed"}}}
-	head, err := fx.s.QueryRawHead(ctx, &f, 10_000, func(r eventstore.Raw) bool {
+	head, err := s.QueryRawHead(ctx, &f, 10_000, func(r eventstore.Raw) bool {
 		seen[r.ID()]++
 		return true
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	follower := fx.s.Follow(ctx, head)
+	follower := s.Follow(ctx, head)
 	stored := <-done
-	final, err := fx.s.Head(ctx)
+	final, err := s.Head(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -140,6 +141,32 @@ func (s meteredStore) QueryRaw(ctx context.Context, f *nostr.Filter, limit int, 
 		m.nanos.Add(int64(time.Since(start)))
 	}
 	return err
+}
+
+// errNoHead is QueryRawHead's answer when the store cannot say the
+// feed's position of its answer: the caller queries without it.
+var errNoHead = errors.New("relay: the store gives no feed position with its answers")
+
+// QueryRawHead meters a query that also says the feed's position it read
+// at, as QueryRaw does; a store that cannot say answers errNoHead having
+// queried nothing.
+func (s meteredStore) QueryRawHead(ctx context.Context, f *nostr.Filter, limit int, fn func(eventstore.Raw) bool) (uint64, error) {
+	hq, ok := s.Store.(rawHeadQuerier)
+	if !ok {
+		return 0, errNoHead
+	}
+	m, _ := ctx.Value(workMeterKey{}).(*workMeter)
+	start := time.Now()
+	head, err := hq.QueryRawHead(ctx, f, limit, func(r eventstore.Raw) bool {
+		if m != nil {
+			m.rows.Add(1)
+		}
+		return fn(r)
+	})
+	if m != nil {
+		m.nanos.Add(int64(time.Since(start)))
+	}
+	return head, err
 }
 
 // rawLister is the optional part of a Store that lists matches in no

@@ -80,6 +80,44 @@ type subscription struct {
 	live     map[[32]byte]struct{}
 	eosed    bool
 	trimAt   uint64
+	// With a shared store's feed (Relay.FeedHead), heads are each
+	// filter's snapshot position (rawHeadQuerier) once its stored part
+	// has run, exact once every filter's is known: an event of the feed
+	// at or before a filter's head was there for its stored part to
+	// find, so it is not given live for that filter, even when the
+	// filter's limit left it out or this front-end's feed reaches it
+	// late. Until EOSE such events wait in pending (at most
+	// maxPendingLive; past that they go out live as they come).
+	heads   []uint64
+	exact   bool
+	pending []pendingLive
+}
+
+// pendingLive is an event of the feed at position pos that reached a
+// subscription while its stored part ran.
+type pendingLive struct {
+	ev  *nostr.Event
+	pos uint64
+}
+
+// maxPendingLive bounds the feed's events one subscription holds back
+// while its stored part runs.
+const maxPendingLive = 1024
+
+// fresh reports whether a feed event at pos matching ev is new to s: at
+// a position past the head of a filter it matches, whose stored part
+// could not have found it. Without exact heads every event is. The
+// connection's mu is held.
+func (s *subscription) fresh(ev *nostr.Event, pos uint64) bool {
+	if !s.exact || pos == 0 {
+		return true
+	}
+	for i := range s.filters {
+		if pos > s.heads[i] && s.filters[i].Matches(ev) {
+			return true
+		}
+	}
+	return false
 }
 
 // claim says whether the stored part may send the event id: not when
@@ -97,11 +135,23 @@ func (c *conn) claim(s *subscription, id [32]byte) bool {
 	return true
 }
 
-// storedDone marks the end of s's stored part at feed position pos.
-func (c *conn) storedDone(s *subscription, pos uint64) {
+// storedDone marks the end of s's stored part at feed position pos, its
+// filters' snapshot heads as given (exact when every one is known), and
+// returns the feed's events that reached it meanwhile and are new to it,
+// for the caller to send after EOSE.
+func (c *conn) storedDone(s *subscription, pos uint64, heads []uint64, exact bool) []*nostr.Event {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s.eosed, s.live, s.trimAt = true, nil, pos
+	s.heads, s.exact = heads, exact
+	var out []*nostr.Event
+	for _, p := range s.pending {
+		if _, own := s.absorbed[p.ev.ID]; !own && s.fresh(p.ev, p.pos) {
+			out = append(out, p.ev)
+		}
+	}
+	s.pending = nil
+	return out
 }
 
 // end stops the subscription and tells the Interest hook it is gone.

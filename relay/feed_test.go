@@ -2,12 +2,14 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
 
+	"fleetmesh.org/fleetmesh/eventstore"
 	"fleetmesh.org/fleetmesh/nostr"
 	"fleetmesh.org/fleetmesh/store"
 )
@@ -102,5 +104,80 @@ func TestFeedDelivery(t *testing.T) {
 			}
 			return
 		}
+	}
+}
+
+// headStore is a store.Store that answers QueryRawHead with a feed head
+// the test sets, as a shared store reads it in the query's snapshot.
+type headStore struct {
+	*store.Store
+	head *atomic.Uint64
+}
+
+func (h headStore) QueryRawHead(ctx context.Context, f *nostr.Filter, limit int, fn func(eventstore.Raw) bool) (uint64, error) {
+	head := h.head.Load()
+	return head, h.QueryRaw(ctx, f, limit, fn)
+}
+
+// TestFeedLateEventsNotLive: a front-end whose feed lags behind the store
+// answers a REQ with limit 1 from the store (the newest event), then its
+// feed brings the older events its stored part left out: they are not
+// given live, before or after EOSE, as one relay would not; the next new
+// event is.
+func TestFeedLateEventsNotLive(t *testing.T) {
+	st, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.EventsPerSecond, cfg.IPEventsPerSecond = 0, 0
+	var head atomic.Uint64
+	r := New(cfg, headStore{st, &head}, nil, nil)
+	r.FeedHead = func(context.Context) (uint64, error) { return head.Load(), nil }
+	srv := startServer(r, (*Relay).Listener, false)
+	tr := &testRelay{t: t, r: r, st: st, srv: srv, url: "ws" + srv.URL[len("http"):], dialer: websocket.DefaultDialer}
+	t.Cleanup(func() {
+		r.Shutdown(context.Background())
+		srv.Close()
+		st.Close()
+	})
+	k, _ := nostr.GenerateSecretKey()
+	var old []*nostr.Event
+	for i := range 3 {
+		ev := signed(t, k, 1, nil, fmt.Sprint("stored by another front-end ", i))
+		ev.CreatedAt -= int64(100 - i)
+		if err := k.Sign(ev); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Save(context.Background(), ev); err != nil {
+			t.Fatal(err)
+		}
+		old = append(old, ev)
+	}
+	head.Store(3)
+	sub := tr.dial()
+	ids, closed := sub.req("s", `{"kinds":[1],"limit":1}`)
+	if closed != "" || len(ids) != 1 || ids[0] != old[2].IDHex() {
+		t.Fatalf("stored answer %v (closed %q), want the newest, %s", ids, closed, old[2].IDHex())
+	}
+	// The feed reaches this front-end only now.
+	for i, ev := range old {
+		r.Deliver(ev, uint64(i+1))
+	}
+	fresh := signed(t, k, 1, nil, "new")
+	if _, err := st.Save(context.Background(), fresh); err != nil {
+		t.Fatal(err)
+	}
+	head.Store(4)
+	r.Deliver(fresh, 4)
+	for {
+		m := sub.read()
+		if m[0] != "EVENT" {
+			continue
+		}
+		if got := m[2].(map[string]any)["id"]; got != fresh.IDHex() {
+			t.Fatalf("live event %v, want only the new %s: the older ones were in the store when the REQ read it", got, fresh.IDHex())
+		}
+		return
 	}
 }

@@ -36,11 +36,11 @@ type stored struct {
 // LookupTimeout (and the saves of what it found). What the lookup stored
 // reaches other live subscriptions as any event from the mesh does, but
 // not sub, whose answer has it.
-func (c *conn) answerWithLookup(ctx context.Context, subID string, sub *subscription, f *nostr.Filter, seen map[[32]byte]struct{}) error {
+func (c *conn) answerWithLookup(ctx context.Context, subID string, sub *subscription, f *nostr.Filter, seen map[[32]byte]struct{}) (head uint64, known bool, err error) {
 	limit := c.limitOf(f)
-	held, err := c.collectStored(ctx, subID, f, limit)
+	held, head, known, err := c.collectStored(ctx, subID, f, limit)
 	if err != nil {
-		return err
+		return 0, false, err
 	}
 	if lf := lookupFilter(f, held); lf != nil {
 		lctx, lcancel := context.WithTimeout(ctx, c.r.cfg.LookupTimeout.Duration)
@@ -54,8 +54,8 @@ func (c *conn) answerWithLookup(ctx context.Context, subID string, sub *subscrip
 		})
 		lcancel()
 		if changed && ctx.Err() == nil {
-			if held, err = c.collectStored(ctx, subID, f, limit); err != nil {
-				return err
+			if held, head, known, err = c.collectStored(ctx, subID, f, limit); err != nil {
+				return 0, false, err
 			}
 		}
 	}
@@ -78,23 +78,24 @@ func (c *conn) answerWithLookup(ctx context.Context, subID string, sub *subscrip
 		}
 		c.r.m.sent.Inc()
 		if !c.sendEvent(ctx, subID, ev.frame) {
-			return nil
+			return head, known, nil
 		}
 	}
-	return nil
+	return head, known, nil
 }
 
 // collectStored returns the stored events matching f that this connection
-// may read, at most limit, keyed by id.
-func (c *conn) collectStored(ctx context.Context, subID string, f *nostr.Filter, limit int) (map[[32]byte]stored, error) {
+// may read, at most limit, keyed by id, and the feed's position they were
+// read at when known (queryStored).
+func (c *conn) collectStored(ctx context.Context, subID string, f *nostr.Filter, limit int) (map[[32]byte]stored, uint64, bool, error) {
 	held := make(map[[32]byte]stored)
 	qctx, qcancel := context.WithTimeout(ctx, c.r.cfg.QueryTimeout.Duration)
 	defer qcancel()
-	err := c.queryStored(qctx, f, limit, func(id [32]byte, createdAt int64, appendJSON func([]byte) []byte) bool {
+	head, known, err := c.queryStored(qctx, f, limit, func(id [32]byte, createdAt int64, appendJSON func([]byte) []byte) bool {
 		held[id] = stored{id, createdAt, eventFrame(subID, appendJSON)}
 		return true
 	})
-	return held, err
+	return held, head, known, err
 }
 
 // lookupFilter is what the mesh is asked for f, given what the store

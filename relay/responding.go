@@ -3,6 +3,7 @@ package relay
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -88,14 +89,16 @@ func (c *conn) handleReq(m *nostr.ClientMessage) {
 		ctx = context.WithValue(ctx, bufferCutKey{}, cut)
 		start := time.Now()
 		seen := make(map[[32]byte]struct{})
+		heads, exact := make([]uint64, len(m.Filters)), c.r.FeedHead != nil
 		for i := range m.Filters {
 			f := &m.Filters[i]
 			var err error
+			var known bool
 			if c.r.Lookup != nil && c.limitOf(f) > 0 {
-				err = c.answerWithLookup(ctx, m.SubID, s, f, seen)
+				heads[i], known, err = c.answerWithLookup(ctx, m.SubID, s, f, seen)
 			} else {
 				qctx, qcancel := context.WithTimeout(ctx, c.r.cfg.QueryTimeout.Duration)
-				err = c.queryStored(qctx, f, c.limitOf(f), func(id [32]byte, _ int64, appendJSON func([]byte) []byte) bool {
+				heads[i], known, err = c.queryStored(qctx, f, c.limitOf(f), func(id [32]byte, _ int64, appendJSON func([]byte) []byte) bool {
 					if _, dup := seen[id]; dup {
 						return true
 					}
@@ -119,10 +122,20 @@ func (c *conn) handleReq(m *nostr.ClientMessage) {
 			if err != nil {
 				c.r.log.Warn("relay: query failed", "err", err)
 			}
+			exact = exact && known && err == nil
 		}
 		c.r.m.reqSeconds.Observe(time.Since(start).Seconds())
-		c.storedDone(s, c.r.eosePosition(ctx))
-		c.sendAnswer(ctx, encode(nostr.RelayMessage{Type: nostr.MsgEOSE, SubID: m.SubID}))
+		late := c.storedDone(s, c.r.eosePosition(ctx), heads, exact)
+		if !c.sendAnswer(ctx, encode(nostr.RelayMessage{Type: nostr.MsgEOSE, SubID: m.SubID})) {
+			return
+		}
+		for _, ev := range late {
+			if c.canRead(ev) {
+				js := ev.AppendJSON(nil)
+				c.r.m.sent.Inc()
+				c.sendLive(m.SubID, nostr.AppendEventMessage(make([]byte, 0, len(js)+len(m.SubID)+16), m.SubID, func(b []byte) []byte { return append(b, js...) }))
+			}
+		}
 	}()
 }
 
@@ -150,23 +163,38 @@ type rawQuerier interface {
 	QueryRaw(ctx context.Context, f *nostr.Filter, limit int, fn func(eventstore.Raw) bool) error
 }
 
+// rawHeadQuerier is the optional part of a shared store (pgstore's) that
+// answers a query with the feed's position in the same snapshot.
+type rawHeadQuerier interface {
+	QueryRawHead(ctx context.Context, f *nostr.Filter, limit int, fn func(eventstore.Raw) bool) (uint64, error)
+}
+
 // queryStored calls fn with each stored event that matches f and that this
 // connection may read, newest first, at most limit: its id, created_at and
-// a function appending its JSON (valid only during the call).
-func (c *conn) queryStored(ctx context.Context, f *nostr.Filter, limit int, fn func(id [32]byte, createdAt int64, appendJSON func([]byte) []byte) bool) error {
-	if rq, ok := c.r.store.(rawQuerier); ok {
-		var derr error
-		err := rq.QueryRaw(ctx, f, limit, func(r eventstore.Raw) bool {
-			ok, err := c.mayRead(r)
-			if err != nil {
-				derr = err
-				return false
-			}
-			return !ok || fn(r.ID(), r.CreatedAt(), r.AppendJSON)
-		})
-		return cmp.Or(err, derr)
+// a function appending its JSON (valid only during the call). With a
+// feed and a store that can say (rawHeadQuerier), it returns the feed's
+// position the answer was read at, and known.
+func (c *conn) queryStored(ctx context.Context, f *nostr.Filter, limit int, fn func(id [32]byte, createdAt int64, appendJSON func([]byte) []byte) bool) (head uint64, known bool, err error) {
+	var derr error
+	each := func(r eventstore.Raw) bool {
+		ok, err := c.mayRead(r)
+		if err != nil {
+			derr = err
+			return false
+		}
+		return !ok || fn(r.ID(), r.CreatedAt(), r.AppendJSON)
 	}
-	return c.r.store.Query(ctx, f, limit, func(ev *nostr.Event) bool {
+	if hq, ok := c.r.store.(rawHeadQuerier); ok && c.r.FeedHead != nil {
+		head, err := hq.QueryRawHead(ctx, f, limit, each)
+		if !errors.Is(err, errNoHead) {
+			return head, err == nil && derr == nil, cmp.Or(err, derr)
+		}
+	}
+	if rq, ok := c.r.store.(rawQuerier); ok {
+		err := rq.QueryRaw(ctx, f, limit, each)
+		return 0, false, cmp.Or(err, derr)
+	}
+	return 0, false, c.r.store.Query(ctx, f, limit, func(ev *nostr.Event) bool {
 		if !c.canRead(ev) {
 			return true
 		}
@@ -267,6 +295,13 @@ func (c *conn) deliver(ev *nostr.Event, seq, pos uint64, evJSON *[]byte) {
 			continue
 		}
 		if s.opened < seq && nostr.MatchesAny(s.filters, ev) {
+			if s.eosed && !s.fresh(ev, pos) {
+				continue
+			}
+			if !s.eosed && pos != 0 && c.r.FeedHead != nil && len(s.pending) < maxPendingLive {
+				s.pending = append(s.pending, pendingLive{ev, pos})
+				continue
+			}
 			if !s.eosed {
 				if s.live == nil {
 					s.live = make(map[[32]byte]struct{})
