@@ -362,6 +362,13 @@ func TestAccountingKillAtWindowClose(t *testing.T) {
 	}
 	var traffic []killWindow
 	var killed []string // the output of every killed incarnation, for a failure
+	// A failure (a node that stopped answering, say), in the loop or
+	// after it, shows what the last incarnation of each node printed.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the last x:\n%s\nthe last y:\n%s", x.output(), y.output())
+		}
+	})
 	for i := 0; i < rounds; i++ {
 		// Traffic both ways, published from 300 ms into a window (a
 		// node's roll at the boundary may come a little late on a
@@ -411,13 +418,6 @@ func TestAccountingKillAtWindowClose(t *testing.T) {
 			traffic = append(traffic, w)
 		}
 	}
-	// A failure below (a node that stopped answering, say) shows what
-	// the last incarnation of each node printed.
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("the last x:\n%s\nthe last y:\n%s", x.output(), y.output())
-		}
-	})
 	// Quiet windows let the last exchanges and any resends finish.
 	publishAt(t, x, u, "after")
 	time.Sleep(10 * time.Second)
