@@ -55,6 +55,8 @@ type partSpec struct {
 	hold func(ev *nostr.Event, sync bool) bool
 	// hooks, if set, adds the relay's hooks before the mesh is wired.
 	hooks func(rl *relay.Relay)
+	// lookupGrace, if set, is the sync service's Config.LookupGrace.
+	lookupGrace time.Duration
 }
 
 // heldLocal is a meshLocal that refuses, while hold says so, the events
@@ -198,7 +200,7 @@ func (p *testPart) start(t testing.TB, spec partSpec) {
 	mc := spec.node.Mesh
 	p.opts.Config = spec.node
 	p.st, p.rl = st, rl
-	svc := meshsync.New(p.h, local, pol, meshsync.Config{Meter: spec.meter}, nil)
+	svc := meshsync.New(p.h, local, pol, meshsync.Config{Meter: spec.meter, LookupGrace: spec.lookupGrace}, nil)
 	sc, err := mc.SyncScheduler()
 	if err != nil {
 		t.Fatal(err)

@@ -328,14 +328,23 @@ func (v *View) Of(did string) float64 {
 }
 
 // Scores returns every node's standing (the node itself left out), a
-// snapshot for hot paths that cannot wait for a rescoring.
+// snapshot for hot paths that cannot wait for a rescoring. A node taken
+// in since the last scoring by a record that changed no score (a receipt
+// without service, an old dispute) has 0, as Of says.
 func (v *View) Scores() map[string]float64 {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.current()
 	out := make(map[string]float64, len(v.dids))
-	for i, d := range v.dids[1:] {
-		out[d] = v.scores[i+1]
+	for i, d := range v.dids {
+		if i == 0 {
+			continue
+		}
+		if i < len(v.scores) {
+			out[d] = v.scores[i]
+		} else {
+			out[d] = 0
+		}
 	}
 	return out
 }

@@ -261,3 +261,30 @@ func TestLeafEarnsStanding(t *testing.T) {
 		t.Fatalf("the phone's standing %v is above beta x its home's %v", st, hs)
 	}
 }
+
+// TestScoresWithANodeNotYetScored: a receipt that records no service
+// adds its counterparty to the view without making the scores stale;
+// Scores, read after it, gives that node 0 (as Of does) rather than
+// reading past the scores of the nodes scored last. A node crashed there
+// (index out of range in Scores) in e2e.TestAccountingKillAtWindowClose,
+// whose windows carry receipts with no bytes.
+func TestScoresWithANodeNotYetScored(t *testing.T) {
+	k := keys(t, 3)
+	self, a, b := k[0], k[1], k[2]
+	const w0 = 1_764_900_000 / 3600 * 3600
+	v := testView(t, self.DID())
+	if err := v.AddReceipt(served(t, self, a, w0, 1, 10_000, 10_000)); err != nil {
+		t.Fatal(err)
+	}
+	before := v.Scores()
+	if err := v.AddReceipt(served(t, self, b, w0, 1, 0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	got := v.Scores()
+	if s, ok := got[b.DID()]; !ok || s != 0 {
+		t.Fatalf("scores %v: want b listed with 0 (a receipt without service)", got)
+	}
+	if got[a.DID()] != before[a.DID()] || got[a.DID()] != v.Of(a.DID()) {
+		t.Fatalf("scores %v: a's standing is not %v as before, nor Of's %v", got, before[a.DID()], v.Of(a.DID()))
+	}
+}
