@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"fleetmesh.org/fleetmesh/frontend"
+	"fleetmesh.org/fleetmesh/internal/periodic"
 	"fleetmesh.org/fleetmesh/pgstore"
 	"fleetmesh.org/fleetmesh/relay"
 )
@@ -152,16 +153,7 @@ func (fe *frontEndPart) start(roleChanged func(), log func(msg string, args ...a
 		fe.wg.Add(1)
 		go func() {
 			defer fe.wg.Done()
-			t := time.NewTicker(frontend.Heartbeat)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					fe.standing.refresh(ctx, fe.members, fe.log)
-				}
-			}
+			periodic.Run(ctx, frontend.Heartbeat, frontend.Heartbeat, nil, func() { fe.standing.refresh(ctx, fe.members, fe.log) })
 		}()
 	}
 	go func() {

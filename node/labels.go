@@ -16,6 +16,7 @@ import (
 	"fleetmesh.org/fleetmesh/accounting"
 	"fleetmesh.org/fleetmesh/identity"
 	"fleetmesh.org/fleetmesh/internal/nostrkey"
+	"fleetmesh.org/fleetmesh/internal/periodic"
 	"fleetmesh.org/fleetmesh/label"
 	"fleetmesh.org/fleetmesh/manage"
 	"fleetmesh.org/fleetmesh/nostr"
@@ -152,16 +153,8 @@ func (lp *labelsPart) start() {
 	lp.wg.Add(1)
 	go func() {
 		defer lp.wg.Done()
-		t := time.NewTicker(lp.p.Config().Sweep.Duration)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				lp.p.Expire()
-			}
-		}
+		sweep := lp.p.Config().Sweep.Duration
+		periodic.Run(ctx, sweep, sweep, nil, func() { lp.p.Expire() })
 	}()
 	lp.wg.Add(1)
 	go func() {
