@@ -20,28 +20,14 @@ import (
 // and the OnStored hooks run at delivery with the origin the event was
 // accepted with (FromFrontEnd for another front-end's).
 func TestFeedDelivery(t *testing.T) {
-	st, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	cfg.EventsPerSecond, cfg.IPEventsPerSecond = 0, 0
-	r := New(cfg, st, nil, nil)
-	var head atomic.Uint64
-	r.FeedHead = func(context.Context) (uint64, error) { return head.Load(), nil }
+	tr, head := feedRelay(t, false)
+	r, st := tr.r, tr.st
 	type hooked struct {
 		id   [32]byte
 		from Origin
 	}
 	hooks := make(chan hooked, 8)
 	r.OnStored = append(r.OnStored, func(ev *nostr.Event, from Origin) { hooks <- hooked{ev.ID, from} })
-	srv := startServer(r, (*Relay).Listener, false)
-	tr := &testRelay{t: t, r: r, st: st, srv: srv, url: "ws" + srv.URL[len("http"):], dialer: websocket.DefaultDialer}
-	t.Cleanup(func() {
-		r.Shutdown(context.Background())
-		srv.Close()
-		st.Close()
-	})
 
 	k, _ := nostr.GenerateSecretKey()
 	// Another front-end stored a at position 1; this one has not yet
@@ -107,6 +93,34 @@ func TestFeedDelivery(t *testing.T) {
 	}
 }
 
+// feedRelay serves a relay as a front-end over a store whose feed head
+// the test sets (head): the store answers each query with that head too
+// when withHead is set (headStore), as pgstore does.
+func feedRelay(t *testing.T, withHead bool) (*testRelay, *atomic.Uint64) {
+	t.Helper()
+	st, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.EventsPerSecond, cfg.IPEventsPerSecond = 0, 0
+	head := new(atomic.Uint64)
+	var s Store = st
+	if withHead {
+		s = headStore{st, head}
+	}
+	r := New(cfg, s, nil, nil)
+	r.FeedHead = func(context.Context) (uint64, error) { return head.Load(), nil }
+	srv := startServer(r, (*Relay).Listener, false)
+	tr := &testRelay{t: t, r: r, st: st, srv: srv, url: "ws" + srv.URL[len("http"):], dialer: websocket.DefaultDialer}
+	t.Cleanup(func() {
+		r.Shutdown(context.Background())
+		srv.Close()
+		st.Close()
+	})
+	return tr, head
+}
+
 // headStore is a store.Store that answers QueryRawHead with a feed head
 // the test sets, as a shared store reads it in the query's snapshot.
 type headStore struct {
@@ -125,22 +139,8 @@ func (h headStore) QueryRawHead(ctx context.Context, f *nostr.Filter, limit int,
 // given live, before or after EOSE, as one relay would not; the next new
 // event is.
 func TestFeedLateEventsNotLive(t *testing.T) {
-	st, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	cfg.EventsPerSecond, cfg.IPEventsPerSecond = 0, 0
-	var head atomic.Uint64
-	r := New(cfg, headStore{st, &head}, nil, nil)
-	r.FeedHead = func(context.Context) (uint64, error) { return head.Load(), nil }
-	srv := startServer(r, (*Relay).Listener, false)
-	tr := &testRelay{t: t, r: r, st: st, srv: srv, url: "ws" + srv.URL[len("http"):], dialer: websocket.DefaultDialer}
-	t.Cleanup(func() {
-		r.Shutdown(context.Background())
-		srv.Close()
-		st.Close()
-	})
+	tr, head := feedRelay(t, true)
+	r, st := tr.r, tr.st
 	k, _ := nostr.GenerateSecretKey()
 	var old []*nostr.Event
 	for i := range 3 {
