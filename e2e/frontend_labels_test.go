@@ -17,19 +17,7 @@ func TestFrontEndsShareLabels(t *testing.T) {
 	url := frontEndsDB(t)
 	homes := frontEndHomes(t, url, 2, "\n[labels]\npolicy = 'refuse'\n")
 	fes := []*node{startFrontEnd(t, homes[0]), startFrontEnd(t, homes[1])}
-	holder := -1
-	for i, h := range homes {
-		st, err := statusOf(t, h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.MeshRole {
-			holder = i
-		}
-	}
-	if holder < 0 {
-		t.Fatal("no front-end holds the mesh role")
-	}
+	holder := meshRoleHolder(t, homes)
 	spammer, err := newUser()
 	if err != nil {
 		t.Fatal(err)

@@ -110,6 +110,26 @@ func startFrontEnd(t *testing.T, home string) *node {
 	return n
 }
 
+// meshRoleHolder is the index of the home whose front-end says it holds
+// the mesh role (`fleetmesh status`).
+func meshRoleHolder(t *testing.T, homes []string) int {
+	t.Helper()
+	holder := -1
+	for i, h := range homes {
+		st, err := statusOf(t, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.MeshRole {
+			holder = i
+		}
+	}
+	if holder < 0 {
+		t.Fatal("no front-end holds the mesh role")
+	}
+	return holder
+}
+
 // frontEndStatus is what `fleetmesh status --json` says of the front-ends.
 type frontEndStatus struct {
 	PeerID    string `json:"peer_id"`
@@ -735,19 +755,7 @@ func TestFrontEndMeshRoleTakeover(t *testing.T) {
 	}
 	// The front-end without the role publishes: the holder carries it to
 	// the mesh.
-	holder := -1
-	for i, h := range homes {
-		st, err := statusOf(t, h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.MeshRole {
-			holder = i
-		}
-	}
-	if holder < 0 {
-		t.Fatal("no front-end holds the mesh role")
-	}
+	holder := meshRoleHolder(t, homes)
 	other := 1 - holder
 	reachesPeer(fes[other], "before")
 
