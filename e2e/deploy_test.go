@@ -90,45 +90,12 @@ func TestTLSBehindNginx(t *testing.T) {
 	n := startNodeOnFreePort(t, home)
 	nodeAddr := strings.TrimPrefix(n.url, "ws://")
 
-	block, err := os.ReadFile(filepath.Join(moduleRoot, "deploy", "nginx.conf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	site := string(block)
-	for _, r := range [][2]string{
-		{"listen 443 ssl;", "listen " + tlsAddr + " ssl;"},
-		{"listen [::]:443 ssl;", ""},
-		{"/etc/letsencrypt/live/relay.example.org/fullchain.pem", certFile},
-		{"/etc/letsencrypt/live/relay.example.org/privkey.pem", keyFile},
-		{"http://127.0.0.1:7447", "http://" + nodeAddr},
-	} {
-		if !strings.Contains(site, r[0]) {
-			t.Fatalf("deploy/nginx.conf no longer has %q: update this test with it", r[0])
-		}
-		site = strings.ReplaceAll(site, r[0], r[1])
-	}
+	site := nginxSite(t, "nginx.conf", tlsAddr, certFile, keyFile, [2]string{"http://127.0.0.1:7447", "http://" + nodeAddr})
 	out := startNginx(t, nginx, dir, site)
-
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(certPEM)
-	tlsConf := &tls.Config{RootCAs: pool, ServerName: "relay.example.org"}
-	wss := "wss://" + tlsAddr
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	dialer := websocket.Dialer{TLSClientConfig: tlsConf, HandshakeTimeout: 5 * time.Second}
-	var c *websocket.Conn
-	for {
-		c, _, err = dialer.DialContext(ctx, wss, nil)
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			logs, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-			t.Fatalf("wss through nginx: %v\nnginx: %s\n%s", err, out.String(), logs)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	c, tlsConf := dialThroughNginx(ctx, t, tlsAddr, certPEM, dir, out)
 	defer c.Close()
 
 	u, err := newUser()
@@ -286,6 +253,54 @@ func TestContainerLayoutRunsIroh(t *testing.T) {
 // declares beside it), in a minimal main config under dir, as Debian's
 // /etc/nginx/nginx.conf is around sites-enabled; it is stopped when the
 // test ends. It returns nginx's output.
+// nginxSite reads deploy/name and points it at the test: its TLS server
+// listens on tlsAddr with the test certificate, and the further
+// replacements more are made. A text it was to replace and no longer
+// finds fails the test.
+func nginxSite(t *testing.T, name, tlsAddr, certFile, keyFile string, more ...[2]string) string {
+	t.Helper()
+	block, err := os.ReadFile(filepath.Join(moduleRoot, "deploy", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := string(block)
+	for _, r := range append([][2]string{
+		{"listen 443 ssl;", "listen " + tlsAddr + " ssl;"},
+		{"listen [::]:443 ssl;", ""},
+		{"/etc/letsencrypt/live/relay.example.org/fullchain.pem", certFile},
+		{"/etc/letsencrypt/live/relay.example.org/privkey.pem", keyFile},
+	}, more...) {
+		if !strings.Contains(site, r[0]) {
+			t.Fatalf("deploy/%s no longer has %q: update this test with it", name, r[0])
+		}
+		site = strings.ReplaceAll(site, r[0], r[1])
+	}
+	return site
+}
+
+// dialThroughNginx dials wss://tlsAddr trusting the test certificate
+// certPEM, again until it answers or ctx ends (nginx may still be
+// starting), and fails with nginx's output and its error log in dir. It
+// returns the connection and the TLS configuration it used.
+func dialThroughNginx(ctx context.Context, t *testing.T, tlsAddr string, certPEM []byte, dir string, out *lockedBuffer) (*websocket.Conn, *tls.Config) {
+	t.Helper()
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certPEM)
+	tlsConf := &tls.Config{RootCAs: pool, ServerName: "relay.example.org"}
+	dialer := websocket.Dialer{TLSClientConfig: tlsConf, HandshakeTimeout: 5 * time.Second}
+	for {
+		c, _, err := dialer.DialContext(ctx, "wss://"+tlsAddr, nil)
+		if err == nil {
+			return c, tlsConf
+		}
+		if ctx.Err() != nil {
+			logs, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+			t.Fatalf("wss through nginx: %v\nnginx: %s\n%s", err, out.String(), logs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func startNginx(t *testing.T, nginx, dir, site string) *lockedBuffer {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(dir, "site.conf"), []byte(site), 0o644); err != nil {

@@ -3,8 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -928,45 +926,15 @@ func TestFrontEndsBehindNginx(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile, certPEM := writeSelfSignedCert(t, dir)
 	tlsAddr := gwFreeAddr(t)
-	block, err := os.ReadFile(filepath.Join(moduleRoot, "deploy", "nginx-frontends.conf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	site := string(block)
-	for _, r := range [][2]string{
-		{"listen 443 ssl;", "listen " + tlsAddr + " ssl;"},
-		{"listen [::]:443 ssl;", ""},
-		{"/etc/letsencrypt/live/relay.example.org/fullchain.pem", certFile},
-		{"/etc/letsencrypt/live/relay.example.org/privkey.pem", keyFile},
-		{"server 10.0.0.11:7447", "server " + strings.TrimPrefix(fes[0].url, "ws://")},
-		{"server 10.0.0.12:7447", "server " + strings.TrimPrefix(fes[1].url, "ws://")},
-		{"    server 10.0.0.13:7447 max_fails=1 fail_timeout=5s;\n", ""},
-	} {
-		if !strings.Contains(site, r[0]) {
-			t.Fatalf("deploy/nginx-frontends.conf no longer has %q: update this test with it", r[0])
-		}
-		site = strings.ReplaceAll(site, r[0], r[1])
-	}
+	site := nginxSite(t, "nginx-frontends.conf", tlsAddr, certFile, keyFile,
+		[2]string{"server 10.0.0.11:7447", "server " + strings.TrimPrefix(fes[0].url, "ws://")},
+		[2]string{"server 10.0.0.12:7447", "server " + strings.TrimPrefix(fes[1].url, "ws://")},
+		[2]string{"    server 10.0.0.13:7447 max_fails=1 fail_timeout=5s;\n", ""})
 	out := startNginx(t, nginx, dir, site)
 
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(certPEM)
-	tlsConf := &tls.Config{RootCAs: pool, ServerName: "relay.example.org"}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	dialer := websocket.Dialer{TLSClientConfig: tlsConf, HandshakeTimeout: 5 * time.Second}
-	var c *websocket.Conn
-	for {
-		c, _, err = dialer.DialContext(ctx, "wss://"+tlsAddr, nil)
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			logs, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-			t.Fatalf("wss through nginx: %v\nnginx: %s\n%s", err, out.String(), logs)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	c, tlsConf := dialThroughNginx(ctx, t, tlsAddr, certPEM, dir, out)
 	defer c.Close()
 	tag := randomContent("lb")[3:]
 	evs, index := signMany(t, 2, tag)
