@@ -122,7 +122,7 @@ func (c *conn) handleReq(m *nostr.ClientMessage) {
 			if err != nil {
 				c.r.log.Warn("relay: query failed", "err", err)
 			}
-			exact = exact && known && err == nil
+			exact = exact && known // not known after an error
 		}
 		c.r.m.reqSeconds.Observe(time.Since(start).Seconds())
 		late := c.storedDone(s, c.r.eosePosition(ctx), heads, exact)
@@ -131,9 +131,8 @@ func (c *conn) handleReq(m *nostr.ClientMessage) {
 		}
 		for _, ev := range late {
 			if c.canRead(ev) {
-				js := ev.AppendJSON(nil)
 				c.r.m.sent.Inc()
-				c.sendLive(m.SubID, nostr.AppendEventMessage(make([]byte, 0, len(js)+len(m.SubID)+16), m.SubID, func(b []byte) []byte { return append(b, js...) }))
+				c.sendLive(m.SubID, eventFrame(m.SubID, ev.AppendJSON))
 			}
 		}
 	}()
