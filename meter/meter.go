@@ -307,27 +307,31 @@ func (m *Meter) RecordAt(p peer.ID, s Service, d Direction, n uint64, at time.Ti
 	}
 	i := int(d)*int(numServices) + int(s)
 	cur := m.window()
-	if start := m.Align(at); start < cur.Start {
-		m.unsealedMu.Lock()
-		for _, w := range m.unsealed {
-			if w.Start != start {
-				continue
-			}
-			w.sealMu.Lock()
-			ok := !w.sealed
-			if ok {
-				w.tally(p).counts[i].Add(n)
-			}
-			w.sealMu.Unlock()
-			if ok {
-				m.unsealedMu.Unlock()
-				return start
-			}
-		}
-		m.unsealedMu.Unlock()
+	if start := m.Align(at); start < cur.Start && m.countLate(start, p, i, n) {
+		return start
 	}
 	cur.tally(p).counts[i].Add(n)
 	return cur.Start
+}
+
+// countLate adds n to count i of p in the closed window that starts at
+// start, if it is not sealed yet; it reports whether it did.
+func (m *Meter) countLate(start int64, p peer.ID, i int, n uint64) bool {
+	m.unsealedMu.Lock()
+	defer m.unsealedMu.Unlock()
+	for _, w := range m.unsealed {
+		if w.Start != start {
+			continue
+		}
+		w.sealMu.Lock()
+		defer w.sealMu.Unlock()
+		if w.sealed {
+			return false
+		}
+		w.tally(p).counts[i].Add(n)
+		return true
+	}
+	return false
 }
 
 // Seal ends RecordAt's counts in a closed window: the caller seals a
