@@ -44,19 +44,16 @@ func (m *Members) ShareStanding(ctx context.Context, scores map[string]float64) 
 // scores and the zero time.
 func (m *Members) SharedStanding(ctx context.Context, since time.Time) (map[string]float64, time.Time, error) {
 	var taken time.Time
-	err := m.pool.QueryRow(ctx, `SELECT taken FROM fleetmesh_standing WHERE did = $1`, m.did).Scan(&taken)
+	var js []byte // NULL, so nil, unless newer than since
+	err := m.pool.QueryRow(ctx, `SELECT taken, CASE WHEN taken > $2 THEN scores END FROM fleetmesh_standing WHERE did = $1`, m.did, since).Scan(&taken, &js)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, time.Time{}, nil
 	}
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("frontend: reading shared standing: %w", err)
 	}
-	if !taken.After(since) {
+	if js == nil {
 		return nil, taken, nil
-	}
-	var js []byte
-	if err := m.pool.QueryRow(ctx, `SELECT scores, taken FROM fleetmesh_standing WHERE did = $1`, m.did).Scan(&js, &taken); err != nil {
-		return nil, time.Time{}, fmt.Errorf("frontend: reading shared standing: %w", err)
 	}
 	scores := map[string]float64{}
 	if err := json.Unmarshal(js, &scores); err != nil {
