@@ -123,7 +123,7 @@ func (s *sharedStanding) refresh(ctx context.Context, m *frontend.Members, log *
 // shareStanding is, at the front-end holding the mesh role, what the
 // standing view's every take calls: it shares the scores when they
 // changed since it last shared them.
-func (fe *frontEndPart) shareStanding(log *slog.Logger) func(map[string]float64) {
+func (fe *frontEndPart) shareStanding() func(map[string]float64) {
 	var last map[string]float64
 	return func(scores map[string]float64) {
 		if last != nil && maps.Equal(last, scores) {
@@ -132,7 +132,7 @@ func (fe *frontEndPart) shareStanding(log *slog.Logger) func(map[string]float64)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := fe.members.ShareStanding(ctx, scores); err != nil {
-			log.Warn("front-end: sharing the standing view", "err", err)
+			fe.log.Warn("front-end: sharing the standing view", "err", err)
 			return
 		}
 		last = scores

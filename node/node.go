@@ -321,7 +321,7 @@ func Open(opts Options) (*Node, error) {
 				return nil, err
 			}
 		} else {
-			acct.standing.share = fe.shareStanding(opts.Log)
+			acct.standing.share = fe.shareStanding()
 		}
 	}
 
