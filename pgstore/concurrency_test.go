@@ -25,12 +25,7 @@ import (
 func TestOneWinnerAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	fx := newFixture(t, 2)
-	stores := []*Store{fx.s}
-	for range 3 {
-		s := fx.open()
-		defer s.Close()
-		stores = append(stores, s)
-	}
+	stores := append([]*Store{fx.s}, fx.openMany(3)...)
 	base := fx.now.Load() - 1000
 	var versions []*nostr.Event
 	for i := range 60 {

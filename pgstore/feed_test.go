@@ -97,12 +97,7 @@ func TestFeedOrder(t *testing.T) {
 	fx := newFixture(t, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var stores []*Store
-	for range 4 {
-		s := fx.open()
-		defer s.Close()
-		stores = append(stores, s)
-	}
+	stores := fx.openMany(4)
 	f := fx.s.Follow(ctx, 0)
 	evs := makeNotes(fx, 200)
 	for i := range 60 {
@@ -158,12 +153,7 @@ func TestStoredThenLive(t *testing.T) {
 	fx := newFixture(t, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var stores []*Store
-	for range 3 {
-		s := fx.open()
-		defer s.Close()
-		stores = append(stores, s)
-	}
+	stores := fx.openMany(3)
 	evs := makeNotes(fx, 250)
 	done := make(chan map[[32]byte]bool)
 	go func() { done <- writeAll(ctx, t, stores, evs, false) }()
@@ -227,12 +217,7 @@ func TestFeedResume(t *testing.T) {
 	fx := newFixtureWith(t, 4, Options{FeedPoll: 200 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var stores []*Store
-	for range 4 {
-		s := fx.open()
-		defer s.Close()
-		stores = append(stores, s)
-	}
+	stores := fx.openMany(4)
 	f := fx.s.Follow(ctx, 0)
 	evs := makeNotes(fx, 200)
 	done := make(chan map[[32]byte]bool)

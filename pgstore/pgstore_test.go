@@ -70,6 +70,18 @@ func newFixtureWith(t testing.TB, nkeys int, opts Options) *fixture {
 
 // open opens another store on the fixture's database: another
 // front-end's, with its own connections.
+// openMany opens n more stores on the fixture's database, closed when
+// the test ends: front-ends writing and following at once.
+func (fx *fixture) openMany(n int) []*Store {
+	fx.t.Helper()
+	stores := make([]*Store, n)
+	for i := range stores {
+		stores[i] = fx.open()
+		fx.t.Cleanup(func() { stores[i].Close() })
+	}
+	return stores
+}
+
 func (fx *fixture) open() *Store {
 	fx.t.Helper()
 	o := fx.opts
