@@ -97,3 +97,23 @@ func Missing(claimed, seen EventSet) []string {
 	}
 	return out
 }
+
+// Merge returns the set of s's events and o's together: the counts and
+// digests add, and the sample is the smallest SampleSize keys of both. A
+// node that saved part of a window's figures at a stop adds the rest it
+// counts after its restart this way (spec/disputes.md "Stops").
+func (s EventSet) Merge(o EventSet) EventSet {
+	d1, _ := ParseKey(s.Digest)
+	d2, _ := ParseKey(o.Digest)
+	sample := slices.Compact(slices.Sorted(slices.Values(append(slices.Clip(s.Sample), o.Sample...))))
+	if len(sample) > SampleSize {
+		sample = sample[:SampleSize]
+	}
+	return EventSet{Events: s.Events + o.Events, Digest: Key(d1 + d2), Sample: sample}
+}
+
+// Merge returns e's and o's evidence together, each direction merged
+// (EventSet.Merge).
+func (e Evidence) Merge(o Evidence) Evidence {
+	return Evidence{Gave: e.Gave.Merge(o.Gave), Received: e.Received.Merge(o.Received)}
+}

@@ -70,6 +70,11 @@ type Side struct {
 	Received Counts `cbor:"received" json:"received"`
 }
 
+// Add returns s + o, each direction added.
+func (s Side) Add(o Side) Side {
+	return Side{Gave: s.Gave.Add(o.Gave), Received: s.Received.Add(o.Received)}
+}
+
 // Receipt is one pair's record of one window. A and B are the pair's
 // DIDs, A sorting first. A co-signed receipt carries SigA and SigB over
 // the same bytes (SigningBytes); a disputed receipt (Disputed) is outside
