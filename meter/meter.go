@@ -457,6 +457,19 @@ func (m *Meter) Roll(start int64) *Window {
 	return old
 }
 
+// Stop ends counting at a stop of the node: every open span ends,
+// counting its whole seconds in the open window, and it returns the
+// windows rolled and not yet taken (TakeClosed) and then the open one,
+// whose figures so far the caller saves (spec/disputes.md "Stops"). What
+// is counted after Stop lands in a window nobody reads.
+func (m *Meter) Stop() []*Window {
+	m.spans.Range(func(k, _ any) bool {
+		k.(*Span).End()
+		return true
+	})
+	return append(m.TakeClosed(), m.window())
+}
+
 // Span is a service counted in seconds while it lasts (a relayed
 // circuit): each window gets the whole seconds of the span that fall in
 // it, the fraction carried over, so a span's windows add up to its whole

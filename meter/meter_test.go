@@ -203,6 +203,37 @@ func TestSpanSplitsAtBoundaries(t *testing.T) {
 	nilSpan.End()
 }
 
+// TestStop: at a stop the open spans end into the open window, and the
+// windows rolled but not taken come back before the open one, so the
+// caller saves every figure counted so far, oldest window first.
+func TestStop(t *testing.T) {
+	clock := time.Unix(3600, 0)
+	m := New("self", 10*time.Second, clock)
+	m.SetClock(func() time.Time { return clock })
+	sp := m.Start("p", CircuitSeconds, Gave)
+	m.Record("p", Events, Received, 2)
+	clock = time.Unix(3612, 0)
+	m.Record("p", Events, Received, 5) // rolls the first window
+	clock = time.Unix(3616, 0)
+	ws := m.Stop()
+	if len(ws) != 2 || ws[0].Start != 3600 || ws[1].Start != 3610 {
+		t.Fatalf("Stop returned %d windows: want the rolled one (3600) and the open one (3610)", len(ws))
+	}
+	if got := ws[0].Sides()["p"]; got.Received.Events != 2 || got.Gave.CircuitSeconds != 10 {
+		t.Errorf("the rolled window: %+v, want 2 events received and 10 circuit seconds", got)
+	}
+	if got := ws[1].Sides()["p"]; got.Received.Events != 5 || got.Gave.CircuitSeconds != 6 {
+		t.Errorf("the open window: %+v, want 5 events received and the span's last 6 seconds", got)
+	}
+	if len(m.TakeClosed()) != 0 {
+		t.Error("Stop left rolled windows to take")
+	}
+	sp.End() // already ended: counts nothing more
+	if got := ws[1].Sides()["p"].Gave.CircuitSeconds; got != 6 {
+		t.Errorf("a span ended twice counted again: %d seconds", got)
+	}
+}
+
 // TestEventEvidence: the events counted each way carry a digest and a
 // bottom-k sample that two meters counting the same events agree on, in
 // whatever order they count them.
