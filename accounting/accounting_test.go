@@ -300,6 +300,88 @@ func TestRestartMidExchangeLosesNothing(t *testing.T) {
 	}
 }
 
+// pendingOf is n's pending record of the window at start with peer, nil
+// if none.
+func pendingOf(t *testing.T, n *testNode, peer *testNode, start int64) *pending {
+	t.Helper()
+	var p *pending
+	n.s.db.b.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bPending).Get(key(peer.key.DID(), uint64(start))); v != nil {
+			p = new(pending)
+			return json.Unmarshal(v, p)
+		}
+		return nil
+	})
+	return p
+}
+
+// TestStopMidWindowLosesNothing: a node stopped in the middle of a
+// window saves what it counted so far, and restarted within the window
+// adds the rest: the window is receipted with all of it, undisputed,
+// whichever side of the pair stopped. Restarted after the window, it
+// exchanges the part it saved. (Before the stop saved anything, the
+// restarted side had only the second part, and the window was disputed.)
+func TestStopMidWindowLosesNothing(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		proposer  bool // the proposing side (a) stops, else b
+		restartAt time.Duration
+		after     uint64 // events given after the restart, in the window
+	}{
+		{"b restarts within the window", false, window / 2, 3},
+		{"a restarts within the window", true, window / 2, 3},
+		{"b restarts after the window", false, window + window/2, 0},
+		{"a restarts after the window", true, window + window/2, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := testConfig()
+			nodes := newNodes(t, 2, cfg, nil)
+			a, b := nodes[0], nodes[1]
+			if a.key.DID() > b.key.DID() {
+				a, b = b, a
+			}
+			stops := b
+			if c.proposer {
+				stops = a
+			}
+			traffic(a, b, 10, 100)
+			stops.close()
+			stops.openAt(t, cfg, t0.Add(c.restartAt))
+			traffic(a, b, c.after, 100)
+			// The other side has closed the window; the restarted side
+			// does not exchange a window it saved part of before that
+			// window has closed here too.
+			other := map[bool]*testNode{true: b, false: a}[c.proposer]
+			other.s.Round(context.Background(), t0.Add(window+time.Millisecond))
+			other.s.Round(context.Background(), t0.Add(window+2*time.Millisecond))
+			stops.s.Round(context.Background(), t0.Add(c.restartAt))
+			if c.restartAt < window {
+				for _, n := range nodes {
+					if rs, _ := n.s.Receipts(n.key.DID()); len(rs) != 0 {
+						t.Fatal("a window was receipted before it closed at the restarted side")
+					}
+					peer := map[bool]*testNode{true: b, false: a}[n == a]
+					if p := pendingOf(t, n, peer, t0.Unix()); p == nil || p.Rounds != 0 || p.Theirs != nil {
+						t.Fatalf("the window was exchanged before it closed at the restarted side: %+v", p)
+					}
+				}
+			}
+			closeWindow(nodes, t0.Add(max(window, c.restartAt)+time.Millisecond))
+			closeWindow(nodes, t0.Add(max(window, c.restartAt)+time.Second))
+			for _, n := range nodes {
+				rs, _ := n.s.Receipts(n.key.DID())
+				if len(rs) != 1 {
+					ds, _ := n.s.Disputes()
+					t.Fatalf("%d receipts (disputes %+v), want the window's one", len(rs), ds)
+				}
+				if got := rs[0].Side(b.key.DID()).Received.Events; got != 10+c.after || rs[0].Side(a.key.DID()).Gave.Events != 10+c.after {
+					t.Fatalf("the window's receipt: %+v / %+v, want %d events both sides", rs[0].CountsA, rs[0].CountsB, 10+c.after)
+				}
+			}
+		})
+	}
+}
+
 func TestGrantOfferEnforceRevoke(t *testing.T) {
 	cfg := testConfig()
 	nodes := newNodes(t, 2, cfg, nil)

@@ -37,7 +37,23 @@ func (s *Service) snapshot(w *meter.Window) error {
 				continue
 			}
 			ev := w.Evidence(p)
-			if err := putJSON(tx, bPending, key(did, uint64(w.Start)), pending{Start: w.Start, Secs: s.meter.Length(), Mine: side, Evidence: &ev}); err != nil {
+			k := key(did, uint64(w.Start))
+			rec := pending{Start: w.Start, Secs: s.meter.Length(), Mine: side, Evidence: &ev}
+			// Figures saved at a stop within this window (Close): the
+			// window is the two parts together (spec/disputes.md "Stops").
+			if v := tx.Bucket(bPending).Get(k); v != nil {
+				var old pending
+				if err := json.Unmarshal(v, &old); err != nil {
+					return err
+				}
+				old.Mine = old.Mine.Add(side)
+				if old.Evidence != nil {
+					ev = old.Evidence.Merge(ev)
+				}
+				old.Evidence = &ev
+				rec = old
+			}
+			if err := putJSON(tx, bPending, k, rec); err != nil {
 				return err
 			}
 		}
@@ -98,6 +114,11 @@ func (s *Service) exchangeWith(ctx context.Context, peer string, now time.Time) 
 		return err
 	})
 	for _, p := range ps {
+		if p.end() > s.readyBefore.Load() {
+			// Part of a window saved at a stop, the node restarted
+			// before the window's end: not closed here yet.
+			return
+		}
 		deadline := time.Unix(p.end(), 0).Add(s.cfg.DisputePeriod.Duration)
 		if leaf {
 			deadline = time.Unix(p.end(), 0).Add(s.cfg.LeafDisputePeriod)

@@ -2,6 +2,7 @@ package accounting
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -257,7 +258,10 @@ func (s *Service) tick() time.Duration {
 	return min(max(s.cfg.Window.Duration/5, 100*time.Millisecond), 10*time.Second)
 }
 
-// Close stops the loop and closes the state.
+// Close stops the loop, saves the figures counted so far (the windows
+// closed but not yet saved, and the open window's part up to now, which a
+// restart within that window adds to: spec/disputes.md "Stops") and
+// closes the state.
 func (s *Service) Close() error {
 	if s.cancel != nil {
 		s.cancel()
@@ -265,7 +269,14 @@ func (s *Service) Close() error {
 	s.wg.Wait()
 	s.stopRelay()
 	s.relayWG.Wait()
-	return s.db.close()
+	var errs []error
+	for _, w := range append(s.closing, s.meter.Stop()...) {
+		if err := s.snapshot(w); err != nil {
+			errs = append(errs, fmt.Errorf("accounting: saving window %d at the stop: %w", w.Start, err))
+		}
+	}
+	s.closing = nil
+	return errors.Join(append(errs, s.db.close())...)
 }
 
 // Round runs one step of the window loop at now: snapshot the windows

@@ -509,13 +509,15 @@ func (n *Node) Serve(ctx context.Context) error {
 	if n.labels != nil {
 		n.labels.close()
 	}
+	// Compute stops before accounting saves its figures (spec/disputes.md
+	// "Stops"): a job ends here either counted or not run at all.
+	if n.compute != nil {
+		n.compute.close()
+	}
 	if n.acct != nil {
 		if err := n.acct.close(); err != nil {
 			n.opts.Log.Warn("accounting close", "err", err)
 		}
-	}
-	if n.compute != nil {
-		n.compute.close()
 	}
 	if n.iroh != nil {
 		n.iroh.close()
