@@ -393,7 +393,7 @@ func TestComputeCheatersCaught(t *testing.T) {
 	needBinary(t)
 	cheatBinary(t)
 	module := wasmFile(t, "upper")
-	cfg := "\n[standing]\nrecompute = '2s'\nwalks = 2000\n"
+	cfg := "\n[standing]\nrecompute = '2s'\nwalks = 2000\n\n[log]\nlevel = 'debug'\n"
 	rh := newHome(t, accountingConfig+cfg)
 	r := startMeshNode(t, rh)
 	h := startMeshNode(t, newHome(t, computeConfig+cfg), r.mesh)
@@ -423,8 +423,14 @@ func TestComputeCheatersCaught(t *testing.T) {
 	// service is normally undisputed; a late judgement past the window's
 	// seal can still split a job, so this is reported, not required.
 	t.Logf("honest service: %+v at the requester", honest)
-	// Now it cheats.
-	c.kill()
+	// Now it cheats: its operator restarts it into a cheating binary. The
+	// stop saves the open window's figures (spec/disputes.md "Stops"), so
+	// the honest jobs of that window stay counted: killed instead, the
+	// cheat would lose them and, its cheating job's units standing in for
+	// them, might agree the window (the flake this test once had).
+	if err := c.stop(); err != nil {
+		t.Fatalf("stopping the honest executor: %v", err)
+	}
 	c = startCheater(t, ch, r.mesh, "FLEETMESH_E2E_CHEAT=wrong")
 	j := caughtIn(t, rh, module, input, c.did)
 	if j.Outcome != "ok" || !strings.HasPrefix(string(j.Output), "SPIN 1000000 HONEST WORK") || !j.Audited {
@@ -439,7 +445,8 @@ func TestComputeCheatersCaught(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the cheat's standing at the requester is %+v, had %v: want 0, a wall; the requester's receipts with it: %+v", s, before, receipts(t, rh, c.did))
+			t.Fatalf("the cheat's standing at the requester is %+v, had %v: want 0, a wall; the requester's receipts with it: %+v\nrequester's accounting:\n%s\ncheat's accounting:\n%s", s, before, receipts(t, rh, c.did),
+				grepLines(r.output(), "accounting"), grepLines(c.output(), "accounting"))
 		}
 		time.Sleep(time.Second)
 	}
