@@ -35,12 +35,15 @@
 //	    events_by_author_kind, events_by_author, events_by_kind,
 //	    events_by_time (each ending in created_at DESC, id: newest
 //	    first, ties lowest id), events_by_expiration.
-//	tags(serial, tv, created_at)
+//	tags(serial, tv, created_at, id)
 //	    one row per distinct single-letter tag of an event: tv is the
-//	    letter's byte and the first value's bytes. tags_by_value
-//	    (tv, created_at DESC) walks a tag's events newest first, so a
-//	    {"#p": [x], "limit": 50} reads 50 rows, where a GIN index over
-//	    the values would fetch all of x's events and sort them.
+//	    letter's byte and the first value's bytes, created_at and id
+//	    the event's. tags_by_value_time_id (tv, created_at DESC, id)
+//	    walks a tag's events in the order a REQ answers in, so a
+//	    {"#t": [x], "limit": 50} reads about 50 rows however popular x
+//	    is, where a GIN index over the values would fetch all of x's
+//	    events and sort them. A filter of a few values is a walk per
+//	    value, each planned for its value (query.go buildQuery).
 //	deleted_ids(id, pubkey)            NIP-09 tombstones by id, one per deleter
 //	deleted_addresses(pubkey, kind, d, up_to)  NIP-09 by address
 //	feed_head(seq)                     the feed's counter: one row

@@ -177,6 +177,10 @@ func (s *Store) query(ctx context.Context, db querier, f *nostr.Filter, limit in
 // the planner gets the plain predicate.
 const maxLateral = 256
 
+// maxTagBranches is how many values of a tag a query walks in branches of
+// their own (buildQuery); a tag with more is walked in one LATERAL join.
+const maxTagBranches = 8
+
 // buildQuery writes the SELECT of cols that answers f: the conditions of
 // f over the events table, events past their NIP-40 expiration left out,
 // at most limit rows, newest first (ties: lowest id) when ordered.
@@ -184,7 +188,7 @@ const maxLateral = 256
 // An ordered query is split as the Pebble store's planner splits it into
 // key ranges: by (author, kind) pairs, else by the values of the tag with
 // the fewest, else by author, else by kind. Each part is a LATERAL
-// subquery that walks one index (events_by_author_kind, tags_by_value,
+// subquery that walks one index (events_by_author_kind, tags_by_value_time_id,
 // events_by_author, events_by_kind) newest first and stops at the limit,
 // and the outer query merges the parts. PostgreSQL 15 cannot walk an
 // index in order for "= ANY(list)", so without the split a 50-author
@@ -235,10 +239,9 @@ func buildQuery(f *nostr.Filter, now int64, limit int, ordered bool, cols string
 		outer = "unnest(" + arg(kinds) + "::integer[]) AS k(v)"
 		conds = append(conds, "e.kind = k.v")
 	case "tag":
-		outer = "unnest(" + arg(tagValues1(best, f.Tags[best])) + "::bytea[]) AS t0(v)"
 		from = "fleetmesh.tags t JOIN fleetmesh.events e ON e.serial = t.serial"
 		timeCol = "t.created_at"
-		conds = append(conds, "t.tv = t0.v")
+		// The walks and their condition on t.tv are written below.
 	}
 	if f.Authors != nil && drive != "authorkind" && drive != "author" {
 		conds = append(conds, "e.pubkey = ANY("+arg(authors)+"::bytea[])")
@@ -279,9 +282,35 @@ func buildQuery(f *nostr.Filter, now int64, limit int, ordered bool, cols string
 	if drive == "tag" && len(f.Tags[best]) > 1 {
 		distinct = "DISTINCT ON (e.created_at, e.id) "
 	}
+	if tvs := tagValues1(best, f.Tags[best]); drive == "tag" && len(tvs) <= maxTagBranches {
+		// A walk per value, the value a parameter of its own, in a query
+		// planned for its parameters (QueryExecModeCacheDescribe: the
+		// unnamed statement): the planner sees each value's frequency,
+		// so a popular hashtag's walk takes tags_by_value_time_id in
+		// order and stops at the limit. In a LATERAL over unnest() every
+		// value is estimated as an average one, a handful of rows, and
+		// PostgreSQL read, joined and sorted all of a popular one's.
+		where := strings.Join(conds, " AND ")
+		parts := make([]string, len(tvs))
+		for i, tv := range tvs {
+			parts[i] = "(SELECT e.* FROM " + from + " WHERE t.tv = " + arg(tv) + " AND " + where +
+				" ORDER BY t.created_at DESC, t.id LIMIT " + lim + ")"
+		}
+		sb.WriteString("SELECT " + distinct + cols + " FROM (" + strings.Join(parts, " UNION ALL ") + ") e")
+		sb.WriteString(" ORDER BY e.created_at DESC, e.id LIMIT " + lim)
+		return sb.String(), append([]any{pgx.QueryExecModeCacheDescribe}, args...)
+	}
+	if drive == "tag" {
+		outer = "unnest(" + arg(tagValues1(best, f.Tags[best])) + "::bytea[]) AS t0(v)"
+		conds = append(conds, "t.tv = t0.v")
+	}
 	sb.WriteString("SELECT " + distinct + cols + " FROM " + outer + " CROSS JOIN LATERAL (")
 	sb.WriteString("SELECT e.* FROM " + from + " WHERE " + strings.Join(conds, " AND "))
-	sb.WriteString(" ORDER BY " + timeCol + " DESC, e.id LIMIT " + lim + ") e")
+	idCol := "e.id"
+	if drive == "tag" {
+		idCol = "t.id" // tags_by_value_time_id's order
+	}
+	sb.WriteString(" ORDER BY " + timeCol + " DESC, " + idCol + " LIMIT " + lim + ") e")
 	sb.WriteString(" ORDER BY e.created_at DESC, e.id LIMIT " + lim)
 	return sb.String(), args
 }

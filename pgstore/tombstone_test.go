@@ -1,8 +1,10 @@
 package pgstore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -128,5 +130,124 @@ func TestTombstoneMigration(t *testing.T) {
 	var rows int
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM fleetmesh.deleted_ids WHERE id = $1", doomed.ID[:]).Scan(&rows); err != nil || rows != 2 {
 		t.Fatalf("%d tombstone rows for the id (%v), want the author's and the stranger's", rows, err)
+	}
+}
+
+// TestTagOrderMigration: a database written before migration 0005, whose
+// tags rows carry no event id, migrates with every row given its event's
+// id, and a query by tag then answers in the relay's order (newest first,
+// a tie broken by the lowest id), as a database written since does.
+func TestTagOrderMigration(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	fx := &fixture{t: t}
+	fx.now.Store(1_700_000_000)
+	k, err := nostr.GenerateSecretKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx.keys = append(fx.keys, k)
+	fx.url = pgtest.Database(t)
+	pool, err := pgxpool.New(ctx, fx.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := applyMigrations(ctx, pool, ms[:4]); err != nil {
+		t.Fatal(err)
+	}
+	// Four notes with one hashtag, three of them at one second: the
+	// oldest is left out of a limit of three, and the tie is ordered by
+	// id.
+	ts := fx.now.Load() - 100
+	var evs []*nostr.Event
+	for i, at := range []int64{ts - 1, ts, ts, ts} {
+		e := fx.event(0, 1, at, nostr.Tags{{"t", "nostr"}}, fmt.Sprint("note ", i))
+		evs = append(evs, e)
+		var res int32
+		if err := pool.QueryRow(ctx, "SELECT result FROM fleetmesh.save_event($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+			e.ID[:], e.PubKey[:], e.CreatedAt, e.Kind, nil, nil, e.AppendJSON(nil), tagValues(e),
+			[][]byte{}, []int32{}, [][]byte{}, false).Scan(&res); err != nil || res != 0 {
+			t.Fatalf("saving at schema version 4: result %d, %v", res, err)
+		}
+	}
+	fx.s = fx.open()
+	t.Cleanup(func() { fx.s.Close() })
+	var missing int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM fleetmesh.tags t JOIN fleetmesh.events e ON e.serial = t.serial WHERE t.id IS DISTINCT FROM e.id").Scan(&missing); err != nil || missing != 0 {
+		t.Fatalf("%d tags rows without their event's id after the migration (%v)", missing, err)
+	}
+	want := slices.Clone(evs[1:])
+	slices.SortFunc(want, func(a, b *nostr.Event) int { return bytes.Compare(a.ID[:], b.ID[:]) })
+	for _, vals := range [][]string{{"nostr"}, {"nostr", "bitcoin"}} {
+		got := fx.query(nostr.Filter{Kinds: []int{1}, Tags: map[string][]string{"t": vals}}, 3)
+		if !slices.Equal(ids(got), ids(want)) {
+			t.Fatalf("#t %v, limit 3: %v, want %v", vals, ids(got), ids(want))
+		}
+	}
+	// A note saved since the migration is in the walk too.
+	newer := fx.event(0, 1, ts+1, nostr.Tags{{"t", "nostr"}}, "since")
+	fx.save(newer)
+	if got := fx.query(nostr.Filter{Tags: map[string][]string{"t": {"nostr"}}}, 1); len(got) != 1 || got[0].ID != newer.ID {
+		t.Fatalf("#t after a save: %v, want the new note", ids(got))
+	}
+}
+
+// TestTagWalkStopsAtLimit: a REQ by a popular tag reads about as many of
+// its tags rows as it returns, not all of them: the walk takes
+// tags_by_value_time_id in the order it answers in and stops at the
+// limit (the plan PostgreSQL ran, counted from EXPLAIN ANALYZE).
+func TestTagWalkStopsAtLimit(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t, 1)
+	ctx := context.Background()
+	const stored, limit = 2000, 20
+	done := make(chan struct{})
+	for w := range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := w; i < stored; i += 4 {
+				if _, err := fx.s.Save(ctx, fx.event(0, 1, fx.now.Load()-int64(i), nostr.Tags{{"t", "popular"}, {"t", fmt.Sprint("rare", i)}}, "")); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+	if _, err := fx.s.pool.Exec(ctx, "ANALYZE fleetmesh.tags; ANALYZE fleetmesh.events"); err != nil {
+		t.Fatal(err)
+	}
+	for _, vals := range [][]string{{"popular"}, {"popular", "rare7"}} {
+		f := nostr.Filter{Kinds: []int{1}, Tags: map[string][]string{"t": vals}}
+		q, args := buildQuery(&f, fx.now.Load(), limit, true, "e.raw")
+		var plan []map[string]any
+		if err := fx.s.pool.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+q, args...).Scan(&plan); err != nil {
+			t.Fatal(err)
+		}
+		var read func(n map[string]any) float64
+		read = func(n map[string]any) float64 {
+			sum := 0.0
+			if n["Relation Name"] == "tags" {
+				rows, _ := n["Actual Rows"].(float64)
+				loops, _ := n["Actual Loops"].(float64)
+				sum += rows * loops
+			}
+			if kids, ok := n["Plans"].([]any); ok {
+				for _, k := range kids {
+					sum += read(k.(map[string]any))
+				}
+			}
+			return sum
+		}
+		if got := read(plan[0]["Plan"].(map[string]any)); got > 3*limit {
+			t.Errorf("#t %v, limit %d: the plan read %.0f of the tag's %d rows, want about the limit", vals, limit, got, stored)
+		}
 	}
 }
