@@ -48,6 +48,10 @@ func (r *Raw) Event() (*nostr.Event, error) {
 	return ev, nil
 }
 
+// tagWalkSetting is what a query that walks a tag's index runs first in
+// its transaction (query).
+const tagWalkSetting = "SELECT set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true), set_config('jit', 'off', true)"
+
 // querier is a pool or a transaction.
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
@@ -130,7 +134,7 @@ func (s *Store) Count(ctx context.Context, f *nostr.Filter) (n int64, approximat
 	if f.Empty() || f.Search != "" {
 		return 0, false, nil
 	}
-	q, args := buildQuery(f, s.opts.Now().Unix(), s.opts.MaxScan, false, "1")
+	q, args, _ := buildQuery(f, s.opts.Now().Unix(), s.opts.MaxScan, false, "1")
 	if err := s.retryConn(func() error {
 		return s.read.QueryRow(ctx, "SELECT count(*) FROM ("+q+") m", args...).Scan(&n)
 	}, func() bool { return true }); err != nil {
@@ -143,7 +147,29 @@ func (s *Store) query(ctx context.Context, db querier, f *nostr.Filter, limit in
 	if limit <= 0 || f.Empty() || f.Search != "" {
 		return nil
 	}
-	q, args := buildQuery(f, s.opts.Now().Unix(), limit, ordered, "e.id, e.pubkey, e.created_at, e.kind, e.raw")
+	q, args, tagWalk := buildQuery(f, s.opts.Now().Unix(), limit, ordered, "e.id, e.pubkey, e.created_at, e.kind, e.raw")
+	if tagWalk {
+		// A tag's walk is planned for an average value (the value comes
+		// from unnest()) and on statistics that may be stale (a young
+		// database, a tag catching on): a handful of rows, so PostgreSQL
+		// preferred reading all of the tag's rows (a bitmap scan, or a
+		// hash join with the kind's events) and sorting them to the index
+		// walk in answer order that stops at the limit, and a popular
+		// hashtag's REQ read every row of it. Without sorts and bitmap
+		// scans, for this query only, the ordered walk is the plan; and
+		// without JIT, which the disabled sort's cost penalty would
+		// otherwise call in to compile the query (about 175 ms, where
+		// the walk takes under 1).
+		tx, ok := db.(pgx.Tx)
+		if !ok {
+			return pgx.BeginTxFunc(ctx, s.read, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+				return s.query(ctx, tx, f, limit, ordered, fn)
+			})
+		}
+		if _, err := tx.Exec(ctx, tagWalkSetting); err != nil {
+			return fmt.Errorf("pgstore: query: %w", err)
+		}
+	}
 	rows, err := db.Query(ctx, q, args...)
 	if err != nil {
 		return fmt.Errorf("pgstore: query: %w", err)
@@ -177,10 +203,6 @@ func (s *Store) query(ctx context.Context, db querier, f *nostr.Filter, limit in
 // the planner gets the plain predicate.
 const maxLateral = 256
 
-// maxTagBranches is how many values of a tag a query walks in branches of
-// their own (buildQuery); a tag with more is walked in one LATERAL join.
-const maxTagBranches = 8
-
 // buildQuery writes the SELECT of cols that answers f: the conditions of
 // f over the events table, events past their NIP-40 expiration left out,
 // at most limit rows, newest first (ties: lowest id) when ordered.
@@ -193,8 +215,7 @@ const maxTagBranches = 8
 // and the outer query merges the parts. PostgreSQL 15 cannot walk an
 // index in order for "= ANY(list)", so without the split a 50-author
 // feed sorts every note of the 50 authors to return 50 of them.
-func buildQuery(f *nostr.Filter, now int64, limit int, ordered bool, cols string) (string, []any) {
-	var args []any
+func buildQuery(f *nostr.Filter, now int64, limit int, ordered bool, cols string) (q string, args []any, tagWalk bool) {
 	arg := func(v any) string {
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
@@ -275,30 +296,12 @@ func buildQuery(f *nostr.Filter, now int64, limit int, ordered bool, cols string
 			sb.WriteString(" ORDER BY e.created_at DESC, e.id")
 		}
 		sb.WriteString(" LIMIT " + lim)
-		return sb.String(), args
+		return sb.String(), args, false
 	}
 	// Values of one tag can name the same event twice.
 	distinct := ""
 	if drive == "tag" && len(f.Tags[best]) > 1 {
 		distinct = "DISTINCT ON (e.created_at, e.id) "
-	}
-	if tvs := tagValues1(best, f.Tags[best]); drive == "tag" && len(tvs) <= maxTagBranches {
-		// A walk per value, the value a parameter of its own, in a query
-		// planned for its parameters (QueryExecModeCacheDescribe: the
-		// unnamed statement): the planner sees each value's frequency,
-		// so a popular hashtag's walk takes tags_by_value_time_id in
-		// order and stops at the limit. In a LATERAL over unnest() every
-		// value is estimated as an average one, a handful of rows, and
-		// PostgreSQL read, joined and sorted all of a popular one's.
-		where := strings.Join(conds, " AND ")
-		parts := make([]string, len(tvs))
-		for i, tv := range tvs {
-			parts[i] = "(SELECT e.* FROM " + from + " WHERE t.tv = " + arg(tv) + " AND " + where +
-				" ORDER BY t.created_at DESC, t.id LIMIT " + lim + ")"
-		}
-		sb.WriteString("SELECT " + distinct + cols + " FROM (" + strings.Join(parts, " UNION ALL ") + ") e")
-		sb.WriteString(" ORDER BY e.created_at DESC, e.id LIMIT " + lim)
-		return sb.String(), append([]any{pgx.QueryExecModeCacheDescribe}, args...)
 	}
 	if drive == "tag" {
 		outer = "unnest(" + arg(tagValues1(best, f.Tags[best])) + "::bytea[]) AS t0(v)"
@@ -312,7 +315,7 @@ func buildQuery(f *nostr.Filter, now int64, limit int, ordered bool, cols string
 	}
 	sb.WriteString(" ORDER BY " + timeCol + " DESC, " + idCol + " LIMIT " + lim + ") e")
 	sb.WriteString(" ORDER BY e.created_at DESC, e.id LIMIT " + lim)
-	return sb.String(), args
+	return sb.String(), args, drive == "tag"
 }
 
 // dedup drops repeated values, so that no two walks cover one range.
