@@ -42,8 +42,9 @@
 //	    walks a tag's events in the order a REQ answers in, so a
 //	    {"#t": [x], "limit": 50} reads about 50 rows however popular x
 //	    is, where a GIN index over the values would fetch all of x's
-//	    events and sort them. A filter of a few values is a walk per
-//	    value, each planned for its value (query.go buildQuery).
+//	    events and sort them. The walk's query runs without sorts,
+//	    bitmap scans or JIT, so that it is the plan whatever the
+//	    statistics say of the tag (query.go, tagWalkSetting).
 //	deleted_ids(id, pubkey)            NIP-09 tombstones by id, one per deleter
 //	deleted_addresses(pubkey, kind, d, up_to)  NIP-09 by address
 //	feed_head(seq)                     the feed's counter: one row
