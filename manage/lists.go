@@ -33,6 +33,9 @@ func DefaultLimits() Limits { return Limits{MaxEntries: 100_000, MaxReasonBytes:
 // notification has come (ListOptions.Poll).
 const DefaultPoll = time.Second
 
+// DefaultPollListening is ListOptions.PollListening's default.
+const DefaultPollListening = 15 * time.Second
+
 // ErrFull is a change refused because its list is at Limits.MaxEntries.
 var ErrFull = errors.New("list is full")
 
@@ -49,6 +52,12 @@ type ListOptions struct {
 	// notification has woken them (default DefaultPoll): the longest a
 	// lost notification delays a change made by another process.
 	Poll time.Duration
+	// PollListening is Poll while the store says its notifications are
+	// reliable (Notifier; default DefaultPollListening, never shorter
+	// than Poll): then the poll only bounds the delay of a change written
+	// around the store, by hand, and it is most of what an idle
+	// front-end spends.
+	PollListening time.Duration
 	// SetInfo is told the NIP-11 name, description and icon once at start
 	// and whenever one changes, here or in another process sharing the
 	// store.
@@ -115,6 +124,10 @@ func New(ctx context.Context, st ListStore, o ListOptions) (*Lists, error) {
 	if o.Poll <= 0 {
 		o.Poll = DefaultPoll
 	}
+	if o.PollListening <= 0 {
+		o.PollListening = DefaultPollListening
+	}
+	o.PollListening = max(o.PollListening, o.Poll)
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
@@ -161,7 +174,7 @@ func (l *Lists) watch(ctx context.Context) {
 			poll.Reset(retry)
 			retry = min(2*retry, l.o.Poll)
 		} else {
-			poll.Reset(l.o.Poll)
+			poll.Reset(l.pollEvery())
 			retry = watchRetry
 		}
 		select {
@@ -171,6 +184,15 @@ func (l *Lists) watch(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// pollEvery is how long the watcher waits for a notification before it
+// reads the version anyway.
+func (l *Lists) pollEvery() time.Duration {
+	if n, ok := l.st.(Notifier); ok && n.Listening() {
+		return l.o.PollListening
+	}
+	return l.o.Poll
 }
 
 // refresh rebuilds the view if the store has changed since it was loaded.

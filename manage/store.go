@@ -62,6 +62,15 @@ type ListStore interface {
 	Changed() <-chan struct{}
 }
 
+// Notifier is a ListStore that can say when its Changed is reliable: while
+// Listening, every change made through the store closes Changed, and so
+// does the loss or return of the store's own connection to the others,
+// so Lists reads the version only every ListOptions.PollListening then.
+// pgstore's ManageLists is one, while its listener is connected.
+type Notifier interface {
+	Listening() bool
+}
+
 // CopyLists copies every entry of src into dst (what dst holds already is
 // kept, or overwritten by src's value), as `fleetmesh store migrate`
 // moves a node's lists from manage.db into PostgreSQL. It returns how

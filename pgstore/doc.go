@@ -115,8 +115,10 @@
 // snapshot is a prefix 1..H of the primary's changes too, and the
 // follower reads the rest from H. NOTIFY (channel fleetmesh_feed, no
 // payload) only wakes followers;
-// they also read the feed every Options.FeedPoll, so a notification lost
-// while the listener reconnects costs a poll's delay, never an event, and
+// they also read the feed every Options.FeedPoll while the listener is
+// down (every Options.FeedPollListening while it is up: it wakes them as
+// it drops and as it comes back), so a notification lost while the
+// listener reconnects costs a poll's delay, never an event, and
 // a follower whose read fails (pg_terminate_backend, a failover) retries
 // from the last change it delivered.
 package pgstore

@@ -207,9 +207,10 @@ func (f *Follower) Err() error { return f.err }
 
 // Follow starts a follower that delivers every change after position
 // after, oldest first, and then each new one as it commits: woken by
-// NOTIFY, and reading the feed every Options.FeedPoll whatever it hears,
-// so a notification lost while the listener reconnects costs at most a
-// poll's delay. A read that fails (a dropped connection) is retried from
+// NOTIFY, and reading the feed every Options.FeedPoll whatever it hears
+// (Options.FeedPollListening while the listener is connected), so a
+// notification lost while the listener reconnects costs at most a poll's
+// delay. A read that fails (a dropped connection) is retried from
 // the last change delivered, so nothing is lost or repeated. A slow
 // reader of C holds back only its own follower.
 func (s *Store) Follow(ctx context.Context, after uint64) *Follower {
@@ -263,7 +264,7 @@ func (s *Store) follow(ctx context.Context, f *Follower, last uint64) {
 			if len(cs) == s.opts.FeedBatch {
 				continue
 			}
-			poll.Reset(s.opts.FeedPoll)
+			poll.Reset(s.pollEvery())
 		}
 		select {
 		case <-wake:
@@ -271,6 +272,18 @@ func (s *Store) follow(ctx context.Context, f *Follower, last uint64) {
 		case <-ctx.Done():
 		}
 	}
+}
+
+// pollEvery is how long a follower, or the manage lists' watcher, waits
+// for a notification before it reads anyway: Options.FeedPoll while the
+// listener is not connected, Options.FeedPollListening while it is (it
+// then wakes them on every change and on its connection dropping or
+// coming back).
+func (s *Store) pollEvery() time.Duration {
+	if s.listening.Load() {
+		return s.opts.FeedPollListening
+	}
+	return s.opts.FeedPoll
 }
 
 func (s *Store) wakeChan() chan struct{} {
@@ -332,6 +345,8 @@ func (s *Store) listenOnce(ctx context.Context, retry *time.Duration) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+feedChannel+"; LISTEN "+manageChannel); err != nil {
 		return err
 	}
+	s.listening.Store(true)
+	defer s.listening.Store(false)
 	*retry = 50 * time.Millisecond
 	// Changes committed while no one listened are read now.
 	s.wake()

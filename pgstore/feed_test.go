@@ -338,3 +338,54 @@ func TestFeedNotifyWakes(t *testing.T) {
 		t.Fatalf("second change: %x", cs[0].ID[:4])
 	}
 }
+
+// TestFeedPollWhileListening: while the listener is connected, a
+// follower reads the feed on notifications only, and waits
+// FeedPollListening, not FeedPoll, for anything else; a change appended
+// without NOTIFY (by hand, in SQL) is read when the listener's connection
+// drops and comes back, which wakes every follower. Idle front-ends spend
+// most of their CPU on these polls (docs/benchmarks/scale-out.md).
+func TestFeedPollWhileListening(t *testing.T) {
+	t.Parallel()
+	fx := newFixtureWith(t, 1, Options{FeedPoll: 50 * time.Millisecond, FeedPollListening: time.Hour})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f := fx.s.Follow(ctx, 0)
+	within := func(what string, ok func() bool) {
+		t.Helper()
+		for !ok() {
+			if ctx.Err() != nil {
+				t.Fatalf("%s: not within the test's deadline", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	within("the listener connected", fx.s.listening.Load)
+	if got := fx.s.pollEvery(); got != time.Hour {
+		t.Fatalf("poll while listening: %v, want FeedPollListening", got)
+	}
+	e1 := fx.event(0, 1, fx.now.Load(), nil, "notified")
+	fx.save(e1)
+	if cs := drain(ctx, t, f, 0, 1); cs[0].ID != e1.ID {
+		t.Fatalf("first change: %x", cs[0].ID[:4])
+	}
+	// Appended by hand, with no NOTIFY: FeedPoll would read it within
+	// 50 ms; while the listener is connected nothing does.
+	quiet := fx.event(0, 20001, fx.now.Load(), nil, "no notify")
+	if _, err := fx.s.pool.Exec(ctx, appendSQL, 1, []int16{int16(OpEphemeral)}, [][]byte{quiet.ID[:]}, [][]byte{quiet.AppendJSON(nil)}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-f.C():
+		t.Fatalf("a change appended without NOTIFY was read within a second while listening (seq %d)", c.Seq)
+	case <-time.After(time.Second):
+	}
+	// The listener's connection ends: it wakes the followers, which
+	// read the change.
+	if _, err := pgtest.Terminate(ctx, fx.url); err != nil {
+		t.Fatal(err)
+	}
+	if cs := drain(ctx, t, f, 1, 2); cs[0].ID != quiet.ID {
+		t.Fatalf("the change after the listener's reconnection: %x", cs[0].ID[:4])
+	}
+}

@@ -29,6 +29,7 @@ type ManageLists struct {
 var (
 	_ manage.ListStore  = (*ManageLists)(nil)
 	_ manage.AuthMemory = (*ManageLists)(nil)
+	_ manage.Notifier   = (*ManageLists)(nil)
 )
 
 // ManageLists returns the operator's lists kept in s's database.
@@ -195,6 +196,11 @@ func (m *ManageLists) Version(ctx context.Context) (uint64, error) {
 	}
 	return uint64(v), nil
 }
+
+// Listening implements manage.Notifier: whether the store's listener is
+// connected now, so that Changed is closed on every change made through
+// any front-end.
+func (m *ManageLists) Listening() bool { return m.s.listening.Load() }
 
 // Changed implements manage.ListStore: the channel is closed on the next
 // NOTIFY on fleetmesh_manage, and when the listener's connection drops or

@@ -88,7 +88,9 @@ func TestManageListsShared(t *testing.T) {
 	sa, sb := open(), open()
 	// A long poll at b: what reaches it quickly came by NOTIFY.
 	lim := manage.Limits{MaxEntries: 3}
-	a := openFrontLists(t, sa, manage.ListOptions{Limits: lim, Poll: 200 * time.Millisecond})
+	// A short poll at a, even while its listener is connected: what
+	// a change written without NOTIFY needs to be seen.
+	a := openFrontLists(t, sa, manage.ListOptions{Limits: lim, Poll: 200 * time.Millisecond, PollListening: 200 * time.Millisecond})
 	b := openFrontLists(t, sb, manage.ListOptions{Limits: lim, Poll: time.Hour})
 
 	spammer := [32]byte{0xaa}
@@ -319,4 +321,49 @@ func TestManageHoldShared(t *testing.T) {
 	if after, err := s.ManageLists().Version(ctx); err != nil || after != v {
 		t.Fatalf("version %d after changing nothing (%v), was %d", after, err, v)
 	}
+}
+
+// TestManageListsPollWhileListening: while the store's listener is
+// connected, the lists read the version on notifications only and wait
+// PollListening for anything else; a change written around the store
+// (by hand, with no NOTIFY) is seen when the listener's connection drops
+// and comes back, which wakes the watcher.
+func TestManageListsPollWhileListening(t *testing.T) {
+	url := pgtest.Database(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := Open(ctx, url, Options{SweepEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	a := openFrontLists(t, s, manage.ListOptions{Poll: 50 * time.Millisecond, PollListening: time.Hour})
+	within(t, "the listener connected", func() error {
+		if !s.ManageLists().Listening() {
+			return errors.New("not listening")
+		}
+		return nil
+	})
+	// The listener wakes the watcher as it connects: let that read go by.
+	time.Sleep(300 * time.Millisecond)
+	// A ban written by hand, with no NOTIFY: Poll would read it within
+	// 50 ms; while listening nothing does.
+	spammer := [32]byte{0xaa}
+	if _, err := s.pool.Exec(ctx, `WITH v AS (UPDATE fleetmesh.manage_head SET version = version + 1)
+		INSERT INTO fleetmesh.manage_lists (list, key, value) VALUES ($1, $2, $3)`, manage.ListBannedPubkeys, fmt.Sprintf("%x", spammer), []byte("spam")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if r := a.l.PubkeyRefusal(spammer, true); r != "" {
+		t.Fatalf("a ban written without NOTIFY was read within a second while the listener was connected: %q", r)
+	}
+	if _, err := pgtest.Terminate(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	within(t, "the ban, after the listener's reconnection", func() error {
+		if r := a.l.PubkeyRefusal(spammer, true); !strings.Contains(r, "spam") {
+			return fmt.Errorf("the banned author's refusal: %q", r)
+		}
+		return nil
+	})
 }

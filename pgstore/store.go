@@ -52,8 +52,16 @@ type Options struct {
 	// 1,000,000); a follower further behind gets ErrFeedTruncated.
 	FeedKeep uint64
 	// FeedPoll is how often a follower reads the feed when no NOTIFY has
-	// woken it (default 1 s): the floor under a lost notification.
+	// woken it while the store's listener is not connected (default 1
+	// s): the floor under a notification lost then.
 	FeedPoll time.Duration
+	// FeedPollListening is the same while the listener is connected
+	// (default 15 s; never shorter than FeedPoll). Then every change made
+	// through a store wakes the followers, and so does the listener's
+	// connection dropping or coming back, so this poll only bounds the
+	// delay of a change written without NOTIFY (by hand, in SQL); it is
+	// what an idle front-end spends its CPU on.
+	FeedPollListening time.Duration
 	// FeedBatch is how many changes one read of the feed returns at most
 	// (default 512).
 	FeedBatch int
@@ -88,6 +96,10 @@ func (o *Options) fill() {
 	if o.FeedPoll <= 0 {
 		o.FeedPoll = time.Second
 	}
+	if o.FeedPollListening <= 0 {
+		o.FeedPollListening = 15 * time.Second
+	}
+	o.FeedPollListening = max(o.FeedPollListening, o.FeedPoll)
 	if o.FeedBatch <= 0 {
 		o.FeedBatch = 512
 	}
@@ -124,6 +136,9 @@ type Store struct {
 	wakeCh  chan struct{} // closed and replaced on each feed notification
 	listsCh chan struct{} // closed and replaced on each notification of the manage lists
 	listen  sync.Once     // starts the listener on the first Follow or ManageLists.Changed
+	// listening is whether the listener's connection is LISTENing now
+	// (pollEvery).
+	listening atomic.Bool
 
 	// bg is cancelled by Close; the sweeper and the listener run under
 	// it, and every follower stops with it.
