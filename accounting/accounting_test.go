@@ -77,6 +77,18 @@ func newNodes(t testing.TB, count int, cfg Config, connect func(mn mocknet.Mockn
 	return nodes
 }
 
+// newPair makes two connected nodes, a the pair's proposer (its DID
+// sorts first) and b the other.
+func newPair(t testing.TB, cfg Config) (nodes []*testNode, a, b *testNode) {
+	t.Helper()
+	nodes = newNodes(t, 2, cfg, nil)
+	a, b = nodes[0], nodes[1]
+	if a.key.DID() > b.key.DID() {
+		a, b = b, a
+	}
+	return nodes, a, b
+}
+
 func (n *testNode) open(t testing.TB, cfg Config) { n.openAt(t, cfg, t0) }
 
 // openAt opens the node's accounting as a node started at now would.
@@ -242,11 +254,7 @@ func TestOverClaimOpensDispute(t *testing.T) {
 // points.)
 func TestRestartMidExchangeLosesNothing(t *testing.T) {
 	cfg := testConfig()
-	nodes := newNodes(t, 2, cfg, nil)
-	a, b := nodes[0], nodes[1]
-	if a.key.DID() > b.key.DID() {
-		a, b = b, a
-	}
+	nodes, a, b := newPair(t, cfg)
 	ctx := context.Background()
 	dropCountersign := true
 	wrap := func() {
@@ -335,11 +343,7 @@ func TestStopMidWindowLosesNothing(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := testConfig()
-			nodes := newNodes(t, 2, cfg, nil)
-			a, b := nodes[0], nodes[1]
-			if a.key.DID() > b.key.DID() {
-				a, b = b, a
-			}
+			nodes, a, b := newPair(t, cfg)
 			stops := b
 			if c.proposer {
 				stops = a
@@ -572,11 +576,7 @@ func TestProposerRefusesInflatedSignature(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := testConfig()
-			nodes := newNodes(t, 2, cfg, nil)
-			a, b := nodes[0], nodes[1]
-			if a.key.DID() > b.key.DID() {
-				a, b = b, a
-			}
+			nodes, a, b := newPair(t, cfg)
 			// b answers a proposal with its own figures, inflated, signed.
 			b.ag.Register(exchange.PIURIReceipt, func(ctx context.Context, u *didcomm.Unpacked) (*didcomm.Message, error) {
 				if u.Message.Type != exchange.TypePropose {

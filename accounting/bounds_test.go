@@ -70,11 +70,7 @@ func stored(t *testing.T, n *testNode, bucket []byte, prefix string) int {
 func TestWindowBounds(t *testing.T) {
 	cfg := testConfig()
 	cfg.DisputePeriod.Duration = 4 * window
-	nodes := newNodes(t, 2, cfg, nil)
-	a, b := nodes[0], nodes[1]
-	if a.key.DID() > b.key.DID() {
-		a, b = b, a
-	}
+	_, a, b := newPair(t, cfg)
 	// b meters a in window t0 only; the window closes on b.
 	b.s.meter.Record(a.h.ID(), meter.Events, meter.Received, 3)
 	ctx := context.Background()
@@ -256,11 +252,7 @@ func proposeFirst(start, secs int64, side receipt.Side) exchange.ProposeBody {
 func TestContactKeepsALostFirstWindow(t *testing.T) {
 	cfg := testConfig()
 	cfg.DisputePeriod.Duration = 4 * window
-	nodes := newNodes(t, 2, cfg, nil)
-	a, b := nodes[0], nodes[1]
-	if a.key.DID() > b.key.DID() {
-		a, b = b, a
-	}
+	_, a, b := newPair(t, cfg)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var noted bool

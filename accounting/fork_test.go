@@ -24,11 +24,7 @@ import (
 // does not take (or spread) it again as new.
 func TestForkInProposalHead(t *testing.T) {
 	cfg := testConfig()
-	nodes := newNodes(t, 2, cfg, nil)
-	a, b := nodes[0], nodes[1]
-	if a.key.DID() > b.key.DID() {
-		a, b = b, a
-	}
+	nodes, a, b := newPair(t, cfg)
 	traffic(a, b, 4, 100)
 	closeWindow(nodes, t0.Add(window+time.Millisecond))
 	closeWindow(nodes, t0.Add(2*window+time.Millisecond)) // window 2 closes, with no traffic
@@ -155,11 +151,7 @@ func TestLostWindowReportedAtBothEnds(t *testing.T) {
 	// b asks for a missing proposal after half of this: after a has
 	// proposed the next window.
 	cfg.DisputePeriod = setting.DurationOf(4 * window)
-	nodes := newNodes(t, 2, cfg, nil)
-	a, b := nodes[0], nodes[1]
-	if a.key.DID() > b.key.DID() {
-		a, b = b, a
-	}
+	nodes, a, b := newPair(t, cfg)
 	// Window 1: only b counted (a's count died with it).
 	b.s.meter.Record(a.h.ID(), meter.Events, meter.Received, 7)
 	closeWindow(nodes, t0.Add(window+time.Millisecond))
