@@ -80,17 +80,14 @@ func TestTombstonePerDeleter(t *testing.T) {
 	}
 }
 
-// TestTombstoneMigration: a database that the schema up to 0002 left, one
-// tombstone row per id naming its deleter, migrates to this build's
-// schema with its tombstones kept: the deleted event stays refused, and a
-// stranger's deletion request naming it does not lift that.
-func TestTombstoneMigration(t *testing.T) {
-	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+// olderSchema is a fixture with nkeys keys whose database an older build
+// left at schema version (its first migrations applied), with no store
+// open on it yet, and a pool on that database, closed when the test ends.
+func olderSchema(ctx context.Context, t *testing.T, nkeys, version int) (*fixture, *pgxpool.Pool) {
+	t.Helper()
 	fx := &fixture{t: t}
 	fx.now.Store(1_700_000_000)
-	for range 2 {
+	for range nkeys {
 		k, err := nostr.GenerateSecretKey()
 		if err != nil {
 			t.Fatal(err)
@@ -102,14 +99,26 @@ func TestTombstoneMigration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
+	t.Cleanup(pool.Close)
 	ms, err := migrations()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := applyMigrations(ctx, pool, ms[:2]); err != nil {
+	if _, err := applyMigrations(ctx, pool, ms[:version]); err != nil {
 		t.Fatal(err)
 	}
+	return fx, pool
+}
+
+// TestTombstoneMigration: a database that the schema up to 0002 left, one
+// tombstone row per id naming its deleter, migrates to this build's
+// schema with its tombstones kept: the deleted event stays refused, and a
+// stranger's deletion request naming it does not lift that.
+func TestTombstoneMigration(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	fx, pool := olderSchema(ctx, t, 2, 2)
 	doomed := fx.event(0, 1, fx.now.Load()-10, nil, "doomed")
 	if _, err := pool.Exec(ctx, "INSERT INTO fleetmesh.deleted_ids (id, pubkey) VALUES ($1, $2)", doomed.ID[:], doomed.PubKey[:]); err != nil {
 		t.Fatal(err)
@@ -143,26 +152,7 @@ func TestTagOrderMigration(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	fx := &fixture{t: t}
-	fx.now.Store(1_700_000_000)
-	k, err := nostr.GenerateSecretKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fx.keys = append(fx.keys, k)
-	fx.url = pgtest.Database(t)
-	pool, err := pgxpool.New(ctx, fx.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	ms, err := migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := applyMigrations(ctx, pool, ms[:4]); err != nil {
-		t.Fatal(err)
-	}
+	fx, pool := olderSchema(ctx, t, 1, 4)
 	// Four notes with one hashtag, three of them at one second: the
 	// oldest is left out of a limit of three, and the tie is ordered by
 	// id.
