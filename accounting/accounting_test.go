@@ -386,6 +386,77 @@ func TestStopMidWindowLosesNothing(t *testing.T) {
 	}
 }
 
+// TestRefusedWindowIsDisputed: a window this node refuses (it caught the
+// peer cheating in it) is never co-signed, and is reported disputed with
+// the finding at the end of its dispute period, whichever side of the
+// pair refuses, whether the peer's figures match this node's or the peer
+// counted nothing at all and stays silent.
+func TestRefusedWindowIsDisputed(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		proposer bool // the refusing side is the proposer (a)
+		traffic  bool // matching figures on both sides; else none at all
+	}{
+		{"a refuses, figures match", true, true},
+		{"b refuses, figures match", false, true},
+		{"a refuses, the peer silent", true, false},
+		{"b refuses, the peer silent", false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := testConfig()
+			nodes, a, b := newPair(t, cfg)
+			refuser, other := b, a
+			if c.proposer {
+				refuser, other = a, b
+			}
+			if c.traffic {
+				traffic(other, refuser, 10, 100)
+			}
+			if err := refuser.s.Refuse(other.key.DID(), "caught"); err != nil {
+				t.Fatal(err)
+			}
+			if err := refuser.s.Refuse(refuser.key.DID(), "self"); err == nil {
+				t.Fatal("a node refused a window with itself")
+			}
+			for w := 1; w <= 4; w++ {
+				closeWindow(nodes, t0.Add(time.Duration(w)*window+time.Millisecond))
+			}
+			for _, n := range nodes {
+				for _, r := range mustReceipts(t, n) {
+					if r.WindowStart == t0.Unix() {
+						t.Fatal("the refused window was co-signed")
+					}
+				}
+			}
+			ds, err := refuser.s.Disputes()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ds) != 1 || ds[0].WindowStart != t0.Unix() || len(ds[0].Findings) == 0 || ds[0].Findings[0] != "refused: caught" {
+				t.Fatalf("the refusing side's disputes: %+v, want the window, refused: caught", ds)
+			}
+			reps, _ := refuser.s.Reports(refuser.key.DID())
+			var reported bool
+			for _, rep := range reps {
+				reported = reported || rep.WindowStart == t0.Unix() && len(rep.Disputed) == 1
+			}
+			if !reported {
+				t.Fatal("the refused window is not reported disputed")
+			}
+		})
+	}
+}
+
+// mustReceipts is n's receipts with every peer.
+func mustReceipts(t *testing.T, n *testNode) []*receipt.Receipt {
+	t.Helper()
+	rs, err := n.s.Receipts(n.key.DID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
 func TestGrantOfferEnforceRevoke(t *testing.T) {
 	cfg := testConfig()
 	nodes := newNodes(t, 2, cfg, nil)

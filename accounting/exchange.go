@@ -137,6 +137,11 @@ func (s *Service) exchangeWith(ctx context.Context, peer string, now time.Time) 
 			// cannot reach it, so it only waits, oldest window first.
 			continue
 		}
+		if p.Refused != "" {
+			// Never signed here: the window waits for its dispute
+			// period's end, then is reported disputed (Refuse).
+			return
+		}
 		if s.did != a {
 			// b: ask a to propose once half the dispute period has gone by.
 			if now.After(time.Unix(p.end(), 0).Add(s.cfg.DisputePeriod.Duration / 2)) {
@@ -327,6 +332,41 @@ func (s *Service) signedFor(pair string, window int64) bool {
 	return found
 }
 
+// Refuse marks the open window with peer as one this node will never
+// sign, whatever the figures, because it caught the peer cheating in it:
+// a compute executor's wrong result (spec/compute.md "Accounting"). The
+// window's figures are still counted and saved at its close; at the end
+// of its dispute period it is reported disputed with finding, even if the
+// peer claims nothing for it and never proposes or asks (spec/disputes.md
+// "Refused windows"). A proposal for it is answered with a dispute.
+func (s *Service) Refuse(peer string, finding string) error {
+	if peer == s.did || s.leaf(peer) {
+		return fmt.Errorf("accounting: refuse a window with %s: only a node's window with another non-leaf node", peer)
+	}
+	start := s.meter.Current().Start
+	pair, _ := pairOf(s.did, peer)
+	err := s.db.b.Update(func(tx *bolt.Tx) error {
+		k := key(peer, uint64(start))
+		p := pending{Start: start, Secs: s.meter.Length()}
+		if v := tx.Bucket(bPending).Get(k); v != nil {
+			if err := json.Unmarshal(v, &p); err != nil {
+				return err
+			}
+		} else if receiptFor(tx, pair, start) || tx.Bucket(bDisputed).Get(key(pair, uint64(start))) != nil {
+			return fmt.Errorf("accounting: window %d with %s is settled already", start, peer)
+		}
+		if p.Refused != "" {
+			return nil // the first finding stands
+		}
+		p.Refused = finding
+		return putJSON(tx, bPending, k, p)
+	})
+	if err == nil {
+		s.log.Info("accounting: window refused", "peer", peer, "window", start, "finding", finding)
+	}
+	return err
+}
+
 // markDisputed ends a window's exchange without agreement: a disputed
 // receipt with both sides' figures (the peer's as last heard, zero if
 // never), signed by this node, reported with the window.
@@ -352,10 +392,11 @@ func (s *Service) putDisputed(tx *bolt.Tx, pair, peer string, p pending) error {
 	if err := tx.Bucket(bByWindow).Put(windowKey(p.Start, 'd', pair), nil); err != nil {
 		return err
 	}
-	rec := Dispute{Pair: pair, Peer: peer, WindowStart: p.Start, Rounds: p.Rounds, Evidence: p.Evidence, TheirEvidence: p.TheirEvidence, Findings: p.Findings}
-	if rec.Findings == nil {
-		rec.Findings = []string{}
+	rec := Dispute{Pair: pair, Peer: peer, WindowStart: p.Start, Rounds: p.Rounds, Evidence: p.Evidence, TheirEvidence: p.TheirEvidence, Findings: []string{}}
+	if p.Refused != "" {
+		rec.Findings = append(rec.Findings, "refused: "+p.Refused)
 	}
+	rec.Findings = append(rec.Findings, p.Findings...)
 	if err := putJSON(tx, bDisputes, key(pair, uint64(p.Start)), rec); err != nil {
 		return err
 	}
@@ -447,7 +488,11 @@ func (s *Service) handlePropose(msg *didcomm.Message) (*didcomm.Message, error) 
 		if h != nil && body.WindowStart <= h.WindowStart {
 			return problem(exchange.CodeChain, "window %d is not after the pair's last receipt (window %d)", body.WindowStart, h.WindowStart)
 		}
-		if why := exchange.CheckProposal(body, mine, s.bounds()); why != "" {
+		why := exchange.CheckProposal(body, mine, s.bounds())
+		if p.Refused != "" {
+			why = "this node refuses the window: " + p.Refused
+		}
+		if why != "" {
 			p.Theirs, p.Rounds = &body.Counts, body.Round
 			p.theirs(body.Evidence)
 			if err := putJSON(tx, bPending, k, p); err != nil {

@@ -149,6 +149,9 @@ type pending struct {
 	Evidence      *receipt.Evidence `json:"evidence,omitempty"`
 	TheirEvidence *receipt.Evidence `json:"their_evidence,omitempty"`
 	Findings      []string          `json:"findings,omitempty"`
+	// Refused is why this node will not sign the window whatever the
+	// figures (Refuse): it caught the peer cheating in it.
+	Refused string `json:"refused,omitempty"`
 }
 
 // Dispute is a disputed window's record, kept beside its disputed
