@@ -27,10 +27,12 @@ type MarketHooks struct {
 	// Received meters the compute units an executor gave this node for
 	// a result this node counts, in the window of at: the time the
 	// executor metered them, kept within the job's own span. A caught
-	// executor's units are not counted, so the window's receipt with it
-	// is disputed (spec/compute.md "Accounting").
+	// executor's units are not counted (spec/compute.md "Accounting").
 	Received func(executor string, units uint64, at time.Time)
-	// Caught is told of every dispute, after the metrics count it.
+	// Caught is told of every dispute, after the metrics count it: the
+	// node refuses its open window with the executor, so the window is
+	// disputed whatever the executor claims (spec/compute.md
+	// "Accounting").
 	Caught func(verify.Dispute)
 }
 

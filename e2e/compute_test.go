@@ -387,8 +387,9 @@ func caughtIn(t *testing.T, home, module, input, did string) jobJSON {
 // wrong job (it is still in its warm-up), the verdict stays the honest
 // output, the units it claims are not counted so the window with it is
 // disputed, and its standing at the requester falls to zero (a wall).
-// It comes back under a fresh identity (a Sybil) and is caught on its
-// first job again.
+// It comes back under a fresh identity (a Sybil) that claims none of
+// its units, is caught on its first job again, and is walled all the
+// same: the requester refuses the window with a caught executor.
 func TestComputeCheatersCaught(t *testing.T) {
 	needBinary(t)
 	cheatBinary(t)
@@ -450,13 +451,27 @@ func TestComputeCheatersCaught(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
-	// A fresh identity: caught on its first job too.
+	// A fresh identity, and silent: it meters none of the units it
+	// gives, so it claims nothing the requester could dispute. It is
+	// caught on its first job too, and the requester's refusal of the
+	// window with it (spec/disputes.md "Refused windows") walls it.
 	c.kill()
-	sybil := startCheater(t, newHome(t, computeConfig+cfg), r.mesh, "FLEETMESH_E2E_CHEAT=wrong")
+	sybil := startCheater(t, newHome(t, computeConfig+cfg), r.mesh, "FLEETMESH_E2E_CHEAT=silent")
 	if sybil.did == c.did {
 		t.Fatal("the Sybil has the cheat's DID")
 	}
 	caughtIn(t, rh, module, input, sybil.did)
+	deadline = time.Now().Add(120 * time.Second)
+	for {
+		s := standingOf(t, rh, sybil.did)
+		if s.Wall && s.Disputes > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the silent Sybil's standing at the requester is %+v: want a wall and its disputed window\nrequester's accounting:\n%s", s, grepLines(r.output(), "accounting"))
+		}
+		time.Sleep(time.Second)
+	}
 	resp, err := http.Get(r.httpURL() + "/metrics")
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,9 @@ import (
 //
 //   - wrong: return a wrong output for every job, committed to as if
 //     it were right;
+//   - silent: the same, and meter none of the units it gives (it claims
+//     nothing for its jobs, so only the requester's refusal of the
+//     window disputes it);
 //   - share: run honestly and leave each output in the directory
 //     FLEETMESH_E2E_SHARE, for a colluder;
 //   - copy: a lazy copier: commit to a guess without running, then at
@@ -33,18 +36,21 @@ func init() {
 		s := sha256.Sum256(append(append([]byte(nil), module...), input...))
 		return hex.EncodeToString(s[:])
 	}
+	wrong := func(run compute.Runner) compute.Runner {
+		return func(ctx context.Context, module, input []byte, l compute.Limits) (compute.Run, error) {
+			r, err := run(ctx, module, input, l)
+			if err == nil && r.Outcome == compute.OutcomeOK {
+				r.Output = append([]byte("cheat:"), r.Output...)
+				r.Hash = sha256.Sum256(r.Output)
+			}
+			return r, err
+		}
+	}
 	switch os.Getenv("FLEETMESH_E2E_CHEAT") {
 	case "wrong":
-		cheatRunner = func(run compute.Runner) compute.Runner {
-			return func(ctx context.Context, module, input []byte, l compute.Limits) (compute.Run, error) {
-				r, err := run(ctx, module, input, l)
-				if err == nil && r.Outcome == compute.OutcomeOK {
-					r.Output = append([]byte("cheat:"), r.Output...)
-					r.Hash = sha256.Sum256(r.Output)
-				}
-				return r, err
-			}
-		}
+		cheatRunner = wrong
+	case "silent":
+		cheatRunner, cheatUncounted = wrong, true
 	case "share":
 		cheatRunner = func(run compute.Runner) compute.Runner {
 			return func(ctx context.Context, module, input []byte, l compute.Limits) (compute.Run, error) {

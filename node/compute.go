@@ -36,6 +36,10 @@ var cheatRunner func(compute.Runner) compute.Runner
 // cheatRunner, only the e2echeat tag sets it.
 var cheatHandler func(*identity.Key, agent.Handler) agent.Handler
 
+// cheatUncounted, when set, keeps the executor from metering what it
+// gives: a cheat silent about its units. Only the e2echeat tag sets it.
+var cheatUncounted bool
+
 // computePart is the node's compute market (spec/compute.md): the
 // executor on the agent when [compute] offer is set, and the
 // requester's side behind `fleetmesh job run` always.
@@ -72,6 +76,9 @@ func openCompute(opts Options, dc *agent.Service, mp *meshPart, acct *accounting
 			return acct.allow(peerOf(requester), meter.ComputeUnits, units)
 		},
 		Gave: func(requester string, units uint64, at time.Time) {
+			if cheatUncounted {
+				return
+			}
 			acct.meter.RecordAt(peerOf(requester), meter.ComputeUnits, meter.Gave, units, at)
 		},
 		Ran: m.Ran,
@@ -95,6 +102,14 @@ func openCompute(opts Options, dc *agent.Service, mp *meshPart, acct *accounting
 		Standing:   acct.standing,
 		Received: func(executor string, units uint64, at time.Time) {
 			acct.meter.RecordAt(peerOf(executor), meter.ComputeUnits, meter.Received, units, at)
+		},
+		// A caught executor's window is disputed whether or not it
+		// claims the units it is not paid for (spec/compute.md
+		// "Accounting").
+		Caught: func(d verify.Dispute) {
+			if err := acct.s.Refuse(d.Executor, "compute job "+d.JobID+": "+d.Reason); err != nil {
+				opts.Log.Warn("compute: refusing the caught executor's window", "executor", d.Executor, "err", err)
+			}
 		},
 	}, m, opts.Log)
 	if err != nil {
