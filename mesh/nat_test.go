@@ -6,7 +6,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -210,11 +209,13 @@ func TestRelayServiceLimits(t *testing.T) {
 
 	// The target counts what arrives; the relay may cut the circuit
 	// before the stream is even negotiated, and then nothing arrives.
-	var got atomic.Int64
-	var handlers sync.WaitGroup
+	// A WaitGroup cannot count the handlers: one may start while the
+	// test waits (a late stream), and WaitGroup.Add racing Wait is a
+	// data race (-race reported it).
+	var got, active atomic.Int64
 	target.SetStreamHandler(sinkProtocol, func(s network.Stream) {
-		handlers.Add(1)
-		defer handlers.Done()
+		active.Add(1)
+		defer active.Add(-1)
 		n, _ := io.Copy(io.Discard, s)
 		got.Add(n)
 	})
@@ -261,7 +262,7 @@ func TestRelayServiceLimits(t *testing.T) {
 		return dialer.Network().Connectedness(target.ID()) != network.Limited &&
 			target.Network().Connectedness(dialer.ID()) != network.Limited
 	})
-	handlers.Wait()
+	eventually(t, 30*time.Second, "the target's stream handlers return", func() bool { return active.Load() == 0 })
 	if n := got.Load(); n >= circuitBytes {
 		t.Fatalf("%d payload bytes crossed a circuit limited to %d bytes (write err %v)", n, circuitBytes, werr)
 	}
