@@ -37,23 +37,19 @@ func (s *Service) snapshot(w *meter.Window) error {
 				continue
 			}
 			ev := w.Evidence(p)
-			k := key(did, uint64(w.Start))
-			rec := pending{Start: w.Start, Secs: s.meter.Length(), Mine: side, Evidence: &ev}
-			// Figures saved at a stop within this window (Close): the
-			// window is the two parts together (spec/disputes.md "Stops").
-			if v := tx.Bucket(bPending).Get(k); v != nil {
-				var old pending
-				if err := json.Unmarshal(v, &old); err != nil {
-					return err
-				}
-				old.Mine = old.Mine.Add(side)
-				if old.Evidence != nil {
-					ev = old.Evidence.Merge(ev)
-				}
-				old.Evidence = &ev
-				rec = old
+			// Figures saved at a stop within this window (Close), or a
+			// refusal (Refuse), are kept: the figures add up
+			// (spec/disputes.md "Stops").
+			rec, _, err := pendingAt(tx, did, w.Start, s.meter.Length())
+			if err != nil {
+				return err
 			}
-			if err := putJSON(tx, bPending, k, rec); err != nil {
+			rec.Mine = rec.Mine.Add(side)
+			if rec.Evidence != nil {
+				ev = rec.Evidence.Merge(ev)
+			}
+			rec.Evidence = &ev
+			if err := putJSON(tx, bPending, key(did, uint64(w.Start)), rec); err != nil {
 				return err
 			}
 		}
@@ -346,20 +342,18 @@ func (s *Service) Refuse(peer string, finding string) error {
 	start := s.meter.Current().Start
 	pair, _ := pairOf(s.did, peer)
 	err := s.db.b.Update(func(tx *bolt.Tx) error {
-		k := key(peer, uint64(start))
-		p := pending{Start: start, Secs: s.meter.Length()}
-		if v := tx.Bucket(bPending).Get(k); v != nil {
-			if err := json.Unmarshal(v, &p); err != nil {
-				return err
-			}
-		} else if receiptFor(tx, pair, start) || tx.Bucket(bDisputed).Get(key(pair, uint64(start))) != nil {
+		p, stored, err := pendingAt(tx, peer, start, s.meter.Length())
+		if err != nil {
+			return err
+		}
+		if !stored && (receiptFor(tx, pair, start) || tx.Bucket(bDisputed).Get(key(pair, uint64(start))) != nil) {
 			return fmt.Errorf("accounting: window %d with %s is settled already", start, peer)
 		}
 		if p.Refused != "" {
 			return nil // the first finding stands
 		}
 		p.Refused = finding
-		return putJSON(tx, bPending, k, p)
+		return putJSON(tx, bPending, key(peer, uint64(start)), p)
 	})
 	if err == nil {
 		s.log.Info("accounting: window refused", "peer", peer, "window", start, "finding", finding)
@@ -474,17 +468,12 @@ func (s *Service) handlePropose(msg *didcomm.Message) (*didcomm.Message, error) 
 		if err := s.windowAllowed(tx, msg.From, pair, body.WindowStart); err != nil {
 			return err
 		}
-		var mine receipt.Side
 		k := key(msg.From, uint64(body.WindowStart))
-		var p pending
-		if v := tx.Bucket(bPending).Get(k); v != nil {
-			if err := json.Unmarshal(v, &p); err != nil {
-				return err
-			}
-			mine = p.Mine
-		} else {
-			p = pending{Start: body.WindowStart, Secs: body.WindowSecs}
+		p, _, err := pendingAt(tx, msg.From, body.WindowStart, body.WindowSecs)
+		if err != nil {
+			return err
 		}
+		mine := p.Mine
 		if h != nil && body.WindowStart <= h.WindowStart {
 			return problem(exchange.CodeChain, "window %d is not after the pair's last receipt (window %d)", body.WindowStart, h.WindowStart)
 		}

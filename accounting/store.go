@@ -214,6 +214,17 @@ func head(tx *bolt.Tx, pair string) (*receipt.Receipt, error) {
 	return receipt.Decode(raw)
 }
 
+// pendingAt is the pending record of peer's window at start, and whether
+// one is stored; without one, a record of that window with no figures.
+func pendingAt(tx *bolt.Tx, peer string, start, secs int64) (pending, bool, error) {
+	p := pending{Start: start, Secs: secs}
+	v := tx.Bucket(bPending).Get(key(peer, uint64(start)))
+	if v == nil {
+		return p, false, nil
+	}
+	return p, true, json.Unmarshal(v, &p)
+}
+
 // pendingFor lists a peer's pending windows, oldest first.
 func pendingFor(tx *bolt.Tx, peer string) ([]pending, error) {
 	var out []pending

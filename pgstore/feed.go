@@ -274,11 +274,11 @@ func (s *Store) follow(ctx context.Context, f *Follower, last uint64) {
 	}
 }
 
-// pollEvery is how long a follower, or the manage lists' watcher, waits
-// for a notification before it reads anyway: Options.FeedPoll while the
-// listener is not connected, Options.FeedPollListening while it is (it
-// then wakes them on every change and on its connection dropping or
-// coming back).
+// pollEvery is how long a follower waits for a notification before it
+// reads anyway: Options.FeedPoll while the listener is not connected,
+// Options.FeedPollListening while it is (it then wakes the followers on
+// every change and on its connection dropping or coming back). The
+// manage lists pace themselves alike (ManageLists.Listening).
 func (s *Store) pollEvery() time.Duration {
 	if s.listening.Load() {
 		return s.opts.FeedPollListening
