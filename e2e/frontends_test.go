@@ -37,11 +37,24 @@ import (
 // of a fresh database on it.
 func frontEndsDB(t *testing.T) string {
 	t.Helper()
+	return newDatabase(t, startPostgres(t, "the front-end tests (scripts/test.sh installs postgresql)"))
+}
+
+// startPostgres starts a PostgreSQL server for the test, stopped when it
+// ends; what names the test's use of it in the error.
+func startPostgres(t *testing.T, what string) *pgtest.Server {
+	t.Helper()
 	srv, err := pgtest.Start(pgtest.Options{})
 	if err != nil {
-		t.Fatalf("PostgreSQL for the front-end tests (scripts/test.sh installs postgresql): %v", err)
+		t.Fatalf("PostgreSQL for %s: %v", what, err)
 	}
 	t.Cleanup(func() { srv.Stop() })
+	return srv
+}
+
+// newDatabase creates a fresh database on srv and returns its URL.
+func newDatabase(t *testing.T, srv *pgtest.Server) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	url, err := srv.CreateDatabase(ctx)
@@ -49,6 +62,19 @@ func frontEndsDB(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return url
+}
+
+// pgConnect opens a connection of the test's own to url; the caller
+// closes it.
+func pgConnect(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // frontEndHomes makes a node home whose store is the database at url, its
@@ -715,12 +741,9 @@ func eventually(t *testing.T, check func() error) {
 // returns how many it ended.
 func terminateSessions(t *testing.T, url, name string) int {
 	t.Helper()
+	c := pgConnect(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer c.Close(ctx)
 	var n int
 	if err := c.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
@@ -809,12 +832,7 @@ type roleWatch struct {
 
 func newRoleWatch(t *testing.T, url, did, waiter string) *roleWatch {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := pgConnect(t, url)
 	t.Cleanup(func() { c.Close(context.Background()) })
 	return &roleWatch{t: t, c: c, key: frontend.RoleLockKey(did), waiter: waiter}
 }

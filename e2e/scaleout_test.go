@@ -87,21 +87,9 @@ func TestScaleOut(t *testing.T) {
 		khatruBin = khatruRelayBin(t)
 	}
 
-	srv, err := pgtest.Start(pgtest.Options{})
-	if err != nil {
-		t.Fatalf("PostgreSQL for the scale-out measurement (apt-get install postgresql): %v", err)
-	}
-	t.Cleanup(func() { srv.Stop() })
+	srv := startPostgres(t, "the scale-out measurement (apt-get install postgresql)")
 	dbPIDs := postgresPIDs(t, srv.URL("postgres"))
-	newDB := func() string {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		url, err := srv.CreateDatabase(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return url
-	}
+	newDB := func() string { return newDatabase(t, srv) }
 
 	var results []scaleOutResult
 	for _, name := range order {
@@ -170,12 +158,9 @@ func dbSessions(t *testing.T, srv *pgtest.Server, url string) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
+	conn := pgConnect(t, srv.URL("postgres"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, srv.URL("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer conn.Close(ctx)
 	var n int64
 	if err := conn.QueryRow(ctx, "SELECT sessions FROM pg_stat_database WHERE datname = $1", cfg.Database).Scan(&n); err != nil {
